@@ -1,0 +1,83 @@
+"""The one error root of saihm and its few meaningful children.
+
+Each class maps to one HTTP status at the edge; each raise site may narrow the protocol error
+code (for example ``NotPermitted("...", code="not_holder")``). Messages never carry secrets,
+plaintext, tokens or query text: they may reach a client.
+"""
+
+from __future__ import annotations
+
+
+class SaihmError(Exception):
+    """Root of every error saihm raises on purpose."""
+
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+        super().__init__(message or self.code)
+        if code is not None:
+            self.code = code
+
+
+class MalformedInput(SaihmError):
+    """Input that does not parse or breaks a stated rule (400)."""
+
+    status = 400
+    code = "bad_request"
+
+
+class TooLarge(MalformedInput):
+    """A request or value over a stated size bound (413)."""
+
+    status = 413
+    code = "too_large"
+
+
+class Unauthenticated(SaihmError):
+    """No capability, or one that is invalid, expired or revoked (401)."""
+
+    status = 401
+    code = "unauthenticated"
+
+
+class NotPermitted(SaihmError):
+    """An authenticated caller asking for something its capability does not cover (403)."""
+
+    status = 403
+    code = "not_permitted"
+
+
+class NotFound(SaihmError):
+    """A named object that does not exist (404)."""
+
+    status = 404
+    code = "not_found"
+
+
+class Conflict(SaihmError):
+    """A request that contradicts the current state (409)."""
+
+    status = 409
+    code = "conflict"
+
+
+class VerificationFailed(SaihmError):
+    """Stored or presented data whose hash, signature or proof does not verify."""
+
+    status = 500
+    code = "verification_failed"
+
+
+class Unavailable(SaihmError):
+    """Storage or the log could not be reached; see the protocol's order of effect (503)."""
+
+    status = 503
+    code = "operator_storage_unavailable"
+
+
+class Disabled(SaihmError):
+    """A tool the operator has not enabled, such as governance (501)."""
+
+    status = 501
+    code = "disabled"

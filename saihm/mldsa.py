@@ -1,0 +1,82 @@
+"""Every ML-DSA call saihm makes, in one module (the ML-DSA API of ``cryptography`` is young).
+
+Signing is hedged (randomised), as FIPS 204 recommends for production; verification raises
+``InvalidSignature`` and never returns a bool.
+"""
+
+from __future__ import annotations
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.mldsa import (
+    MLDSA44PrivateKey,
+    MLDSA44PublicKey,
+    MLDSA65PrivateKey,
+    MLDSA65PublicKey,
+)
+
+__all__ = [
+    "MLDSA44_PUBLIC_KEY_SIZE",
+    "MLDSA44_SIGNATURE_SIZE",
+    "MLDSA65_PUBLIC_KEY_SIZE",
+    "MLDSA65_SIGNATURE_SIZE",
+    "InvalidSignature",
+    "MLDSA44PrivateKey",
+    "MLDSA65PrivateKey",
+    "mldsa44_from_seed",
+    "mldsa44_public_bytes",
+    "mldsa44_verify",
+    "mldsa65_from_seed",
+    "mldsa65_public_bytes",
+    "mldsa65_verify",
+]
+
+MLDSA65_PUBLIC_KEY_SIZE = 1952
+MLDSA65_SIGNATURE_SIZE = 3309
+MLDSA44_PUBLIC_KEY_SIZE = 1312
+MLDSA44_SIGNATURE_SIZE = 2420
+
+
+def mldsa65_from_seed(xi: bytes) -> MLDSA65PrivateKey:
+    """ML-DSA.KeyGen_internal from the 32-byte seed xi (FIPS 204 Algorithm 6)."""
+    if len(xi) != 32:
+        raise ValueError("ML-DSA seed must be 32 bytes")
+    return MLDSA65PrivateKey.from_seed_bytes(xi)
+
+
+def mldsa65_public_bytes(key: MLDSA65PrivateKey) -> bytes:
+    """The raw 1952-byte encoded public key."""
+    return key.public_key().public_bytes_raw()
+
+
+def mldsa65_verify(public_key: bytes, signature: bytes, message: bytes, context: bytes) -> None:
+    """Verify a pure ML-DSA-65 signature; raise ``InvalidSignature`` on any failure."""
+    if len(public_key) != MLDSA65_PUBLIC_KEY_SIZE or len(signature) != MLDSA65_SIGNATURE_SIZE:
+        raise InvalidSignature("ML-DSA-65 key or signature has the wrong length")
+    try:
+        key = MLDSA65PublicKey.from_public_bytes(public_key)
+    except ValueError as err:
+        raise InvalidSignature("not an ML-DSA-65 public key") from err
+    key.verify(signature, message, context)
+
+
+def mldsa44_from_seed(xi: bytes) -> MLDSA44PrivateKey:
+    """ML-DSA-44 key from a 32-byte seed (used for the log's own checkpoint key)."""
+    if len(xi) != 32:
+        raise ValueError("ML-DSA seed must be 32 bytes")
+    return MLDSA44PrivateKey.from_seed_bytes(xi)
+
+
+def mldsa44_public_bytes(key: MLDSA44PrivateKey) -> bytes:
+    """The raw 1312-byte encoded public key."""
+    return key.public_key().public_bytes_raw()
+
+
+def mldsa44_verify(public_key: bytes, signature: bytes, message: bytes, context: bytes) -> None:
+    """Verify a pure ML-DSA-44 signature; raise ``InvalidSignature`` on any failure."""
+    if len(public_key) != MLDSA44_PUBLIC_KEY_SIZE or len(signature) != MLDSA44_SIGNATURE_SIZE:
+        raise InvalidSignature("ML-DSA-44 key or signature has the wrong length")
+    try:
+        key = MLDSA44PublicKey.from_public_bytes(public_key)
+    except ValueError as err:
+        raise InvalidSignature("not an ML-DSA-44 public key") from err
+    key.verify(signature, message, context)
