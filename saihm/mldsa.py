@@ -27,6 +27,7 @@ __all__ = [
     "mldsa44_verify",
     "mldsa65_from_seed",
     "mldsa65_public_bytes",
+    "mldsa65_sign",
     "mldsa65_verify",
 ]
 
@@ -46,6 +47,11 @@ def mldsa65_from_seed(xi: bytes) -> MLDSA65PrivateKey:
 def mldsa65_public_bytes(key: MLDSA65PrivateKey) -> bytes:
     """The raw 1952-byte encoded public key."""
     return key.public_key().public_bytes_raw()
+
+
+def mldsa65_sign(key: MLDSA65PrivateKey, message: bytes, context: bytes) -> bytes:
+    """Hedged pure ML-DSA-65 signature of ``message`` under ``context`` (FIPS 204 Algorithm 2)."""
+    return key.sign(message, context)
 
 
 def mldsa65_verify(public_key: bytes, signature: bytes, message: bytes, context: bytes) -> None:

@@ -1,0 +1,73 @@
+"""Constrained field types and the strict map reader shared by the event models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, Strict, ValidationError
+
+from saihm.events.codec import decode
+from saihm.events.errors import DecodeError
+from saihm.mldsa import MLDSA65_PUBLIC_KEY_SIZE, MLDSA65_SIGNATURE_SIZE
+
+U64_MAX = 2**64 - 1
+U32_MAX = 2**32 - 1
+
+Id32 = Annotated[bytes, Strict(), Field(min_length=32, max_length=32)]
+Nonce16 = Annotated[bytes, Strict(), Field(min_length=16, max_length=16)]
+Signature65 = Annotated[
+    bytes, Strict(), Field(min_length=MLDSA65_SIGNATURE_SIZE, max_length=MLDSA65_SIGNATURE_SIZE)
+]
+PublicKey65 = Annotated[
+    bytes, Strict(), Field(min_length=MLDSA65_PUBLIC_KEY_SIZE, max_length=MLDSA65_PUBLIC_KEY_SIZE)
+]
+U64 = Annotated[int, Strict(), Field(ge=0, le=U64_MAX)]
+U32 = Annotated[int, Strict(), Field(ge=0, le=U32_MAX)]
+Text = Annotated[str, Strict()]
+#: A short printable-ASCII name (storage tier, capability consumer).
+Name = Annotated[str, Strict(), Field(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")]
+
+
+def read_map(data: bytes, what: str, required: set[Any], optional: frozenset[Any] = frozenset()):
+    """Decode ``data`` as a CBOR map whose keys are exactly ``required`` plus some of ``optional``.
+
+    Raises ``DecodeError`` naming ``what`` and the first rule broken.
+    """
+    obj = decode(data)
+    return check_map(obj, what, required, optional)
+
+
+def check_map(obj: Any, what: str, required: set[Any], optional: frozenset[Any] = frozenset()):
+    """Check an already decoded map's key set; see ``read_map``."""
+    if not isinstance(obj, dict):
+        raise DecodeError(f"{what}: expected a CBOR map")
+    keys = set(obj)
+    missing = required - keys
+    if missing:
+        raise DecodeError(f"{what}: missing key {sorted(missing, key=repr)[0]!r}")
+    unknown = keys - required - optional
+    if unknown:
+        raise DecodeError(f"{what}: unknown key {sorted(unknown, key=repr)[0]!r}")
+    return obj
+
+
+def build(model: Any, what: str, **fields: Any) -> Any:
+    """Construct ``model`` from decoded fields, turning validation failures into ``DecodeError``."""
+    try:
+        return model(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first.get("loc", ())) or "value"
+        raise DecodeError(f"{what}: field {loc}: {first.get('msg', 'invalid')}") from err
+    except ValueError as err:
+        raise DecodeError(f"{what}: {err}") from err
+
+
+Bool = Annotated[bool, Strict()]
+
+
+def need(obj: Any, kind: type, what: str) -> Any:
+    """Return ``obj`` if its type is exactly ``kind``; raise ``DecodeError`` otherwise."""
+    if type(obj) is not kind:
+        raise DecodeError(f"{what}: expected {kind.__name__}")
+    return obj

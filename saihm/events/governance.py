@@ -1,0 +1,157 @@
+"""Proposal and vote bodies (saihm-protocol "saihm_governance_propose" / "..._vote").
+
+These are the private bodies the operator keeps; the PROPOSE and VOTE receipt details
+(``ProposeDetail``, ``VoteDetail``) are their public form.
+
+Proposal: {1: proposalId, 2: holderId, 3: scope, 4: paramKey | null, 5: proposedValue | null,
+6: snapshotEpoch, 7: timestamp, 8: proposalNonce}; proposalId is SHA-256 of the deterministic
+CBOR of the map without key 1. Vote: {1: proposalId, 2: voterId, 3: approve, 4: weight,
+5: timestamp}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, Strict
+
+from saihm.events._types import U64, Bool, Id32, Nonce16, Text, build, read_map
+from saihm.events.codec import encode
+from saihm.events.details import ProposeDetail, VoteDetail
+from saihm.events.errors import SignatureError
+
+__all__ = ["Proposal", "Vote"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Proposal(BaseModel):
+    """A governance proposal; build with ``Proposal.create`` so that the id is right."""
+
+    model_config = _FROZEN
+
+    proposal_id: Id32
+    holder_id: Id32
+    scope: Annotated[str, Strict(), Field(min_length=1)]
+    param_key: Text | None
+    proposed_value: Text | None
+    snapshot_epoch: U64
+    timestamp: U64
+    proposal_nonce: Nonce16
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        holder_id: bytes,
+        scope: str,
+        param_key: str | None,
+        proposed_value: str | None,
+        snapshot_epoch: int,
+        timestamp: int,
+        proposal_nonce: bytes | None = None,
+    ) -> Self:
+        """A proposal with a fresh 16-byte nonce (unless given) and its computed id."""
+        fields: dict[str, Any] = {
+            "holder_id": holder_id,
+            "scope": scope,
+            "param_key": param_key,
+            "proposed_value": proposed_value,
+            "snapshot_epoch": snapshot_epoch,
+            "timestamp": timestamp,
+            "proposal_nonce": os.urandom(16) if proposal_nonce is None else proposal_nonce,
+        }
+        draft = cls(proposal_id=bytes(32), **fields)
+        return cls(proposal_id=hashlib.sha256(encode(draft.unsigned_map())).digest(), **fields)
+
+    def unsigned_map(self) -> dict[int, Any]:
+        return {
+            2: self.holder_id,
+            3: self.scope,
+            4: self.param_key,
+            5: self.proposed_value,
+            6: self.snapshot_epoch,
+            7: self.timestamp,
+            8: self.proposal_nonce,
+        }
+
+    def check_id(self) -> None:
+        """Raise ``SignatureError`` unless proposal_id is SHA-256 of the map without key 1."""
+        want = hashlib.sha256(encode(self.unsigned_map())).digest()
+        if not hmac.compare_digest(want, self.proposal_id):
+            raise SignatureError("proposalId does not match the proposal")
+
+    def detail(self) -> ProposeDetail:
+        """The public PROPOSE receipt detail."""
+        return ProposeDetail(
+            scope=self.scope,
+            param_key=self.param_key,
+            proposed_value=self.proposed_value,
+            snapshot_epoch=self.snapshot_epoch,
+        )
+
+    def to_cbor(self) -> bytes:
+        m = self.unsigned_map()
+        m[1] = self.proposal_id
+        return encode(m)
+
+    @classmethod
+    def from_cbor(cls, data: bytes) -> Self:
+        """Strictly decode a proposal map; raises ``DecodeError`` (the id is not checked)."""
+        m = read_map(data, "proposal", set(range(1, 9)))
+        return build(
+            cls,
+            "proposal",
+            proposal_id=m[1],
+            holder_id=m[2],
+            scope=m[3],
+            param_key=m[4],
+            proposed_value=m[5],
+            snapshot_epoch=m[6],
+            timestamp=m[7],
+            proposal_nonce=m[8],
+        )
+
+
+class Vote(BaseModel):
+    """One holder's vote on one proposal."""
+
+    model_config = _FROZEN
+
+    proposal_id: Id32
+    voter_id: Id32
+    approve: Bool
+    weight: U64
+    timestamp: U64
+
+    def detail(self) -> VoteDetail:
+        """The public VOTE receipt detail."""
+        return VoteDetail(approve=self.approve, weight=self.weight)
+
+    def to_cbor(self) -> bytes:
+        return encode(
+            {
+                1: self.proposal_id,
+                2: self.voter_id,
+                3: self.approve,
+                4: self.weight,
+                5: self.timestamp,
+            }
+        )
+
+    @classmethod
+    def from_cbor(cls, data: bytes) -> Self:
+        """Strictly decode a vote map; raises ``DecodeError``."""
+        m = read_map(data, "vote", set(range(1, 6)))
+        return build(
+            cls,
+            "vote",
+            proposal_id=m[1],
+            voter_id=m[2],
+            approve=m[3],
+            weight=m[4],
+            timestamp=m[5],
+        )
