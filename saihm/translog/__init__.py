@@ -1,1 +1,28 @@
-"""saihm.translog."""
+"""saihm.translog: the RFC 6962 transparency log, its tiles, proofs and signed checkpoints.
+
+``verify`` is pure and imports nothing of saihm; the rest imports only the shared leaves.
+"""
+
+from saihm.translog.hashing import EMPTY_ROOT, leaf_hash, node_hash
+from saihm.translog.storage import TreeStorage
+from saihm.translog.tree import MerkleTree
+from saihm.translog.verify import (
+    ProofError,
+    RootMismatchError,
+    root_from_inclusion,
+    verify_consistency,
+    verify_inclusion,
+)
+
+__all__ = [
+    "EMPTY_ROOT",
+    "MerkleTree",
+    "ProofError",
+    "RootMismatchError",
+    "TreeStorage",
+    "leaf_hash",
+    "node_hash",
+    "root_from_inclusion",
+    "verify_consistency",
+    "verify_inclusion",
+]
