@@ -1,1 +1,10 @@
-"""saihm.authority."""
+"""The authority: issues capability tokens with its own key (DESIGN.md "Capabilities").
+
+The serving process holds only the authority's public key; this package is used by the person's
+tools (``saihm holder create``, ``saihm session open``, ``saihm grant``) on the authority's
+machine. A token cannot be manufactured by anyone who lacks the authority's private key.
+"""
+
+from saihm.authority.authority import Authority
+
+__all__ = ["Authority"]

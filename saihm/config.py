@@ -1,0 +1,66 @@
+"""The explicit configuration object every entry point builds first (no env reads elsewhere)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DAY = 86_400
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where things live and the operator's published policy.
+
+    ``kek_dir`` and ``authority_dir`` default to siblings of the data directory
+    (``<data>/../kek``, ``<data>/../authority``); production puts them on other volumes or
+    machines (docs/operations.md).
+    """
+
+    data_dir: Path
+    kek_dir: Path
+    authority_dir: Path
+    origin: str = "saihm.localhost/log"
+    tier: str = "STANDARD"
+    map_size: int = 8 << 30
+    checkpoint_interval: float = 1.0
+    recall_receipts: bool = True
+    status_receipts: bool = True
+    governance: bool = True
+    voting_window: int = 7 * DAY
+    temporary_default_ttl: int = DAY
+    token_ttl: int = 30 * DAY
+    service_window_ms: int = 2_000
+    kek_rotation_hours: int = 24
+    governable: dict[str, str] = field(
+        default_factory=lambda: {
+            "kek_rotation_hours": "hours between KEK retirements (integer, 1..168)",
+            "temporary_default_ttl": "default TEMPORARY contract lifetime in seconds (1..86400)",
+        }
+    )
+
+    @classmethod
+    def for_data(
+        cls, data_dir: str | Path, kek_dir: str | Path | None = None,
+        authority_dir: str | Path | None = None, **options: object,
+    ) -> Config:  # fmt: skip
+        """The configuration for one data directory, with the default sibling directories."""
+        data = Path(data_dir).absolute()
+        kek = Path(kek_dir).absolute() if kek_dir else data.parent / "kek"
+        authority = Path(authority_dir).absolute() if authority_dir else data.parent / "authority"
+        return cls(data_dir=data, kek_dir=kek, authority_dir=authority, **options)  # type: ignore[arg-type]
+
+    @property
+    def lmdb_dir(self) -> Path:
+        """The LMDB environment."""
+        return self.data_dir / "lmdb"
+
+    @property
+    def log_keys_dir(self) -> Path:
+        """The log's checkpoint signing keys (Ed25519 and ML-DSA-44)."""
+        return self.data_dir / "log-keys"
+
+    @property
+    def authority_public_key_file(self) -> Path:
+        """The only authority material the serving process reads."""
+        return self.data_dir / "authority.pub"

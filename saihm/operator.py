@@ -1,0 +1,679 @@
+"""The SAIHM operations and their rules over the store (saihm-protocol, custodial profile).
+
+Each tool authenticates through :meth:`Store.authenticate`, reads only through
+:meth:`Store.read`, signs outside any transaction, and commits one :class:`Change` whose guard
+re-checks the rule inside the write transaction. Results are the protocol's JSON objects.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from saihm import params as P
+from saihm.config import Config
+from saihm.errors import (
+    Conflict,
+    Disabled,
+    MalformedInput,
+    NotFound,
+    NotPermitted,
+    Unauthenticated,
+)
+from saihm.events import Operation, SealedPayload
+from saihm.events.details import GrantDetail, ProposeDetail, VoteDetail
+from saihm.events.envelope import seal
+from saihm.events.identity import HolderKey
+from saihm.events.rules import check_contract_terms
+from saihm.events.signing import sign_contract, sign_receipt
+from saihm.projections import Body
+from saihm.projections import apply as PJ
+from saihm.projections.keys import loads
+from saihm.store import Access, Change, OpenedCell, Store
+
+MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}
+SCOPES = ("emission_param", "protocol_upgrade")
+RECORD_KINDS = ("said", "did", "end")
+WINDOW_30_DAYS = 30 * 86_400
+
+
+class Operator:
+    """The eight tools, the extension methods of DESIGN.md, and the person's admin actions."""
+
+    def __init__(self, store: Store, config: Config | None = None) -> None:
+        self.store = store
+        self.config = config or store.config
+        self._tools: dict[str, Callable[[Access, dict], Any]] = {
+            "saihm_remember": self._remember,
+            "saihm_recall": self._recall,
+            "saihm_forget": self._forget,
+            "saihm_status": self._status,
+            "saihm_share": self._share,
+            "saihm_revoke_share": self._revoke_share,
+            "saihm_governance_propose": self._propose,
+            "saihm_governance_vote": self._vote,
+            "saihm_accept_contract": self._accept,
+            "saihm_decline_contract": self._decline,
+            "saihm_record": self._record,
+            "saihm_forget_session": self._forget_session,
+        }
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """Every method name the binding accepts."""
+        return tuple(self._tools)
+
+    def call(self, token: str | None, method: object, params: object) -> Any:
+        """Run one binding call: ``{"method", "params"}`` with a bearer capability.
+
+        Raises a :class:`SaihmError` whose ``code`` is the protocol error code.
+        """
+        if not isinstance(method, str) or method not in self._tools:
+            raise NotFound("unknown method", code="unknown_method")
+        if method.startswith("saihm_governance") and not self.config.governance:
+            raise Disabled("governance is not enabled", code="governance_disabled")
+        access = self.store.authenticate(token)
+        if access.consumer is not None:
+            raise NotPermitted("a consumer grant reads through the provider API only")
+        return self._tools[method](access, params if params is not None else {})
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        return int(self.store.clock())
+
+    def _key(self, access: Access) -> HolderKey:
+        return self.store.holder_key(access.holder_id)
+
+    def _commit(self, change: Change) -> Change:
+        return self.store.commit(change)
+
+    def _receipt_only(self, access: Access, operation: Operation) -> None:
+        receipt = sign_receipt(
+            self._key(access), subject_id=access.holder_id, operation=operation,
+            timestamp=self._now(),
+        )  # fmt: skip
+        self._commit(Change(receipts=[receipt]))
+
+    # -- saihm_remember and saihm_record --------------------------------------------------
+
+    def _remember(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"content", "namespace"}, {"content"})
+        content = P.text(p, "content")
+        namespace = P.text(p, "namespace", default="memory")
+        if not content.strip():
+            raise MalformedInput("content is empty", code="empty_content")
+        return self.remember(access, content, namespace=namespace)
+
+    def remember(self, access: Access, content: str, *, namespace: str = "memory") -> dict:
+        """Seal ``content`` into a new cell of the caller's session and log REMEMBER."""
+        self._check_writable(access, namespace)
+        payload = SealedPayload(
+            content=content, session_id=access.session_id, namespace=namespace, kind="memory"
+        )
+        change, cell = self._cell_change(access, payload, None)
+        self._commit(change)
+        return self._cell_result(cell, change)
+
+    def _check_writable(self, access: Access, namespace: str) -> None:
+        if not namespace or len(namespace) > 256:
+            raise MalformedInput("namespace must be 1 to 256 characters")
+        if access.session_id is None:
+            raise MalformedInput("this token names no session to write into", code="no_session")
+        if access.namespaces is not None and namespace not in access.namespaces:
+            raise NotPermitted("namespace outside the token's scope", code="not_holder")
+
+    def _cell_change(
+        self, access: Access, payload: SealedPayload, record: tuple[int, bool] | None,
+        guard: Callable | None = None,
+    ) -> tuple[Change, Any]:  # fmt: skip
+        key = self._key(access)
+        now = self._now()
+        cell, dek = seal(
+            payload, key=key, kek_version=self.store.kek_dir.current_version,
+            tier=self.config.tier, timestamp=now,
+        )  # fmt: skip
+        receipt = sign_receipt(
+            key, subject_id=cell.cell_id, operation=Operation.REMEMBER, timestamp=now
+        )
+        cell_bytes = cell.to_cbor()
+        body = Body(
+            cell_bytes,
+            self.store.session_tag(access.holder_id, access.session_id),
+            None if record is None else record[0],
+            False if record is None else record[1],
+        )
+        change = Change(
+            receipts=[receipt], bodies={cell.cell_id: body}, deks=[(cell.cell_id, dek)],
+            memo=[(cell.cell_id, cell_bytes)], guard=guard,
+        )  # fmt: skip
+        return change, cell
+
+    @staticmethod
+    def _cell_result(cell: Any, change: Change) -> dict:
+        return {
+            "cellId": P.hx(cell.cell_id),
+            "cellNonce": P.hx(cell.cell_nonce),
+            "tier": cell.tier,
+            "kekVersion": cell.kek_version,
+            "epoch": P.dec(cell.timestamp),
+            "signaturePrefix": P.hx(cell.signature[:16]),
+            "receiptId": P.hx(change.receipts[0].receipt_id),
+        }
+
+    def _record(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"content", "kind"}, {"content", "kind"})
+        content = P.text(p, "content")
+        kind = P.text(p, "kind")
+        if kind not in RECORD_KINDS:
+            raise MalformedInput("kind must be said, did or end", code="invalid_kind")
+        if kind != "end" and not content.strip():
+            raise MalformedInput("content is empty", code="empty_content")
+        return self.record(access, content, kind)
+
+    def record(self, access: Access, content: str, kind: str) -> dict:
+        """Append a record cell to the caller's session chain (seq, prev); "end" closes it."""
+        self._check_writable(access, "record")
+        tag = self.store.session_tag(access.holder_id, access.session_id)
+        for _ in range(5):
+            with self.store.read_txn() as txn:
+                head = self.store.projection(txn, PJ.RECORD_HEADS, tag)
+            if head is not None and head.get(3):
+                raise Conflict("this session's record has ended", code="record_ended")
+            seq = 0 if head is None else head[1] + 1
+            prev = None if head is None else head[2]
+            payload = SealedPayload(
+                content=content, session_id=access.session_id, namespace="record",
+                kind=kind, seq=seq, prev=prev,
+            )  # fmt: skip
+
+            def guard(txn: Any, expected: Any = head) -> None:
+                if self.store.projection(txn, PJ.RECORD_HEADS, tag) != expected:
+                    raise _Retry()
+
+            change, cell = self._cell_change(access, payload, (seq, kind == "end"), guard)
+            try:
+                self._commit(change)
+            except _Retry:
+                continue
+            result = self._cell_result(cell, change)
+            result.update(seq=seq, prev=None if prev is None else P.hx(prev), kind=kind)
+            return result
+        raise Conflict("the record changed under this call; try again", code="record_conflict")
+
+    # -- saihm_recall ---------------------------------------------------------------------
+
+    def _recall(self, access: Access, params: object) -> list:
+        p = P.check_params(params, {"query"})
+        return self.recall(access, P.text(p, "query", default=""))
+
+    def recall(self, access: Access, query: str | None) -> list[dict]:
+        """The caller's cells in scope and the covered cells of active contracts, filtered.
+
+        The query is never logged and never written to the RECALL receipt.
+        """
+        cells = self.store.read(access, query=query)
+        if self.config.recall_receipts:
+            self._receipt_only(access, Operation.RECALL)
+        return [self._recall_item(c) for c in cells]
+
+    @staticmethod
+    def _recall_item(opened: OpenedCell) -> dict:
+        cell, payload = opened.cell, opened.payload
+        return {
+            "cellId": P.hx(cell.cell_id),
+            "plaintext": payload.content,
+            "holderIdHex": P.hx(cell.holder_id),
+            "cellNonce": P.hx(cell.cell_nonce),
+            "kekVersion": cell.kek_version,
+            "holderSignaturePrefix": P.hx(cell.signature[:16]),
+            "timestamp": P.dec(cell.timestamp),
+            "tier": cell.tier,
+            "kind": payload.kind,
+            "namespace": payload.namespace,
+            "sessionId": P.hx(payload.session_id),
+        }
+
+    # -- saihm_forget and saihm_forget_session --------------------------------------------
+
+    def _forget(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"id"}, {"id"})
+        return self.forget(access, P.id32(p.get("id"), what="id"))
+
+    def forget(self, access: Access, cell_id: bytes) -> dict:
+        """Erase one cell: withdraw it, destroy its wrapped DEK, log FORGET (one transaction)."""
+        with self.store.read_txn() as txn:
+            record = self.store.projection(txn, PJ.CELLS, cell_id)
+        if record is None:
+            return {"success": False}
+        if record[1] != access.holder_id:
+            raise NotPermitted("the caller does not hold this cell", code="not_holder")
+        if 7 in record:
+            return {"success": False}
+        if not self.store.read(access, cell_ids=[cell_id], include_shared=False):
+            raise NotPermitted("the cell is outside this token's scope", code="not_holder")
+        receipt = sign_receipt(
+            self._key(access), subject_id=cell_id, operation=Operation.FORGET,
+            timestamp=self._now(),
+        )  # fmt: skip
+        change = self._commit(
+            Change(receipts=[receipt], destroy=[cell_id], guard=self._unerased_guard([cell_id]))
+        )
+        if change.outcome is not None:
+            return change.outcome
+        return {
+            "success": True,
+            "cellId": P.hx(cell_id),
+            "destructionAnchor": P.hx(receipt.receipt_id),
+            "epoch": P.dec(receipt.timestamp),
+        }
+
+    def _unerased_guard(self, cell_ids: list[bytes]) -> Callable[[Any], object]:
+        def guard(txn: Any) -> object:
+            for cell_id in cell_ids:
+                if self.store.projection(txn, PJ.ERASURES, cell_id) is not None:
+                    return {"success": False}
+            return None
+
+        return guard
+
+    def _forget_session(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"sessionId"}, {"sessionId"})
+        return self.forget_session(access, P.id32(p.get("sessionId"), what="sessionId"))
+
+    def forget_session(self, access: Access, session_id: bytes) -> dict:
+        """Erase every cell (memory and record) of one session; every receipt stays."""
+        if not access.all_sessions and session_id != access.session_id:
+            raise NotPermitted("the session is outside this token's scope", code="not_holder")
+        cells = [
+            c for c in self.store.read(access, include_shared=False)
+            if c.payload.session_id == session_id
+        ]  # fmt: skip
+        ids = [c.cell.cell_id for c in cells]
+        key = self._key(access)
+        now = self._now()
+        receipts = [
+            sign_receipt(key, subject_id=i, operation=Operation.FORGET, timestamp=now) for i in ids
+        ]
+        if receipts:
+            change = self._commit(
+                Change(receipts=receipts, destroy=ids, guard=self._unerased_guard(ids))
+            )
+            if change.outcome is not None:
+                raise Conflict("a cell was erased concurrently; repeat the call", code="retry")
+        return {
+            "sessionId": P.hx(session_id),
+            "erased": len(ids),
+            "cellIds": [P.hx(i) for i in ids],
+            "receiptIds": [P.hx(r.receipt_id) for r in receipts],
+        }
+
+    # -- sharing --------------------------------------------------------------------------
+
+    def _share(self, access: Access, params: object) -> dict:
+        names = {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"}
+        p = P.check_params(params, names, names - {"expiryEpoch"})
+        grantees = [
+            P.id32(g[2:] if g[:2] in ("0x", "0X") else g, code="invalid_grantee", what="grantee")
+            for g in P.string_list(p, "granteeIdHashesHex")
+        ]
+        shards = [
+            P.id32(s, code="shard_not_found", what="shard") for s in P.string_list(p, "shardIds")
+        ]
+        kind = P.text(p, "type")
+        mode = MODES.get(kind) if isinstance(kind, str) else None
+        if mode is None:
+            raise MalformedInput(
+                "type must be temporary, permanent or syndicate", code="invalid_mode"
+            )
+        scope = P.text(p, "scope")
+        expiry = P.epoch(p.get("expiryEpoch"), "expiryEpoch")
+        return self.share(access, grantees, shards, mode, scope, expiry)
+
+    def share(
+        self, access: Access, grantees: list[bytes], shards: list[bytes], mode: str, scope: str,
+        expiry: int | None,
+    ) -> dict:  # fmt: skip
+        """Sign and store a sharing contract over the caller's own cells; log SHARE."""
+        now = self._now()
+        if expiry is None:
+            expiry = now + self.config.temporary_default_ttl if mode == "TEMPORARY" else 0
+        if access.holder_id in grantees:
+            raise MalformedInput("a holder cannot grant to itself", code="invalid_grantee")
+        check_contract_terms(
+            grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope, expires_at=expiry,
+            timestamp=now,
+        )  # fmt: skip
+        with self.store.read_txn() as txn:
+            for shard in shards:
+                record = self.store.projection(txn, PJ.CELLS, shard)
+                if record is None or 7 in record:
+                    raise NotFound("no such cell", code="shard_not_found")
+                if record[1] != access.holder_id:
+                    raise NotPermitted("the caller does not hold this cell", code="not_holder")
+        visible = self.store.read(access, cell_ids=shards, include_shared=False)
+        if len(visible) != len(set(shards)):
+            raise NotPermitted("a cell is outside this token's scope", code="not_holder")
+        key = self._key(access)
+        contract = sign_contract(
+            key, grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope,
+            expires_at=expiry, timestamp=now,
+        )  # fmt: skip
+        receipt = sign_receipt(
+            key, subject_id=contract.contract_id, operation=Operation.SHARE, timestamp=now
+        )
+
+        def guard(txn: Any) -> None:
+            for shard in shards:
+                if self.store.projection(txn, PJ.ERASURES, shard) is not None:
+                    raise NotFound("a cell was erased", code="shard_not_found")
+
+        self._commit(
+            Change(
+                receipts=[receipt], bodies={contract.contract_id: Body(contract.to_cbor())},
+                guard=guard,
+            )
+        )  # fmt: skip
+        return {
+            "contractId": P.hx(contract.contract_id),
+            "type": mode.lower(),
+            "granteeCount": len(grantees),
+            "epoch": P.dec(now),
+            "expiresAt": P.dec(expiry),
+            "receiptId": P.hx(receipt.receipt_id),
+        }
+
+    def _revoke_share(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"contractId"}, {"contractId"})
+        return self.revoke_share(
+            access, P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
+        )
+
+    def revoke_share(self, access: Access, contract_id: bytes) -> dict:
+        """End a contract for every grantee; a repeat answers revoked = true with no receipt."""
+        with self.store.read_txn() as txn:
+            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+        if record is None:
+            raise NotFound("no such contract", code="contract_not_found")
+        if record[1] != access.holder_id:
+            raise NotPermitted("the caller does not hold this contract", code="not_holder")
+        if record[9]:
+            return {"revoked": True, "epoch": P.dec(self._now())}
+        receipt = sign_receipt(
+            self._key(access), subject_id=contract_id, operation=Operation.REVOKE,
+            timestamp=self._now(),
+        )  # fmt: skip
+
+        def guard(txn: Any) -> object:
+            if self.store.projection(txn, PJ.CONTRACTS, contract_id)[9]:
+                return {"revoked": True, "epoch": P.dec(self._now())}
+            return None
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        if change.outcome is not None:
+            return change.outcome
+        return {
+            "revoked": True,
+            "epoch": P.dec(receipt.timestamp),
+            "receiptId": P.hx(receipt.receipt_id),
+        }
+
+    def _accept(self, access: Access, params: object) -> dict:
+        return self._respond(access, params, accept=True)
+
+    def _decline(self, access: Access, params: object) -> dict:
+        return self._respond(access, params, accept=False)
+
+    def _respond(self, access: Access, params: object, *, accept: bool) -> dict:
+        p = P.check_params(params, {"contractId"}, {"contractId"})
+        contract_id = P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
+        return self.respond(access, contract_id, accept=accept)
+
+    def respond(self, access: Access, contract_id: bytes, *, accept: bool) -> dict:
+        """A grantee accepts a contract, or declines it (withdrawing an earlier acceptance)."""
+        with self.store.read_txn() as txn:
+            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+        if record is None:
+            raise NotFound("no such contract", code="contract_not_found")
+        if access.holder_id not in record[2]:
+            raise NotPermitted("the caller is not a grantee", code="not_grantee")
+        if record[9] and accept:
+            raise Conflict("the contract is revoked", code="contract_revoked")
+        result = {"contractId": P.hx(contract_id), "accepted": accept}
+        if (access.holder_id in record[10]) == accept:
+            return result
+        op = Operation.ACCEPT if accept else Operation.DECLINE
+        receipt = sign_receipt(
+            self._key(access), subject_id=contract_id, operation=op, timestamp=self._now()
+        )
+
+        def guard(txn: Any) -> object:
+            now_record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+            return result if (access.holder_id in now_record[10]) == accept else None
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        if change.outcome is None:
+            result["receiptId"] = P.hx(receipt.receipt_id)
+        return result
+
+    # -- saihm_status ---------------------------------------------------------------------
+
+    def _status(self, access: Access, params: object) -> dict:
+        P.check_params(params, set())
+        return self.status(access)
+
+    def status(self, access: Access) -> dict:
+        """The caller's identity, reliability, receipt count, shards, contracts, governance."""
+        now = self._now()
+        start = now - WINDOW_30_DAYS
+        holder = access.holder_id
+        shards: dict[str, int] = {}
+        contracts, incoming, governance = [], [], []
+        receipts_in_window = 0
+        with self.store.read_txn() as txn:
+            for _, cell_id in self.store.prefix_scan(txn, PJ.BY_HOLDER, holder):
+                tier = self.store.projection(txn, PJ.CELLS, cell_id)[2]
+                shards[tier] = shards.get(tier, 0) + 1
+            for key, _ in self.store.prefix_scan(txn, PJ.BY_OWNER, holder):
+                c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
+                if not c[9]:
+                    contracts.append({
+                        "contractId": P.hx(key[32:]), "mode": c[4],
+                        "granteeIds": [P.hx(g) for g in c[2]], "expiresAt": P.dec(c[6]),
+                    })  # fmt: skip
+            for key, _ in self.store.prefix_scan(txn, PJ.BY_GRANTEE, holder):
+                c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
+                if not c[9]:
+                    incoming.append({
+                        "contractId": P.hx(key[32:]), "holderIdHex": P.hx(c[1]), "mode": c[4],
+                        "accepted": holder in c[10], "expiresAt": P.dec(c[6]),
+                    })  # fmt: skip
+            for _, ts in self.store.prefix_scan(txn, PJ.RX_BY_HOLDER, holder):
+                receipts_in_window += int.from_bytes(ts, "big") >= start
+            if self.config.governance:
+                governance = self._proposals(txn)
+        result: dict[str, Any] = {
+            "agentIdHashHex": P.hx(holder),
+            "custody": "custodial",
+            "bfsi_window_start_ts": P.dec(start),
+            "bfsi_R": P.dec(receipts_in_window),
+            "shards": shards,
+            "contracts": contracts,
+            "incomingContracts": incoming,
+            "governance": governance,
+            "sessionId": None if access.session_id is None else P.hx(access.session_id),
+        }
+        calls, within = self.store.stats_since(start)
+        if calls:
+            result["prs"] = round(within / calls, 6)
+        if self.config.status_receipts:
+            self._receipt_only(access, Operation.STATUS)
+        return result
+
+    def _proposals(self, txn: Any) -> list[dict]:
+        out = []
+        for pid, raw in self.store.projections.items(txn, PJ.PROPOSALS):
+            prop = loads(raw)
+            tally = self.store.projection(txn, PJ.TALLIES, bytes(pid)) or {1: 0, 2: 0, 3: 0}
+            out.append({
+                "propId": P.hx(bytes(pid)), "scope": prop[1], "paramKey": prop[2],
+                "proposedValue": prop[3], "opens_ts": P.dec(prop[4]),
+                "closes_ts": P.dec(prop[4] + self.config.voting_window),
+                "tally_for": P.dec(tally[1]), "tally_against": P.dec(tally[2]),
+                "tally_abstain": P.dec(tally[3]),
+            })  # fmt: skip
+        return out
+
+    # -- governance -----------------------------------------------------------------------
+
+    def _propose(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"scope", "paramKey", "proposedValue"}, {"scope"})
+        scope = P.text(p, "scope")
+        if scope not in SCOPES:
+            raise MalformedInput("unknown proposal scope", code="unknown_scope")
+        key = P.text(p, "paramKey", nullable=True)
+        value = P.text(p, "proposedValue", nullable=True)
+        if scope == "protocol_upgrade":
+            key = value = None
+        elif key not in self.config.governable or value is None:
+            raise MalformedInput("paramKey is not governable here", code="unknown_param")
+        return self.propose(access, scope, key, value)
+
+    def propose(self, access: Access, scope: str, key: str | None, value: str | None) -> dict:
+        """Open a proposal with a snapshot epoch and log PROPOSE (eligibility: any holder)."""
+        now = self._now()
+        proposal_id = secrets.token_bytes(32)
+        detail = ProposeDetail(scope=scope, param_key=key, proposed_value=value, snapshot_epoch=now)
+        receipt = sign_receipt(
+            self._key(access), subject_id=proposal_id, operation=Operation.PROPOSE,
+            timestamp=now, detail=detail,
+        )  # fmt: skip
+        self._commit(Change(receipts=[receipt]))
+        return {
+            "proposalId": P.hx(proposal_id), "scope": scope, "paramKey": key,
+            "proposedValue": value, "snapshotEpoch": P.dec(now),
+            "proposerHash": P.hx(access.holder_id), "receiptId": P.hx(receipt.receipt_id),
+        }  # fmt: skip
+
+    def _vote(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"proposalId", "approve"}, {"proposalId", "approve"})
+        proposal_id = P.id32(p.get("proposalId"), code="proposal_not_found", what="proposalId")
+        return self.vote(access, proposal_id, P.boolean(p.get("approve"), "approve"))
+
+    def vote(self, access: Access, proposal_id: bytes, approve: bool) -> dict:
+        """Count the first vote per holder; a repeat returns the recorded vote, no receipt.
+
+        Weight: 1 for each holder whose KEY receipt precedes the proposal in the log (the
+        published vote-weight function, evaluated at the snapshot).
+        """
+        holder = access.holder_id
+        with self.store.read_txn() as txn:
+            prop = self.store.projection(txn, PJ.PROPOSALS, proposal_id)
+            if prop is None:
+                raise NotFound("no such proposal", code="proposal_not_found")
+            existing = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
+            key_record = self.store.projection(txn, PJ.HOLDERS, holder)
+        if existing is not None:
+            return self._vote_result(proposal_id, holder, existing)
+        if self._now() > prop[4] + self.config.voting_window:
+            raise Conflict("the voting window has closed", code="proposal_closed")
+        if key_record is None or key_record[2] > prop[6]:
+            raise NotPermitted("the voter held no key at the snapshot", code="ineligible_voter")
+        now = self._now()
+        receipt = sign_receipt(
+            self._key(access), subject_id=proposal_id, operation=Operation.VOTE,
+            timestamp=now, detail=VoteDetail(approve=approve, weight=1),
+        )  # fmt: skip
+
+        def guard(txn: Any) -> object:
+            recorded = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
+            return None if recorded is None else self._vote_result(proposal_id, holder, recorded)
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        if change.outcome is not None:
+            return change.outcome
+        result = self._vote_result(proposal_id, holder, {1: approve, 2: 1, 3: now})
+        result["receiptId"] = P.hx(receipt.receipt_id)
+        return result
+
+    @staticmethod
+    def _vote_result(proposal_id: bytes, holder: bytes, vote: dict) -> dict:
+        return {
+            "proposalId": P.hx(proposal_id), "voterHash": P.hx(holder), "approve": vote[1],
+            "weight": P.dec(vote[2]), "castAtEpoch": P.dec(vote[3]),
+        }  # fmt: skip
+
+    def governance_form(self) -> dict:
+        """The governance form the protocol requires an operator to publish."""
+        return {
+            "enabled": self.config.governance,
+            "eligibilityToPropose": "any holder whose KEY receipt is in the log",
+            "eligibilityToVote": "any holder whose KEY receipt precedes the PROPOSE receipt",
+            "voteWeight": "1 per eligible holder, evaluated at the proposal's snapshot",
+            "threshold": "tally_for greater than tally_against when the window closes",
+            "votingWindowSeconds": self.config.voting_window,
+            "scopes": {
+                "emission_param": dict(self.config.governable),
+                "protocol_upgrade": "adopt a revision of this operator's implementation",
+            },
+            "tallyRule": "first VOTE receipt per holder and proposal in log order",
+        }
+
+    # -- the person's actions (command line) ----------------------------------------------
+
+    def create_holder(self) -> bytes:
+        """Generate a holder seed and key, store the wrapped seed, log the KEY receipt."""
+        seed = os.urandom(32)
+        key = HolderKey.from_seed(seed)
+        receipt = sign_receipt(
+            key, subject_id=key.holder_id, operation=Operation.KEY, timestamp=self._now(),
+            detail=key.public_key,
+        )  # fmt: skip
+        self._commit(Change(receipts=[receipt], seeds=[(key.holder_id, seed)]))
+        return key.holder_id
+
+    def grant(
+        self, holder_id: bytes, namespaces: list[str] | None, expires_at: int
+    ) -> tuple[bytes, bytes]:
+        """Log a person's holder-wide grant (GRANT); return (grantId, receiptId)."""
+        with self.store.read_txn() as txn:
+            if self.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+                raise NotFound("no such holder", code="holder_not_found")
+        grant_id = secrets.token_bytes(32)
+        detail = GrantDetail(
+            namespaces=None if namespaces is None else tuple(namespaces), expires_at=expires_at
+        )
+        receipt = sign_receipt(
+            self.store.holder_key(holder_id), subject_id=grant_id, operation=Operation.GRANT,
+            timestamp=self._now(), detail=detail,
+        )  # fmt: skip
+        self._commit(Change(receipts=[receipt]))
+        return grant_id, receipt.receipt_id
+
+    def ungrant(self, grant_id: bytes) -> bool:
+        """Withdraw a grant (UNGRANT); False if it was already withdrawn."""
+        with self.store.read_txn() as txn:
+            grant = self.store.projection(txn, PJ.GRANTS, grant_id)
+        if grant is None:
+            raise NotFound("no such grant", code="grant_not_found")
+        if grant[5]:
+            return False
+        receipt = sign_receipt(
+            self.store.holder_key(grant[1]), subject_id=grant_id, operation=Operation.UNGRANT,
+            timestamp=self._now(),
+        )  # fmt: skip
+
+        def guard(txn: Any) -> object:
+            return False if self.store.projection(txn, PJ.GRANTS, grant_id)[5] else None
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        return change.outcome is None
+
+
+class _Retry(Conflict):
+    """A record chain moved between reading its head and committing; re-seal and retry."""
+
+
+__all__ = ["Operator", "Unauthenticated"]

@@ -1,0 +1,86 @@
+"""Strict parsing of protocol parameters and JSON forms of results (the protocol's edge).
+
+saihm-protocol "Request and response": params is a JSON object; unknown members are refused so
+that a caller cannot smuggle in a filter; numbers that can exceed 2^53 - 1 go out as decimal
+strings; ids are 64 lowercase hexadecimal characters.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from saihm.errors import MalformedInput
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_DIGITS = re.compile(r"[0-9]{1,20}")
+
+
+def check_params(params: object, allowed: set[str], required: set[str] = frozenset()) -> dict:
+    """``params`` as a dict with only ``allowed`` members and every ``required`` one."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise MalformedInput("params must be a JSON object")
+    unknown = set(params) - allowed
+    if unknown:
+        raise MalformedInput("unknown parameter", code="unknown_param")
+    missing = required - set(params)
+    if missing:
+        raise MalformedInput("missing parameter", code="missing_param")
+    return params
+
+
+def text(params: dict, name: str, *, default: str | None = None, nullable: bool = False) -> Any:
+    """A string member (or ``default`` when absent; None when null and ``nullable``)."""
+    value = params.get(name, default)
+    if value is None and (nullable or default is None):
+        return None
+    if not isinstance(value, str):
+        raise MalformedInput(f"{name} must be a string")
+    return value
+
+
+def id32(value: object, *, code: str = "bad_request", what: str = "id") -> bytes:
+    """A 32-byte id from 64 hexadecimal characters (case-insensitive on input)."""
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+        raise MalformedInput(f"{what} must be 64 hexadecimal characters", code=code)
+    return bytes.fromhex(value)
+
+
+def boolean(value: object, name: str) -> bool:
+    """A JSON boolean (the binding sends true/false)."""
+    if isinstance(value, bool):
+        return value
+    raise MalformedInput(f"{name} must be a boolean")
+
+
+def epoch(value: object, name: str) -> int | None:
+    """An optional decimal string (or integer) of UNIX seconds; "" and null mean absent."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise MalformedInput(f"{name} must be decimal digits", code="invalid_expiry")
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str) and _DIGITS.fullmatch(value) and int(value) < 1 << 64:
+        return int(value)
+    raise MalformedInput(f"{name} must be decimal digits", code="invalid_expiry")
+
+
+def string_list(params: dict, name: str) -> list[str]:
+    """A JSON array of strings."""
+    value = params.get(name)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MalformedInput(f"{name} must be an array of strings")
+    return value
+
+
+def hx(value: bytes) -> str:
+    """Lowercase hexadecimal."""
+    return value.hex()
+
+
+def dec(value: int) -> str:
+    """A number that can exceed 2^53 - 1, as a decimal string."""
+    return str(value)

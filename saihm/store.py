@@ -1,0 +1,654 @@
+"""The store: sole owner of the LMDB environment, one write path, one checked read path.
+
+Write path (saihm-protocol "Order of effect and receipt"): an operation arrives as a
+:class:`Change` whose receipts are already signed (signing happens outside any transaction).
+Concurrent changes are grouped into one LMDB write transaction, in which each change's guard
+re-checks its preconditions against current state, its receipts become leaves, its private
+parts (cells, contracts, wrapped keys) are stored and the projections apply. Effect and receipt
+commit together or not at all, so a crash at any step leaves either both or neither.
+
+Read path (requirements.txt): every read of a cell goes through :meth:`Store.read`, which takes
+an :class:`Access` that only :meth:`Store.authenticate` makes from an authority-signed token,
+and checks each item against it after verifying the cell and decrypting its sealed label.
+Candidate indexes are hints; the label decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lmdb
+
+from saihm.config import Config
+from saihm.errors import NotFound, SaihmError, Unauthenticated, Unavailable, VerificationFailed
+from saihm.events import Capability, Cell, Receipt, SealedPayload
+from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
+from saihm.events.identity import HolderKey
+from saihm.events.signing import verify_capability
+from saihm.keyring import KekDirectory, Keyring
+from saihm.projections import Body, LeafView, Projections, u64
+from saihm.projections import apply as P
+from saihm.projections.keys import dumps, loads, read_u64
+from saihm.translog import Checkpoint, LogKeys, TreeStorage
+
+log = logging.getLogger("saihm.store")
+
+BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
+CHECKPOINTS = b"checkpoints"  # tree size u64 -> signed checkpoint note
+MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
+STATS = b"stats"  # day u64 -> {1 calls, 2 within service window}; operational, not derived
+OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS)
+
+FaultHook = Callable[[str], None]
+
+
+@dataclass(eq=False)
+class Change:
+    """One operation's effect: signed receipts plus private writes, applied atomically.
+
+    ``guard`` runs inside the write transaction before anything is written; it raises a
+    :class:`SaihmError` to refuse the change or returns a non-None value to answer without
+    writing (an idempotent repeat). ``outcome`` is then that value, or the leaf indexes.
+    """
+
+    receipts: list[Receipt]
+    bodies: dict[bytes, Body] = field(default_factory=dict)
+    deks: list[tuple[bytes, bytes]] = field(default_factory=list)
+    seeds: list[tuple[bytes, bytes]] = field(default_factory=list)
+    destroy: list[bytes] = field(default_factory=list)
+    memo: list[tuple[bytes, bytes]] = field(default_factory=list)
+    guard: Callable[[lmdb.Transaction], object] | None = None
+    outcome: object = None
+    error: BaseException | None = None
+    done: bool = False
+    indexes: list[int] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Access:
+    """A verified capability. Only :meth:`Store.authenticate` constructs one."""
+
+    holder_id: bytes
+    session_id: bytes
+    all_sessions: bool
+    namespaces: frozenset[str] | None
+    grant_id: bytes | None
+    consumer: str | None
+    mode: str | None
+    expires_at: int
+    token_id: bytes
+    _seal: object = field(repr=False, compare=False, default=None)
+
+
+@dataclass(frozen=True)
+class OpenedCell:
+    """A cell that passed every check of the read path, with its decrypted payload."""
+
+    cell: Cell
+    payload: SealedPayload
+    shared: bool
+    index: int
+
+
+_SEAL = object()
+
+
+class Store:
+    """The LMDB environment, the log, the keyring and the projections of one data directory."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+        fault_hook: FaultHook | None = None,
+        checkpointer: bool = True,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self._fault = fault_hook or (lambda step: None)
+        config.lmdb_dir.mkdir(parents=True, exist_ok=True)
+        self.kek_dir = KekDirectory(config.kek_dir)
+        names = (*TreeStorage.DB_NAMES, *Keyring.DB_NAMES, *Projections.DB_NAMES, *OWN_DBS)
+        self.env = lmdb.open(
+            str(config.lmdb_dir), max_dbs=len(names) + 4, map_size=config.map_size,
+            max_readers=256,
+        )  # fmt: skip
+        self.tree = TreeStorage(self.env)
+        self.keyring = Keyring(self.env, self.kek_dir)
+        self.projections = Projections(self.env)
+        self._db = {name: self.env.open_db(name) for name in OWN_DBS}
+        self._memo_key = self.kek_dir.memo_key()
+        self.log_keys = LogKeys.load(config.log_keys_dir)
+        self.authority_public_key = config.authority_public_key_file.read_bytes()
+        self._holder_keys: dict[bytes, HolderKey] = {}
+        self._token_cache: dict[bytes, Capability] = {}
+        self._cv = threading.Condition()
+        self._queue: list[Change] = []
+        self._committing = False
+        self._last_checkpoint = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if checkpointer:
+            self._thread = threading.Thread(target=self._checkpoint_loop, daemon=True)
+            self._thread.start()
+
+    @staticmethod
+    def initialise(config: Config, authority_public_key: bytes) -> None:
+        """Create a data directory's log keys and pin the authority key (first run only)."""
+        config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not config.log_keys_dir.exists():
+            LogKeys.generate(config.origin).save(config.log_keys_dir)
+        if not config.authority_public_key_file.exists():
+            config.authority_public_key_file.write_bytes(authority_public_key)
+        KekDirectory(config.kek_dir)
+
+    def close(self) -> None:
+        """Sign a final checkpoint if the log grew, stop the checkpointer, close LMDB."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.checkpoint_now()
+        finally:
+            self.env.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the write path -------------------------------------------------------------------
+
+    def commit(self, change: Change) -> Change:
+        """Apply ``change`` atomically with any others waiting; return it with its outcome.
+
+        Raises the change's own refusal (from its guard), or :class:`Unavailable` when the
+        transaction could not commit, in which case nothing of it took effect.
+        """
+        with self._cv:
+            self._queue.append(change)
+            while not change.done:
+                if self._committing:
+                    self._cv.wait()
+                    continue
+                self._committing = True
+                batch, self._queue = self._queue, []
+                self._cv.release()
+                try:
+                    self._write_batch(batch)
+                finally:
+                    self._cv.acquire()
+                    self._committing = False
+                    self._cv.notify_all()
+        if change.error is not None:
+            raise change.error
+        return change
+
+    def _write_batch(self, batch: list[Change]) -> None:
+        applied: list[Change] = []
+        try:
+            with self.env.begin(write=True) as txn:
+                for change in batch:
+                    try:
+                        outcome = change.guard(txn) if change.guard else None
+                    except SaihmError as err:
+                        change.error = err
+                        continue
+                    if outcome is not None:
+                        change.outcome = outcome
+                        continue
+                    self._write_change(txn, change)
+                    applied.append(change)
+                self._fault("before_commit")
+        except lmdb.Error as err:
+            log.error("write transaction failed: %s", type(err).__name__)
+            for change in batch:
+                if change.error is None:
+                    change.error = Unavailable("storage unavailable")
+                change.outcome = None
+        finally:
+            for change in batch:
+                change.done = True
+        if applied:
+            self._fault("after_commit")
+            if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
+                self.checkpoint_now()
+
+    def _write_change(self, txn: lmdb.Transaction, change: Change) -> None:
+        for subject_id, body in change.bodies.items():
+            txn.put(subject_id, body.encode(), db=self._db[BODIES])
+        for holder_id, seed in change.seeds:
+            self.keyring.put_seed(txn, holder_id, seed)
+        for cell_id, dek in change.deks:
+            self.keyring.put_dek(txn, cell_id, dek)
+        for cell_id, cell_bytes in change.memo:
+            txn.put(cell_id, self._memo(cell_bytes), db=self._db[MEMO])
+        for cell_id in change.destroy:
+            self.keyring.destroy(txn, cell_id)
+        leaves = [receipt.to_cbor() for receipt in change.receipts]
+        first = self.tree.append(txn, leaves)
+        for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
+            index = first + offset
+            body = change.bodies.get(receipt.subject_id)
+            self.projections.apply(txn, index, LeafView.from_leaf(leaf), body)
+            change.indexes.append(index)
+        elapsed_ms = (time.monotonic() - change.started) * 1000
+        self._count_call(txn, elapsed_ms <= self.config.service_window_ms)
+
+    def _count_call(self, txn: lmdb.Transaction, within_window: bool) -> None:
+        day = u64(int(self.clock()) // 86_400)
+        raw = txn.get(day, db=self._db[STATS])
+        calls, ok = (0, 0) if raw is None else loads(raw)
+        txn.put(day, dumps([calls + 1, ok + int(within_window)]), db=self._db[STATS])
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def checkpoint_now(self) -> bytes | None:
+        """Sign a checkpoint for the current size if none exists yet; return the latest note."""
+        with self.env.begin() as txn:
+            size = self.tree.size(txn)
+            latest = self._latest_checkpoint(txn)
+            if latest is not None and latest[0] >= size:
+                return latest[1]
+            root = self.tree.root(txn, size)
+        note = self.log_keys.sign(Checkpoint(self.config.origin, size, root))
+        with self.env.begin(write=True) as txn:
+            txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False)
+            self._fault("checkpoint")
+        self._last_checkpoint = self.clock()
+        return note
+
+    def _checkpoint_loop(self) -> None:
+        while not self._stop.wait(self.config.checkpoint_interval):
+            try:
+                self.checkpoint_now()
+            except lmdb.Error:
+                log.exception("checkpoint failed; will retry")
+
+    def _latest_checkpoint(self, txn: lmdb.Transaction) -> tuple[int, bytes] | None:
+        with txn.cursor(db=self._db[CHECKPOINTS]) as cursor:
+            if not cursor.last():
+                return None
+            return read_u64(cursor.key()), cursor.value()
+
+    def latest_checkpoint(self) -> bytes:
+        """The newest signed checkpoint (signing one first if the log has none)."""
+        with self.env.begin() as txn:
+            latest = self._latest_checkpoint(txn)
+        if latest is None:
+            note = self.checkpoint_now()
+            assert note is not None
+            return note
+        return latest[1]
+
+    def checkpoints(self) -> Iterator[tuple[int, bytes]]:
+        """Every stored checkpoint, by size."""
+        with self.env.begin() as txn, txn.cursor(db=self._db[CHECKPOINTS]) as cursor:
+            for key, value in cursor.iternext():
+                yield read_u64(key), bytes(value)
+
+    # -- capabilities ---------------------------------------------------------------------
+
+    def authenticate(self, token: str | None) -> Access:
+        """Turn a bearer token into an :class:`Access`, or raise :class:`Unauthenticated`.
+
+        The token must carry the authority's signature, be unexpired, name a holder whose KEY
+        receipt is in the log, and, if it is a grant, name a GRANT receipt with no UNGRANT.
+        """
+        if not token:
+            raise Unauthenticated("no capability")
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        now = int(self.clock())
+        cap = self._token_cache.get(digest)
+        if cap is None:
+            try:
+                cap = Capability.from_token(token)
+                verify_capability(cap, self.authority_public_key, now)
+            except SaihmError as err:
+                raise Unauthenticated("invalid capability") from err
+            if len(self._token_cache) > 4096:
+                self._token_cache.clear()
+            self._token_cache[digest] = cap
+        if cap.expires_at <= now:
+            raise Unauthenticated("expired capability")
+        scope = cap.scope
+        with self.env.begin() as txn:
+            if txn.get(cap.holder_id, db=self.projections.db[P.HOLDERS]) is None:
+                raise Unauthenticated("unknown holder")
+            if scope.grant_id is not None:
+                raw = txn.get(scope.grant_id, db=self.projections.db[P.GRANTS])
+                grant = None if raw is None else loads(raw)
+                if grant is None or grant[5] or grant[1] != cap.holder_id:
+                    raise Unauthenticated("grant revoked or unknown")
+                if grant[3] and grant[3] <= now:
+                    raise Unauthenticated("grant expired")
+        namespaces = None if scope.namespaces is None else frozenset(scope.namespaces)
+        return Access(
+            holder_id=cap.holder_id, session_id=cap.session_id,
+            all_sessions=scope.sessions == "all", namespaces=namespaces,
+            grant_id=scope.grant_id, consumer=scope.consumer, mode=scope.mode,
+            expires_at=cap.expires_at, token_id=cap.token_id, _seal=_SEAL,
+        )  # fmt: skip
+
+    # -- the checked read path ------------------------------------------------------------
+
+    def session_tag(self, holder_id: bytes, session_id: bytes) -> bytes:
+        """The private index key of one holder's session (an untrusted lookup hint)."""
+        return hmac.new(self._memo_key, b"session" + holder_id + session_id, "sha256").digest()
+
+    def read(
+        self,
+        access: Access,
+        *,
+        query: str | None = None,
+        cell_ids: Iterable[bytes] | None = None,
+        include_shared: bool = True,
+    ) -> list[OpenedCell]:
+        """Every cell ``access`` may see (optionally only ``cell_ids``), checked item by item.
+
+        Each candidate is skipped if erased; otherwise its cellId and signature are verified
+        (saihm-protocol "Cell shape", "Encryption envelope"), it is decrypted, and its sealed
+        label (owner, session, namespace) is checked against ``access``. A cell that fails
+        verification is omitted and logged, never served. ``query`` filters by keyword
+        containment on the plaintext: every whitespace-separated term, ignoring case.
+        """
+        if access._seal is not _SEAL:
+            raise Unauthenticated("access was not issued by this store")
+        now = int(self.clock())
+        terms = [t.casefold() for t in (query or "").split()]
+        out: list[OpenedCell] = []
+        with self.env.begin() as txn:
+            own, shared = self._candidates(txn, access, cell_ids, include_shared, now)
+            for index, cell_id, is_shared in (*own, *shared):
+                opened = self._open_checked(txn, access, cell_id, is_shared, index)
+                if opened is None:
+                    continue
+                text = opened.payload.content.casefold()
+                if all(term in text for term in terms):
+                    out.append(opened)
+        out.sort(key=lambda c: c.index)
+        return out
+
+    def _candidates(
+        self,
+        txn: lmdb.Transaction,
+        access: Access,
+        cell_ids: Iterable[bytes] | None,
+        include_shared: bool,
+        now: int,
+    ) -> tuple[list[tuple[int, bytes, bool]], list[tuple[int, bytes, bool]]]:
+        db = self.projections.db
+        own: list[tuple[int, bytes, bool]] = []
+        shared: list[tuple[int, bytes, bool]] = []
+        if cell_ids is not None:
+            for cell_id in cell_ids:
+                raw = txn.get(cell_id, db=db[P.CELLS])
+                if raw is None:
+                    continue
+                record = loads(raw)
+                own.append((record[5], cell_id, record[1] != access.holder_id))
+            return own, []
+        if access.all_sessions:
+            prefix = access.holder_id
+            index_db = db[P.BY_HOLDER]
+        else:
+            prefix = self.session_tag(access.holder_id, access.session_id)
+            index_db = db[P.BY_SESSION]
+        with txn.cursor(db=index_db) as cursor:
+            if cursor.set_range(prefix):
+                for key, cell_id in cursor.iternext():
+                    if not key.startswith(prefix):
+                        break
+                    own.append((read_u64(key[32:]), bytes(cell_id), False))
+        if include_shared and access.consumer is None:
+            for contract_id in self._active_contracts_for(txn, access.holder_id, now):
+                contract = loads(txn.get(contract_id, db=db[P.CONTRACTS]))
+                for cell_id in contract[3]:
+                    raw = txn.get(cell_id, db=db[P.CELLS])
+                    if raw is None:
+                        continue
+                    record = loads(raw)
+                    if record[1] == contract[1]:
+                        shared.append((record[5], cell_id, True))
+        seen: set[bytes] = set()
+        shared = [c for c in shared if not (c[1] in seen or seen.add(c[1]))]
+        return own, shared
+
+    def _active_contracts_for(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> list[bytes]:
+        """Contracts active for ``grantee``: accepted by it, not revoked, not expired."""
+        db = self.projections.db
+        active = []
+        with txn.cursor(db=db[P.BY_GRANTEE]) as cursor:
+            if cursor.set_range(grantee):
+                for key in cursor.iternext(values=False):
+                    if not key.startswith(grantee):
+                        break
+                    contract_id = bytes(key[32:])
+                    record = loads(txn.get(contract_id, db=db[P.CONTRACTS]))
+                    expires = record[6]
+                    if not record[9] and grantee in record[10] and (expires == 0 or expires > now):
+                        active.append(contract_id)
+        return active
+
+    def _open_checked(
+        self, txn: lmdb.Transaction, access: Access, cell_id: bytes, shared: bool, index: int
+    ) -> OpenedCell | None:
+        db = self.projections.db
+        if txn.get(cell_id, db=db[P.ERASURES]) is not None:
+            return None
+        raw_body = txn.get(cell_id, db=self._db[BODIES])
+        if raw_body is None:
+            return None
+        try:
+            body = Body.decode(raw_body)
+            cell = Cell.from_cbor(body.object_cbor)
+            if cell.cell_id != cell_id:
+                raise VerificationFailed("stored cell is filed under another cellId")
+            check_cell_id(cell)
+            memo = txn.get(cell_id, db=self._db[MEMO])
+            if memo is None or not hmac.compare_digest(memo, self._memo(body.object_cbor)):
+                holder = txn.get(cell.holder_id, db=db[P.HOLDERS])
+                if holder is None:
+                    raise VerificationFailed("cell of a holder with no KEY receipt")
+                verify_cell_signature(cell, loads(holder)[1])
+            dek = self.keyring.dek(txn, cell_id)
+            payload = decrypt(cell, dek)
+        except NotFound:
+            return None
+        except SaihmError as err:
+            log.warning("cell %s omitted: %s", cell_id.hex(), type(err).__name__)
+            return None
+        if not self._label_allows(access, cell, payload, shared):
+            return None
+        return OpenedCell(cell=cell, payload=payload, shared=shared, index=index)
+
+    @staticmethod
+    def _label_allows(access: Access, cell: Cell, payload: SealedPayload, shared: bool) -> bool:
+        """The per-item check: the verified owner and the decrypted label against the access."""
+        if access.namespaces is not None and payload.namespace not in access.namespaces:
+            return False
+        if shared:
+            return access.consumer is None and cell.holder_id != access.holder_id
+        if cell.holder_id != access.holder_id:
+            return False
+        return access.all_sessions or payload.session_id == access.session_id
+
+    def _memo(self, cell_bytes: bytes) -> bytes:
+        return hmac.new(self._memo_key, b"cell" + cell_bytes, "sha256").digest()
+
+    # -- state the operator consults (metadata only, never plaintext) ---------------------
+
+    def holder_key(self, holder_id: bytes) -> HolderKey:
+        """The custodied signing key of ``holder_id`` (cached; derived from the wrapped seed)."""
+        key = self._holder_keys.get(holder_id)
+        if key is None:
+            with self.env.begin() as txn:
+                seed = self.keyring.seed(txn, holder_id)
+            key = HolderKey.from_seed(seed)
+            self._holder_keys[holder_id] = key
+        return key
+
+    def projection(self, txn: lmdb.Transaction, name: bytes, key: bytes) -> object | None:
+        """One decoded projection value, or None."""
+        raw = txn.get(key, db=self.projections.db[name])
+        return None if raw is None else loads(raw)
+
+    def prefix_scan(
+        self, txn: lmdb.Transaction, name: bytes, prefix: bytes
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Keys and values of one projection whose key starts with ``prefix``."""
+        with txn.cursor(db=self.projections.db[name]) as cursor:
+            if cursor.set_range(prefix):
+                for key, value in cursor.iternext():
+                    if not key.startswith(prefix):
+                        break
+                    yield bytes(key), bytes(value)
+
+    def read_txn(self) -> lmdb.Transaction:
+        """A read-only snapshot (use as a context manager)."""
+        return self.env.begin()
+
+    def stats_since(self, start: int) -> tuple[int, int]:
+        """(calls, calls within the service window) counted since ``start``."""
+        calls = ok = 0
+        with self.env.begin() as txn, txn.cursor(db=self._db[STATS]) as cursor:
+            if cursor.set_range(u64(start // 86_400)):
+                for _, value in cursor.iternext():
+                    c, k = loads(value)
+                    calls += c
+                    ok += k
+        return calls, ok
+
+    def body(self, subject_id: bytes) -> Body | None:
+        """The private body stored for a subject (ciphertext and metadata only)."""
+        with self.env.begin() as txn:
+            raw = txn.get(subject_id, db=self._db[BODIES])
+        return None if raw is None else Body.decode(raw)
+
+    # -- the public log -------------------------------------------------------------------
+
+    def size(self) -> int:
+        """The number of leaves in the log."""
+        with self.env.begin() as txn:
+            return self.tree.size(txn)
+
+    def leaves(self, start: int, end: int) -> list[bytes]:
+        """Leaves ``start`` (inclusive) to ``end`` (exclusive)."""
+        with self.env.begin() as txn:
+            return self.tree.leaves(txn, start, end)
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size`` leaves."""
+        with self.env.begin() as txn:
+            return self.tree.inclusion_proof(txn, index, size)
+
+    def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
+        """RFC 9162 consistency proof between two tree sizes."""
+        with self.env.begin() as txn:
+            return self.tree.consistency_proof(txn, size1, size2)
+
+    def root(self, size: int) -> bytes:
+        """The root hash at ``size``."""
+        with self.env.begin() as txn:
+            return self.tree.root(txn, size)
+
+    def tile(self, level: int, index: int, width: int | None) -> bytes:
+        """A C2SP tlog-tiles hash tile, byte-exact."""
+        with self.env.begin() as txn:
+            return self.tree.tile(txn, level, index, width)
+
+    def entry_bundle(self, index: int, width: int | None) -> bytes:
+        """A C2SP tlog-tiles entry bundle, byte-exact."""
+        with self.env.begin() as txn:
+            return self.tree.entry_bundle(txn, index, width)
+
+    def receipt(self, receipt_id: bytes) -> tuple[int, bytes]:
+        """(leaf index, leaf) of a receipt, or :class:`NotFound`."""
+        with self.env.begin() as txn:
+            raw = txn.get(receipt_id, db=self.projections.db[P.RECEIPT_IDS])
+            if raw is None:
+                raise NotFound("no such receipt", code="receipt_not_found")
+            index = read_u64(raw)
+            return index, self.tree.leaf(txn, index)
+
+    def receipts(
+        self, by: str, value: bytes, cursor: int = 0, limit: int = 100
+    ) -> tuple[list[tuple[int, bytes]], int | None]:
+        """Receipts by subjectId, holderId or operation, in log order, from leaf ``cursor``."""
+        names = {"subjectId": P.BY_SUBJECT, "holderId": P.RX_BY_HOLDER, "operation": P.BY_OPERATION}
+        prefix = value + b"\x00" if by == "operation" else value
+        out: list[tuple[int, bytes]] = []
+        with self.env.begin() as txn, txn.cursor(db=self.projections.db[names[by]]) as cur:
+            if not cur.set_range(prefix + u64(cursor)):
+                return out, None
+            for key in cur.iternext(values=False):
+                if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+                    break
+                index = read_u64(key[len(prefix) :])
+                if len(out) == limit:
+                    return out, index
+                out.append((index, self.tree.leaf(txn, index)))
+        return out, None
+
+    def erasures(self) -> tuple[list[bytes], int]:
+        """The public erasure list and the tree size it reflects."""
+        with self.env.begin() as txn:
+            size = self.tree.size(txn)
+            ids = [bytes(k) for k, _ in self.projections.items(txn, P.ERASURES)]
+        return ids, size
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def rotate_kek(self) -> int:
+        """Re-wrap every live DEK and seed under a new KEK generation, then retire the old ones."""
+        return self.keyring.rotate(self.env)
+
+    def rebuild_into(self, target: Path, progress: Callable[[int], None] | None = None) -> dict:
+        """Rebuild every projection from the log into a fresh environment and compare bytewise.
+
+        Returns ``{"events", "seconds", "identical", "difference"}``; the comparison runs on
+        one read snapshot of the live environment, at the size the rebuild covered.
+        """
+        target.mkdir(parents=True, exist_ok=False)
+        fresh_env = lmdb.open(
+            str(target), max_dbs=len(Projections.DB_NAMES) + 2, map_size=self.config.map_size
+        )
+        try:
+            fresh = Projections(fresh_env)
+            started = time.perf_counter()
+            with self.env.begin() as live_txn:
+                size = self.tree.size(live_txn)
+                chunk = 4096
+                for start in range(0, size, chunk):
+                    leaves = self.tree.leaves(live_txn, start, min(size, start + chunk))
+                    with fresh_env.begin(write=True) as txn:
+                        for offset, leaf in enumerate(leaves):
+                            view = LeafView.from_leaf(leaf)
+                            body = None
+                            if view.operation in ("REMEMBER", "SHARE"):
+                                raw = live_txn.get(view.subject_id, db=self._db[BODIES])
+                                body = None if raw is None else Body.decode(raw)
+                            fresh.apply(txn, start + offset, view, body)
+                    if progress is not None:
+                        progress(len(leaves))
+                seconds = time.perf_counter() - started
+                with fresh_env.begin() as fresh_txn:
+                    difference = P.first_difference(self.projections, live_txn, fresh, fresh_txn)
+        finally:
+            fresh_env.close()
+        return {
+            "events": size,
+            "seconds": seconds,
+            "identical": difference is None,
+            "difference": difference,
+        }
