@@ -1,0 +1,229 @@
+"""KEK generations as files in a directory kept outside the LMDB data (DESIGN.md "Data at rest").
+
+Layout (directory mode 0700, files 0600):
+
+- ``kek-XXXXXXXX`` — one 32-byte KEK per live generation, XXXXXXXX the 32-bit kekVersion in hex;
+- ``memo.key`` — a separate 32-byte HMAC key for the store's "this exact cell verified" memo;
+- ``state.json`` — ``{"format": 1, "current": N, "highest": N, "retired": [...]}``: the
+  generation in force, the highest number ever issued (never reused) and the retired set;
+- ``.lock`` — an advisory ``flock`` serialising ``new_generation`` and ``retire`` across
+  processes.
+
+Every file is written to a temporary name, fsynced and renamed, then the directory is fsynced.
+``retire`` records the retirement in ``state.json`` first and then overwrites and unlinks the
+KEK file, so a crash in between leaves a file that ``kek`` refuses and that the next open
+removes. Overwriting in place is best effort on copy-on-write or wear-levelled storage; the
+retirement is complete once no copy of the KEK file survives (see docs/formats.md §4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from saihm.keyring.errors import KekUnavailable, KeyringError
+from saihm.keyring.wrap import KEK_BYTES
+
+__all__ = ["MAX_KEK_VERSION", "KekDirectory"]
+
+MAX_KEK_VERSION = 2**32 - 1
+_STATE = "state.json"
+_MEMO = "memo.key"
+_LOCK = ".lock"
+
+
+def _kek_name(version: int) -> str:
+    return f"kek-{version:08x}"
+
+
+class KekDirectory:
+    """The KEK generations of one operator. Creating a fresh directory creates generation 1.
+
+    Raises ``KeyringError`` if the directory is readable by group or others, or inconsistent.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._keks: dict[int, bytes] = {}
+        self._memo: bytes | None = None
+        self._state_sig: tuple[int, int, int] | None = None
+        self._state: dict = {}
+        fresh = not (self.path / _STATE).exists()
+        if fresh:
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if any(p.name.startswith("kek-") for p in self.path.iterdir()):
+                raise KeyringError("KEK directory has KEK files but no state file")
+            os.chmod(self.path, 0o700)
+        mode = os.stat(self.path).st_mode
+        if stat.S_IMODE(mode) & 0o077:
+            raise KeyringError("KEK directory is accessible to group or others; chmod 700 it")
+        with self._locked():
+            if not (self.path / _STATE).exists():
+                self._write_file(_MEMO, os.urandom(32))
+                self._write_file(_kek_name(1), os.urandom(KEK_BYTES))
+                self._write_state({"format": 1, "current": 1, "highest": 1, "retired": []})
+            self._finish_retirements()
+
+    def __repr__(self) -> str:
+        return f"KekDirectory({str(self.path)!r})"
+
+    # Files -----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        fd = os.open(self.path / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _write_file(self, name: str, data: bytes) -> None:
+        tmp = self.path / f".{name}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path / name)
+        self._fsync_dir()
+
+    def _write_state(self, state: dict) -> None:
+        self._write_file(_STATE, json.dumps(state, sort_keys=True).encode())
+        self._state_sig = None
+
+    def _read_state(self) -> dict:
+        """The state file, re-read whenever it has been replaced (another process may rotate)."""
+        path = self.path / _STATE
+        try:
+            st = os.stat(path)
+            sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if sig != self._state_sig:
+                state = json.loads(path.read_bytes())
+                if state.get("format") != 1:
+                    raise KeyringError("unknown KEK state format")
+                self._state = state
+                self._state_sig = sig
+                for v in state["retired"]:
+                    self._keks.pop(v, None)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise KeyringError("KEK state file is missing or unreadable") from err
+        return self._state
+
+    def _shred(self, version: int) -> None:
+        path = self.path / _kek_name(version)
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except FileNotFoundError:
+            return
+        try:
+            size = os.fstat(fd).st_size
+            os.write(fd, b"\0" * max(size, KEK_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        path.unlink()
+        self._fsync_dir()
+
+    def _finish_retirements(self) -> None:
+        for v in self._read_state()["retired"]:
+            self._shred(v)
+
+    # Public ----------------------------------------------------------------------------------
+
+    @property
+    def current_version(self) -> int:
+        """The generation in force: new wraps use it. Re-read from disk on every access."""
+        return int(self._read_state()["current"])
+
+    def live_versions(self) -> list[int]:
+        """Issued, unretired generations whose KEK file exists, ascending."""
+        state = self._read_state()
+        retired = set(state["retired"])
+        return [
+            v
+            for v in range(1, state["highest"] + 1)
+            if v not in retired and (self.path / _kek_name(v)).exists()
+        ]
+
+    def retired_versions(self) -> list[int]:
+        """Generations retired so far, ascending."""
+        return sorted(self._read_state()["retired"])
+
+    def kek(self, version: int) -> bytes:
+        """The 32-byte KEK of ``version``.
+
+        Raises ``KekUnavailable`` for a generation never issued, retired, or whose file is gone;
+        there is no fallback to another generation.
+        """
+        state = self._read_state()
+        if not 1 <= version <= state["highest"] or version in state["retired"]:
+            raise KekUnavailable(f"KEK generation {version} is not available")
+        key = self._keks.get(version)
+        if key is None:
+            try:
+                key = (self.path / _kek_name(version)).read_bytes()
+            except FileNotFoundError as err:
+                raise KekUnavailable(f"KEK generation {version} is not available") from err
+            if len(key) != KEK_BYTES:
+                raise KeyringError(f"KEK file for generation {version} is corrupt")
+            self._keks[version] = key
+        return key
+
+    def new_generation(self) -> int:
+        """Issue and put in force a new generation, numbered above every number ever issued."""
+        with self._locked():
+            state = dict(self._read_state())
+            version = state["highest"] + 1
+            if version > MAX_KEK_VERSION:
+                raise KeyringError("kekVersion space exhausted")
+            self._write_file(_kek_name(version), os.urandom(KEK_BYTES))
+            state.update(current=version, highest=version)
+            self._write_state(state)
+            return version
+
+    def retire(self, version: int) -> None:
+        """Record ``version`` retired, then overwrite and unlink its KEK file.
+
+        The caller MUST first re-wrap every key held under it (``Keyring.rewrap_all``).
+        Raises ``KeyringError`` for the generation in force and ``KekUnavailable`` for one
+        never issued; retiring a retired generation is a no-op.
+        """
+        with self._locked():
+            state = dict(self._read_state())
+            if not 1 <= version <= state["highest"]:
+                raise KekUnavailable(f"KEK generation {version} was never issued")
+            if version == state["current"]:
+                raise KeyringError("cannot retire the KEK generation in force")
+            if version not in state["retired"]:
+                state["retired"] = sorted([*state["retired"], version])
+                self._write_state(state)
+            self._keks.pop(version, None)
+            self._shred(version)
+
+    def memo_key(self) -> bytes:
+        """The 32-byte HMAC key for the verified-cell memo (kept here, never in LMDB)."""
+        if self._memo is None:
+            try:
+                memo = (self.path / _MEMO).read_bytes()
+            except OSError as err:
+                raise KeyringError("memo key is missing") from err
+            if len(memo) != 32:
+                raise KeyringError("memo key is corrupt")
+            self._memo = memo
+        return self._memo

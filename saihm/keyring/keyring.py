@@ -1,0 +1,178 @@
+"""Wrapped DEKs and holder seeds in LMDB (DESIGN.md "Data at rest"; saihm-protocol "Erasure").
+
+Named databases in an environment the Store owns (the Keyring never opens one):
+
+- ``deks``:  cellId (32 bytes) → kekVersion_be32 || RFC 3394 wrap of the 32-byte DEK;
+- ``seeds``: holderId (32 bytes) → kekVersion_be32 || RFC 3394 wrap of the 32-byte holder seed.
+
+The kekVersion stored here names the generation that wrapped the key; it changes on re-wrap,
+unlike the cell's own kekVersion. Deleting a ``deks`` entry is the erasure; it becomes complete
+when the generation in force at that moment is retired (``rotate``), because every older copy of
+the wrapped DEK (LMDB free pages, backups, replicas) was wrapped under a retired generation.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from saihm.errors import Conflict, MalformedInput, NotFound
+from saihm.keyring.errors import KeyringError
+from saihm.keyring.kekdir import KekDirectory
+from saihm.keyring.wrap import unwrap, wrap
+
+__all__ = ["Keyring", "new_dek", "new_holder_seed", "rotate"]
+
+_KEY_BYTES = 32
+
+
+def new_holder_seed() -> bytes:
+    """A fresh 32-byte holder seed from ``os.urandom``."""
+    return os.urandom(_KEY_BYTES)
+
+
+def new_dek() -> bytes:
+    """A fresh 32-byte DEK from ``os.urandom``; never derived from any other secret."""
+    return os.urandom(_KEY_BYTES)
+
+
+def _check32(value: bytes, what: str) -> None:
+    if not isinstance(value, bytes) or len(value) != _KEY_BYTES:
+        raise MalformedInput(f"{what} must be 32 bytes")
+
+
+class Keyring:
+    """Key storage over an LMDB environment owned by someone else; every method takes a txn."""
+
+    DB_NAMES: tuple[bytes, ...] = (b"deks", b"seeds")
+
+    def __init__(self, env: Any, kek_dir: KekDirectory) -> None:
+        self._env = env
+        self.kek_dir = kek_dir
+        create = not env.flags().get("readonly", False)
+        self._deks = env.open_db(b"deks", create=create)
+        self._seeds = env.open_db(b"seeds", create=create)
+
+    def __repr__(self) -> str:
+        return f"Keyring({self.kek_dir!r})"
+
+    # Wrapping ---------------------------------------------------------------------------------
+
+    def _wrap(self, key: bytes) -> bytes:
+        # Read the generation in force now, inside the caller's write transaction: a rotation
+        # that issued a newer generation before this transaction began is then always seen.
+        version = self.kek_dir.current_version
+        return struct.pack(">I", version) + wrap(self.kek_dir.kek(version), key)
+
+    def _unwrap(self, value: bytes) -> bytes:
+        if len(value) != 4 + _KEY_BYTES + 8:
+            raise KeyringError("stored wrapped key has the wrong length")
+        (version,) = struct.unpack(">I", value[:4])
+        return unwrap(self.kek_dir.kek(version), value[4:])
+
+    # DEKs -------------------------------------------------------------------------------------
+
+    def put_dek(self, txn: Any, cell_id: bytes, dek: bytes) -> None:
+        """Store ``dek`` wrapped under the current generation; raises ``Conflict`` if the cell
+        already has one."""
+        _check32(cell_id, "cellId")
+        _check32(dek, "DEK")
+        if not txn.put(cell_id, self._wrap(dek), db=self._deks, overwrite=False):
+            raise Conflict("cell already has a wrapped DEK")
+
+    def dek(self, txn: Any, cell_id: bytes) -> bytes:
+        """The unwrapped DEK of ``cell_id``.
+
+        Raises ``NotFound(code="erased")`` if no wrapped DEK is stored (destroyed or never
+        written), ``KekUnavailable`` if its generation is gone, ``UnwrapError`` if it is damaged.
+        """
+        value = txn.get(cell_id, db=self._deks)
+        if value is None:
+            raise NotFound("no wrapped DEK for this cell", code="erased")
+        return self._unwrap(bytes(value))
+
+    def has_dek(self, txn: Any, cell_id: bytes) -> bool:
+        """Whether a wrapped DEK is stored for ``cell_id``."""
+        return txn.get(cell_id, db=self._deks) is not None
+
+    def destroy(self, txn: Any, cell_id: bytes) -> bool:
+        """Delete the wrapped DEK of ``cell_id``; False if there was none (already erased)."""
+        return bool(txn.delete(cell_id, db=self._deks))
+
+    # Seeds ------------------------------------------------------------------------------------
+
+    def put_seed(self, txn: Any, holder_id: bytes, seed: bytes) -> None:
+        """Store a holder seed wrapped under the current generation; ``Conflict`` if present."""
+        _check32(holder_id, "holderId")
+        _check32(seed, "holder seed")
+        if not txn.put(holder_id, self._wrap(seed), db=self._seeds, overwrite=False):
+            raise Conflict("holder already has a seed")
+
+    def seed(self, txn: Any, holder_id: bytes) -> bytes:
+        """The holder seed; raises ``NotFound`` for an unknown holder."""
+        value = txn.get(holder_id, db=self._seeds)
+        if value is None:
+            raise NotFound("unknown holder")
+        return self._unwrap(bytes(value))
+
+    # Rotation ---------------------------------------------------------------------------------
+
+    def _entries(self, txn: Any) -> Iterator[tuple[Any, bytes, bytes]]:
+        for db in (self._deks, self._seeds):
+            with txn.cursor(db=db) as cur:
+                for key, value in cur:
+                    yield db, bytes(key), bytes(value)
+
+    def versions_in_use(self, txn: Any) -> dict[int, int]:
+        """How many wrapped keys each generation currently wraps."""
+        counts: dict[int, int] = {}
+        for _db, _key, value in self._entries(txn):
+            (v,) = struct.unpack(">I", value[:4])
+            counts[v] = counts.get(v, 0) + 1
+        return counts
+
+    def rewrap_all(self, txn: Any, to_version: int) -> int:
+        """Re-wrap every stored DEK and seed not under ``to_version``; returns how many.
+
+        ``txn`` must be a write transaction. Raises ``KekUnavailable`` if an old or the target
+        generation is unavailable (nothing is then committed by a caller that aborts).
+        """
+        target = self.kek_dir.kek(to_version)
+        prefix = struct.pack(">I", to_version)
+        count = 0
+        for db in (self._deks, self._seeds):
+            with txn.cursor(db=db) as cur:
+                for key, value in cur:
+                    value = bytes(value)
+                    if value[:4] == prefix:
+                        continue
+                    cur.put(bytes(key), prefix + wrap(target, self._unwrap(value)))
+                    count += 1
+        return count
+
+    def rotate(self) -> int:
+        """Issue a new KEK generation, re-wrap everything under it, then retire every older one.
+
+        Crash-safe: the re-wrap commits in one write transaction before any retirement, so a
+        crash leaves at worst two live generations, and the next ``rotate`` finishes the job.
+        Returns the new generation. Raises ``KeyringError`` (and retires nothing) if a key is
+        still wrapped under an older generation after the re-wrap.
+        """
+        version = self.kek_dir.new_generation()
+        with self._env.begin(write=True) as txn:
+            self.rewrap_all(txn, version)
+        with self._env.begin() as txn:
+            stale = set(self.versions_in_use(txn)) - {version}
+        if stale:
+            raise KeyringError("keys remain under an older KEK generation; not retiring")
+        for old in self.kek_dir.live_versions():
+            if old < version:
+                self.kek_dir.retire(old)
+        return version
+
+
+def rotate(env: Any, kek_dir: KekDirectory) -> int:
+    """``Keyring(env, kek_dir).rotate()``: what ``saihm kek rotate`` runs."""
+    return Keyring(env, kek_dir).rotate()
