@@ -1,37 +1,287 @@
-"""The ``saihm`` command line (DESIGN.md "Command line")."""
+"""The ``saihm`` command line (DESIGN.md "Command line", pinned).
+
+Every command works whether or not a server runs on the same data directory: LMDB is
+multi-process, and each command reads state inside its own transaction. Bad input gets one
+line on stderr and a non-zero exit; JSON goes to stdout where the design pins it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import secrets
 import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from saihm.config import Config
+from saihm.errors import SaihmError
+
+if TYPE_CHECKING:
+    from saihm.events import CapabilityScope
+
+EPILOG = """first steps:
+  saihm serve --data ./saihm-data            run the operator on 127.0.0.1:8080
+  saihm holder create --data ./saihm-data    make a holder; prints its token
+  curl -s http://127.0.0.1:8080/ -H "Authorization: Bearer $TOKEN" \\
+       -d '{"method":"saihm_status","params":{}}'
+"""
+
+
+def _data(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, metavar="DIR", help="the data directory")
+    parser.add_argument(
+        "--kek-dir", metavar="DIR", help="KEK generations (default: DIR/../kek; keep it on "
+        "another volume in production)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--authority-dir", metavar="DIR",
+        help="the capability authority's key (default: DIR/../authority)",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser; each subcommand registers itself here."""
+    """The argument parser with every pinned command."""
     parser = argparse.ArgumentParser(
         prog="saihm",
         description="A custodial SAIHM operator for AI-agent memory with a public Merkle log.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve", help="run the operator (creates data, KEK, authority and log keys on first run)"
+    )
+    _data(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="listen port (default 8080)")
+    serve.add_argument("--workers", type=int, default=1, help="processes sharing the port")
+    serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
+    serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    serve.add_argument(
+        "--max-body", type=int, default=1 << 20, metavar="BYTES",
+        help="largest accepted request body (default 1 MiB)",
+    )  # fmt: skip
+    serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
+
+    holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
+    create = holder.add_parser("create", help="create a holder; prints holderId, token, sessionId")
+    _data(create)
+    create.set_defaults(handler=_cmd_holder_create)
+
+    session = commands.add_parser("session", help="sessions").add_subparsers(
+        dest="sub", required=True
+    )
+    opened = session.add_parser("open", help="open a new session for a holder; prints a token")
+    _data(opened)
+    opened.add_argument("--holder", required=True, help="holderId (64 hex)")
+    opened.set_defaults(handler=_cmd_session_open)
+
+    grant = commands.add_parser(
+        "grant",
+        help="a person's wider grant (logged as GRANT); 'grant revoke GRANTID' withdraws it",
+        usage="saihm grant --data DIR --holder H --sessions all [--namespaces a,b] "
+        "[--ttl SECONDS]\n       saihm grant revoke --data DIR GRANTID",
+    )
+    _data(grant)
+    grant.add_argument("action", nargs="*", help="'revoke GRANTID' to withdraw a grant")
+    grant.add_argument("--holder", help="holderId (64 hex)")
+    grant.add_argument("--sessions", choices=["all"], help="the sessions the grant covers")
+    grant.add_argument("--namespaces", help="comma-separated namespaces (default: all)")
+    grant.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    grant.set_defaults(handler=_cmd_grant)
+
+    kek = commands.add_parser("kek", help="key-encryption keys").add_subparsers(
+        dest="sub", required=True
+    )
+    rotate = kek.add_parser(
+        "rotate", help="re-wrap every live DEK and seed under a new KEK, then destroy the old KEK"
+    )
+    _data(rotate)
+    rotate.set_defaults(handler=_cmd_kek_rotate)
+
+    rebuild = commands.add_parser(
+        "rebuild", help="rebuild every projection from the log and prove it byte-identical"
+    )
+    _data(rebuild)
+    rebuild.set_defaults(handler=_cmd_rebuild)
+
+    for name, text in (
+        ("export", "write a self-contained audit bundle (no plaintext, no keys)"),
+        ("verify", "verify a bundle or data directory without trusting the operator"),
+        ("monitor", "mirror a log's checkpoints and report rollbacks and forks"),
+        ("replay", "rebuild the public projections of a bundle for research"),
+    ):
+        sub = commands.add_parser(name, help=text, add_help=False)
+        sub.add_argument("rest", nargs=argparse.REMAINDER)
+        sub.set_defaults(handler=_delegate("saihm.audit.cli", name))
+
+    memory = commands.add_parser(
+        "memory", help="RFC 0007 memory provider (local-vault)", add_help=False
+    )
+    memory.add_argument("rest", nargs=argparse.REMAINDER)
+    memory.set_defaults(handler=_delegate("saihm.provider.cli", "main"))
+
     bench = commands.add_parser(
         "bench",
         help="measure speed against peers and floors in one run (JSON lines)",
         description="Print one JSON object per figure, with the peer figure and the ratio.",
     )
     bench.add_argument(
-        "name", nargs="?", choices=_bench_names(), help="one benchmark (default: all)"
+        "name", nargs="?", choices=_bench_names(), help="one benchmark (default all)"
     )
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the benchmark")
     bench.set_defaults(handler=_cmd_bench)
     return parser
 
 
+def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        return importlib.import_module(module).__dict__[function](args)
+
+    return handler
+
+
 def _bench_names() -> tuple[str, ...]:
     from saihm.bench import NAMES
 
     return NAMES
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    """The Config for a command's --data/--kek-dir/--authority-dir."""
+    return Config.for_data(args.data, args.kek_dir, args.authority_dir)
+
+
+def _print(obj: object) -> None:
+    print(json.dumps(obj, indent=None), flush=True)
+
+
+def _hex32(value: str | None, what: str) -> bytes:
+    from saihm.params import id32
+
+    return id32(value, what=what)
+
+
+def _issue(
+    args: argparse.Namespace, holder_id: bytes, session_id: bytes, scope: CapabilityScope
+) -> str:
+    from saihm.authority import Authority
+
+    config = config_from(args)
+    authority = Authority.open(config.authority_dir)
+    ttl = getattr(args, "ttl", None) or config.token_ttl
+    return authority.issue(holder_id, session_id, scope, ttl).to_token()
+
+
+def _cmd_holder_create(args: argparse.Namespace) -> int:
+    from saihm.compose import open_operator
+    from saihm.events import CapabilityScope
+
+    operator = open_operator(config_from(args), checkpointer=False)
+    try:
+        holder_id = operator.create_holder()
+    finally:
+        operator.store.close()
+    session_id = secrets.token_bytes(32)
+    args.ttl = None
+    token = _issue(args, holder_id, session_id, CapabilityScope())
+    _print({"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex()})
+    return 0
+
+
+def _cmd_session_open(args: argparse.Namespace) -> int:
+    from saihm.compose import open_operator
+    from saihm.errors import NotFound
+    from saihm.events import CapabilityScope
+    from saihm.projections import apply as PJ
+
+    holder_id = _hex32(args.holder, "holder")
+    operator = open_operator(config_from(args), checkpointer=False)
+    try:
+        with operator.store.read_txn() as txn:
+            if operator.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+                raise NotFound("no such holder")
+    finally:
+        operator.store.close()
+    session_id = secrets.token_bytes(32)
+    args.ttl = None
+    token = _issue(args, holder_id, session_id, CapabilityScope())
+    _print({"sessionId": session_id.hex(), "token": token})
+    return 0
+
+
+def _cmd_grant(args: argparse.Namespace) -> int:
+    from saihm.compose import open_operator
+    from saihm.errors import MalformedInput
+    from saihm.events import CapabilityScope
+
+    if args.action:
+        if len(args.action) != 2 or args.action[0] != "revoke":
+            raise MalformedInput("usage: saihm grant revoke --data DIR GRANTID")
+        grant_id = _hex32(args.action[1], "grant id")
+        operator = open_operator(config_from(args), checkpointer=False)
+        try:
+            changed = operator.ungrant(grant_id)
+        finally:
+            operator.store.close()
+        _print({"grantId": grant_id.hex(), "revoked": True, "changed": changed})
+        return 0
+    if args.holder is None or args.sessions != "all":
+        raise MalformedInput("a grant needs --holder H --sessions all")
+    if args.ttl <= 0:
+        raise MalformedInput("--ttl must be positive")
+    namespaces = None
+    if args.namespaces:
+        namespaces = [n for n in args.namespaces.split(",") if n]
+        if not namespaces:
+            raise MalformedInput("--namespaces names no namespace")
+    holder_id = _hex32(args.holder, "holder")
+    expires_at = int(time.time()) + args.ttl
+    operator = open_operator(config_from(args), checkpointer=False)
+    try:
+        grant_id, _ = operator.grant(holder_id, namespaces, expires_at)
+    finally:
+        operator.store.close()
+    scope = CapabilityScope(
+        sessions="all", namespaces=None if namespaces is None else tuple(namespaces),
+        grant_id=grant_id,
+    )  # fmt: skip
+    token = _issue(args, holder_id, secrets.token_bytes(32), scope)
+    _print({"grantId": grant_id.hex(), "token": token})
+    return 0
+
+
+def _cmd_kek_rotate(args: argparse.Namespace) -> int:
+    from saihm.compose import open_operator
+
+    operator = open_operator(config_from(args), checkpointer=False)
+    try:
+        version = operator.store.rotate_kek()
+    finally:
+        operator.store.close()
+    _print({"kekVersion": version})
+    return 0
+
+
+def _cmd_rebuild(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from saihm.compose import open_operator
+
+    operator = open_operator(config_from(args), checkpointer=False)
+    try:
+        with tempfile.TemporaryDirectory(prefix="saihm-rebuild-") as tmp:
+            report = operator.store.rebuild_into(Path(tmp) / "projections")
+    finally:
+        operator.store.close()
+    rate = report["events"] / report["seconds"] if report["seconds"] else None
+    _print({**report, "eventsPerSecond": rate})
+    return 0 if report["identical"] else 1
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -49,7 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except SaihmError as err:
+        print(f"saihm: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except OSError as err:
+        print(f"saihm: error: {err.strerror or type(err).__name__}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
