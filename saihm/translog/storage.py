@@ -32,10 +32,14 @@ import lmdb
 
 from saihm.errors import MalformedInput, NotFound, TooLarge, VerificationFailed
 from saihm.translog.hashing import EMPTY_ROOT, HASH_SIZE
-from saihm.translog.tiles import HASHES_PER_TILE, MAX_LEAF_SIZE, TILE_HEIGHT, encode_entry_bundle
+from saihm.translog.tiles import encode_entry_bundle
 
 __all__ = ["TreeStorage"]
 
+# C2SP tlog-tiles fixes these; entry bundles carry 16-bit lengths.
+TILE_HEIGHT = 8
+HASHES_PER_TILE = 1 << TILE_HEIGHT
+MAX_LEAF_SIZE = 0xFFFF
 _U64 = struct.Struct(">Q")
 _NODE_KEY = struct.Struct(">BQ")
 _TILE_MASK = HASHES_PER_TILE - 1
