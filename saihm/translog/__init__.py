@@ -3,7 +3,9 @@
 ``verify`` is pure and imports nothing of saihm; the rest imports only the shared leaves.
 """
 
+from saihm.translog.checkpoint import Checkpoint, LogKeys, verify_checkpoint
 from saihm.translog.hashing import EMPTY_ROOT, leaf_hash, node_hash
+from saihm.translog.note import NoteError
 from saihm.translog.storage import TreeStorage
 from saihm.translog.tree import MerkleTree
 from saihm.translog.verify import (
@@ -16,13 +18,17 @@ from saihm.translog.verify import (
 
 __all__ = [
     "EMPTY_ROOT",
+    "Checkpoint",
+    "LogKeys",
     "MerkleTree",
+    "NoteError",
     "ProofError",
     "RootMismatchError",
     "TreeStorage",
     "leaf_hash",
     "node_hash",
     "root_from_inclusion",
+    "verify_checkpoint",
     "verify_consistency",
     "verify_inclusion",
 ]
