@@ -611,7 +611,7 @@ class Store:
 
     def rotate_kek(self) -> int:
         """Re-wrap every live DEK and seed under a new KEK generation, then retire the old ones."""
-        return self.keyring.rotate(self.env)
+        return self.keyring.rotate()
 
     def rebuild_into(self, target: Path, progress: Callable[[int], None] | None = None) -> dict:
         """Rebuild every projection from the log into a fresh environment and compare bytewise.
