@@ -50,4 +50,3 @@ def leaves_for(n: int) -> list[bytes]:
 
 def hashes_for(leaves: list[bytes]) -> list[bytes]:
     return [leaf_hash(x) for x in leaves]
-

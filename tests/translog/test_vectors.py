@@ -6,9 +6,9 @@ import base64
 import json
 
 import pytest
-from tests.translog.reftree import vectors_dir
 
 from saihm.translog import ProofError, leaf_hash, verify_consistency, verify_inclusion
+from tests.translog.reftree import vectors_dir
 
 TESTDATA = vectors_dir() / "transparency-dev-merkle" / "testdata"
 # The vectors README lets a verifier choose: this one expects success with placeholder roots that
@@ -29,7 +29,13 @@ def _probes(kind: str) -> list:
 def test_inclusion_probe(path) -> None:
     probe = json.loads(path.read_text())
     proof = [_b64(p) for p in probe["proof"] or []]
-    args = (_b64(probe["leafHash"]), probe["leafIdx"], probe["treeSize"], proof, _b64(probe["root"]))
+    args = (
+        _b64(probe["leafHash"]),
+        probe["leafIdx"],
+        probe["treeSize"],
+        proof,
+        _b64(probe["root"]),
+    )
     if probe["wantErr"]:
         with pytest.raises(ProofError):
             verify_inclusion(*args)
@@ -55,11 +61,12 @@ def test_probe_counts_are_not_empty() -> None:
 
 
 def test_reference_tree_roots_for_sizes_0_to_8() -> None:
-    ref = json.loads((vectors_dir() / "transparency-dev-merkle" / "reference_tree.json").read_text())
+    ref = json.loads(
+        (vectors_dir() / "transparency-dev-merkle" / "reference_tree.json").read_text()
+    )
     leaves = [bytes.fromhex(x) for x in ref["leaf_inputs_hex"]]
-    from tests.translog.reftree import ref_root
-
     from saihm.translog import MerkleTree
+    from tests.translog.reftree import ref_root
 
     hashes = [leaf_hash(x) for x in leaves]
     assert [h.hex() for h in hashes] == ref["node_hashes_by_level_hex"][0]
