@@ -652,3 +652,89 @@ class Store:
             "identical": difference is None,
             "difference": difference,
         }
+
+    # -- pending provider proposals -------------------------------------------------------
+    # Owned by saihm/provider (RFC 0007 "never silent agent write"). A consumer's write
+    # proposal is kept as a prepared cell: sealed, signed, its DEK wrapped in the keyring beside
+    # every other DEK (so KEK rotation re-wraps it) and its cell bytes in a pending database.
+    # Nothing here is plaintext. Accepting commits the cell with a REMEMBER receipt; rejecting
+    # deletes the entry and destroys the wrapped DEK. Pending cells are in no projection, so the
+    # checked read path never offers them.
+
+    _PENDING_DB = b"provider-pending"  # proposalId -> {1: cell CBOR, 2: caller's opaque meta}
+
+    def _pending(self) -> object:
+        db = getattr(self, "_pending_handle", None)
+        if db is None:
+            with self._cv:
+                db = getattr(self, "_pending_handle", None)
+                if db is None:
+                    db = self._pending_handle = self.env.open_db(self._PENDING_DB)
+        return db
+
+    def pending_put(self, proposal_id: bytes, cell: Cell, dek: bytes, meta: bytes) -> None:
+        """Hold a prepared cell and its DEK (wrapped under the current KEK) for confirmation."""
+        from saihm.errors import Conflict
+
+        db = self._pending()
+        with self.env.begin(write=True) as txn:
+            self.keyring.put_dek(txn, cell.cell_id, dek)
+            if not txn.put(proposal_id, dumps({1: cell.to_cbor(), 2: meta}), db=db,
+                           overwrite=False):  # fmt: skip
+                raise Conflict("proposal id already in use")
+
+    def pending_items(self) -> list[tuple[bytes, Cell, bytes]]:
+        """Every held proposal: (proposalId, prepared cell, meta), by proposalId."""
+        db = self._pending()
+        with self.env.begin() as txn, txn.cursor(db=db) as cursor:
+            return [
+                (bytes(key), Cell.from_cbor(loads(value)[1]), loads(value)[2])
+                for key, value in cursor.iternext()
+            ]
+
+    def pending_open(self, proposal_id: bytes) -> tuple[Cell, bytes, SealedPayload]:
+        """One held proposal, its cellId and signature checked, decrypted for the person.
+
+        Raises :class:`NotFound` if no such proposal is held.
+        """
+        db = self._pending()
+        with self.env.begin() as txn:
+            raw = txn.get(proposal_id, db=db)
+            if raw is None:
+                raise NotFound("no such pending proposal", code="proposal_not_found")
+            entry = loads(raw)
+            cell = Cell.from_cbor(entry[1])
+            check_cell_id(cell)
+            holder = txn.get(cell.holder_id, db=self.projections.db[P.HOLDERS])
+            if holder is None:
+                raise VerificationFailed("proposal of a holder with no KEY receipt")
+            verify_cell_signature(cell, loads(holder)[1])
+            payload = decrypt(cell, self.keyring.dek(txn, cell.cell_id))
+        return cell, entry[2], payload
+
+    def pending_take_guard(self, proposal_id: bytes) -> Callable[[lmdb.Transaction], object]:
+        """A :class:`Change` guard that removes the proposal inside the commit's transaction.
+
+        The cell then becomes live in the same transaction that logs its REMEMBER receipt, or
+        neither happens; a proposal already taken or rejected refuses the change (NotFound).
+        """
+        db = self._pending()
+
+        def guard(txn: lmdb.Transaction) -> object:
+            if not txn.delete(proposal_id, db=db):
+                raise NotFound("no such pending proposal", code="proposal_not_found")
+            return None
+
+        return guard
+
+    def pending_reject(self, proposal_id: bytes) -> bool:
+        """Drop a proposal and destroy its wrapped DEK; False if it was not held."""
+        db = self._pending()
+        with self.env.begin(write=True) as txn:
+            raw = txn.get(proposal_id, db=db)
+            if raw is None:
+                return False
+            cell = Cell.from_cbor(loads(raw)[1])
+            self.keyring.destroy(txn, cell.cell_id)
+            txn.delete(proposal_id, db=db)
+        return True
