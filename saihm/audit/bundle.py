@@ -1,0 +1,139 @@
+"""The audit bundle: one self-contained file of everything a third party needs to verify a log.
+
+Format (docs/formats.md §5): one deterministic CBOR map (RFC 8949 §4.2.1) with text keys::
+
+    {"format": "saihm-audit-bundle/1", "origin": text, "leaves": [bytes, ...],
+     "checkpoints": [[size, note-bytes], ...], "logKeys": [text, ...],
+     "authorityPublicKey": bytes, "erasures": [[cellId, forgetIndex], ...],
+     "erasuresTreeSize": uint, "tallies": [[proposalId, for, against, abstain], ...],
+     "cells": [[subjectId, cell-cbor], ...], "contracts": [[subjectId, contract-cbor], ...]}
+
+``cells`` and ``contracts`` are present only in bundles made ``--with-cells``. A bundle carries
+no plaintext, no DEK or wrapped DEK, no KEK, no seed, no token and no session tag: leaves are
+public receipts, cells are ciphertext in their wire form (saihm-protocol "Wire formats").
+Decoding is strict (``saihm.events.codec.decode``) and every field is type-checked, so a
+malformed bundle fails with ``MalformedInput`` before anything is verified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from saihm.errors import MalformedInput
+from saihm.events.codec import decode, encode
+from saihm.events.errors import DecodeError
+
+__all__ = ["FORMAT", "Bundle", "read_bundle", "write_bundle"]
+
+FORMAT = "saihm-audit-bundle/1"
+
+
+@dataclass
+class Bundle:
+    """The contents of an audit bundle (bytes inside; see the module docstring for the wire)."""
+
+    origin: str
+    leaves: list[bytes]
+    checkpoints: list[tuple[int, bytes]]
+    log_keys: list[str]
+    authority_public_key: bytes
+    erasures: list[tuple[bytes, int]]
+    erasures_tree_size: int
+    tallies: list[tuple[bytes, int, int, int]] = field(default_factory=list)
+    cells: list[tuple[bytes, bytes]] | None = None
+    contracts: list[tuple[bytes, bytes]] | None = None
+    # Problems found while reading a data directory (e.g. a gap in the leaf indexes); not
+    # part of the wire format: a bundle written from such a directory simply lacks the leaf.
+    read_problems: list[tuple[int, str]] = field(default_factory=list)
+
+    def to_cbor(self) -> bytes:
+        """The deterministic CBOR encoding of the bundle."""
+        m: dict[str, object] = {
+            "format": FORMAT,
+            "origin": self.origin,
+            "leaves": list(self.leaves),
+            "checkpoints": [[size, note] for size, note in self.checkpoints],
+            "logKeys": list(self.log_keys),
+            "authorityPublicKey": self.authority_public_key,
+            "erasures": [[cell_id, index] for cell_id, index in self.erasures],
+            "erasuresTreeSize": self.erasures_tree_size,
+            "tallies": [list(t) for t in self.tallies],
+        }
+        if self.cells is not None:
+            m["cells"] = [[k, v] for k, v in self.cells]
+        if self.contracts is not None:
+            m["contracts"] = [[k, v] for k, v in self.contracts]
+        return encode(m)
+
+    @classmethod
+    def from_cbor(cls, data: bytes) -> Bundle:
+        """Decode a bundle strictly; raise ``MalformedInput`` naming the first bad field."""
+        try:
+            m = decode(data)
+        except DecodeError as err:
+            raise MalformedInput(f"bundle is not deterministic CBOR: {err}") from err
+        if not isinstance(m, dict) or m.get("format") != FORMAT:
+            raise MalformedInput(f"not a {FORMAT} file")
+        need = {"origin", "leaves", "checkpoints", "logKeys", "authorityPublicKey", "erasures",
+                "erasuresTreeSize", "tallies", "format"}  # fmt: skip
+        if not need <= m.keys() or not m.keys() <= need | {"cells", "contracts"}:
+            raise MalformedInput("bundle fields are missing or unknown")
+        origin = _typed(m["origin"], str, "origin")
+        leaves = [_typed(x, bytes, "leaf") for x in _typed(m["leaves"], list, "leaves")]
+        checkpoints = [
+            (_typed(s, int, "checkpoint size"), _typed(n, bytes, "checkpoint note"))
+            for s, n in _pairs(m["checkpoints"], "checkpoints")
+        ]
+        keys = [_typed(k, str, "log key") for k in _typed(m["logKeys"], list, "logKeys")]
+        erasures = [
+            (_typed(c, bytes, "erased cellId"), _typed(i, int, "erasure index"))
+            for c, i in _pairs(m["erasures"], "erasures")
+        ]
+        tallies = []
+        for t in _typed(m["tallies"], list, "tallies"):
+            if not isinstance(t, list) or len(t) != 4 or not isinstance(t[0], bytes):
+                raise MalformedInput("bundle tally is not [proposalId, for, against, abstain]")
+            tallies.append((t[0], *(_typed(x, int, "tally") for x in t[1:])))
+        cells = contracts = None
+        if "cells" in m:
+            cells = [(_typed(k, bytes, "cell key"), _typed(v, bytes, "cell")) for k, v in
+                     _pairs(m["cells"], "cells")]  # fmt: skip
+        if "contracts" in m:
+            contracts = [(_typed(k, bytes, "contract key"), _typed(v, bytes, "contract")) for
+                         k, v in _pairs(m["contracts"], "contracts")]  # fmt: skip
+        return cls(
+            origin=origin, leaves=leaves, checkpoints=checkpoints, log_keys=keys,
+            authority_public_key=_typed(m["authorityPublicKey"], bytes, "authorityPublicKey"),
+            erasures=erasures, erasures_tree_size=_typed(m["erasuresTreeSize"], int, "size"),
+            tallies=tallies, cells=cells, contracts=contracts,
+        )  # fmt: skip
+
+
+def _typed(value: object, kind: type, what: str) -> object:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MalformedInput(f"bundle {what} has the wrong type")
+    return value
+
+
+def _pairs(value: object, what: str) -> list[list]:
+    items = _typed(value, list, what)
+    for item in items:
+        if not isinstance(item, list) or len(item) != 2:
+            raise MalformedInput(f"bundle {what} entry is not a pair")
+    return items
+
+
+def write_bundle(bundle: Bundle, path: str | Path) -> int:
+    """Write ``bundle`` to ``path`` atomically (temp file + rename); return its size in bytes."""
+    data = bundle.to_cbor()
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return len(data)
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Read and strictly decode a bundle file; raise ``MalformedInput``."""
+    return Bundle.from_cbor(Path(path).read_bytes())

@@ -1,0 +1,120 @@
+"""``saihm export | verify | monitor | replay``: argument parsing and output for the audit layer.
+
+Each function takes the namespace of ``saihm.cli`` whose ``rest`` holds the remaining argv, parses
+it with its own parser (so ``--help`` works) and returns the exit code: 0 only on success, 1 when
+a check failed, 2 for bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from saihm.errors import SaihmError
+
+__all__ = ["export", "monitor", "replay", "verify"]
+
+
+def _rest(args: argparse.Namespace | list[str]) -> list[str]:
+    if isinstance(args, list):
+        return args
+    return [a for a in getattr(args, "rest", []) if a != "--"]
+
+
+def _keys_file(path: str) -> list[str]:
+    """Verifier keys ``<name>+<hash>+<base64>``, one per line (blank lines and # ignored)."""
+    lines = Path(path).read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def export(args: argparse.Namespace | list[str]) -> int:
+    """``saihm export --data DIR --out FILE [--with-cells]``."""
+    parser = argparse.ArgumentParser(
+        prog="saihm export",
+        description="Write a self-contained audit bundle (docs/formats.md §5): every leaf, "
+        "checkpoint, the log's verifier keys, the authority public key and the published "
+        "erasure list and tallies. No plaintext, DEK, KEK, seed, token or session tag.",
+    )
+    parser.add_argument("--data", required=True, help="the operator's data directory")
+    parser.add_argument("--out", required=True, help="bundle file to write")
+    parser.add_argument("--with-cells", action="store_true", help="include stored cells and "
+                        "contracts (wire CBOR, ciphertext only)")  # fmt: skip
+    opts = parser.parse_args(_rest(args))
+    from saihm.audit.bundle import write_bundle
+    from saihm.audit.datadir import read_data_dir
+
+    try:
+        bundle = read_data_dir(opts.data, with_cells=opts.with_cells)
+    except (SaihmError, OSError) as err:
+        print(f"saihm export: {err}", file=sys.stderr)
+        return 2
+    for index, what in bundle.read_problems:
+        print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
+    size = write_bundle(bundle, opts.out)
+    print(json.dumps({"out": opts.out, "bytes": size, "leaves": len(bundle.leaves),
+                      "checkpoints": len(bundle.checkpoints),
+                      "cells": None if bundle.cells is None else len(bundle.cells)}))  # fmt: skip
+    return 0
+
+
+def verify(args: argparse.Namespace | list[str]) -> int:
+    """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
+    parser = argparse.ArgumentParser(
+        prog="saihm verify",
+        description="Verify an audit bundle (or a data directory, read-only) without trusting "
+        "the operator. Exit 0 only when every check holds.",
+    )
+    parser.add_argument("bundle", nargs="?", help="audit bundle written by saihm export")
+    parser.add_argument("--data", help="verify a data directory directly (read-only)")
+    parser.add_argument("--trust", help="file of pinned checkpoint verifier keys, one per line")
+    parser.add_argument("--checkpoint", action="append", default=[], metavar="NOTE",
+                        help="an externally held signed checkpoint (repeatable)")  # fmt: skip
+    parser.add_argument("--second-implementation", action="store_true",
+                        help="re-verify every signature with pqcrypto")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=1, help="signature-check processes")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    opts = parser.parse_args(_rest(args))
+    if (opts.bundle is None) == (opts.data is None):
+        parser.error("give exactly one of FILE or --data DIR")
+    from saihm.audit.bundle import read_bundle
+    from saihm.audit.datadir import read_data_dir
+    from saihm.audit.progress import progress
+    from saihm.audit.verifier import verify_bundle
+
+    try:
+        bundle = (
+            read_bundle(opts.bundle) if opts.bundle else read_data_dir(opts.data, with_cells=True)
+        )
+        trusted = _keys_file(opts.trust) if opts.trust else None
+        held = [Path(p).read_bytes() for p in opts.checkpoint]
+    except (SaihmError, OSError) as err:
+        print(f"saihm verify: {err}", file=sys.stderr)
+        return 2
+    with progress(not opts.no_progress) as bar:
+        report = verify_bundle(
+            bundle, trusted_keys=trusted, held=held, workers=opts.workers, progress=bar,
+            second_implementation=opts.second_implementation,
+            source=opts.bundle or f"--data {opts.data}",
+        )  # fmt: skip
+    if opts.json:
+        print(json.dumps(report.to_json(), default=str))
+    else:
+        print(report.render())
+    return 0 if report.ok else 1
+
+
+def monitor(args: argparse.Namespace | list[str]) -> int:
+    """``saihm monitor URL --state DIR [--interval S] [--once] [--spot-check N] ...``."""
+    from saihm.audit.monitor import main
+
+    return main(_rest(args))
+
+
+def replay(args: argparse.Namespace | list[str]) -> int:
+    """``saihm replay FILE --out DIR [--format lmdb|jsonl]``."""
+    from saihm.audit.replay import main
+
+    return main(_rest(args))

@@ -1,0 +1,133 @@
+"""Read a data directory's public state straight from LMDB, read-only, without the store.
+
+The audit layer may not import ``saihm.store`` or ``saihm.projections`` (DESIGN.md "Layers"):
+a verifier must not depend on the code it checks. The layout is therefore re-declared here;
+keep it in step with saihm/store.py (``BODIES``, ``CHECKPOINTS``), saihm/projections/apply.py
+(``ERASURES``, ``TALLIES``), saihm/config.py (``lmdb``, ``log-keys``, ``authority.pub``) and
+saihm/translog/storage.py (``leaves``). What is read: leaves, checkpoint notes, the published
+erasure list and tallies, the log's verifier keys, the authority public key and, optionally,
+stored cells and contracts in their wire CBOR. Never DEKs, seeds, session tags or KEKs.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import cbor2
+import lmdb
+
+from saihm.audit.bundle import Bundle
+from saihm.errors import MalformedInput, NotFound
+
+__all__ = ["read_data_dir"]
+
+# saihm/config.py
+LMDB_SUBDIR = "lmdb"
+LOG_KEYS_FILE = "log-keys/checkpoint-verifier-keys.txt"
+AUTHORITY_PUB = "authority.pub"
+# saihm/translog/storage.py TreeStorage.DB_NAMES[0]
+LEAVES = b"leaves"
+# saihm/store.py
+BODIES = b"bodies"  # subjectId -> CBOR {1: cell-or-contract CBOR, 2: session tag, 3, 4}
+CHECKPOINTS = b"checkpoints"  # u64 BE size -> signed checkpoint note
+# saihm/projections/apply.py
+ERASURES = b"p_erasures"  # cellId -> u64 BE index of the FORGET receipt
+TALLIES = b"p_tallies"  # proposalId -> CBOR {1 for, 2 against, 3 abstain}
+
+_U64 = struct.Struct(">Q")
+_MAX_DBS = 64
+
+
+def _open(path: Path) -> lmdb.Environment:
+    """Open the environment read-only; with reader locks when possible (a server may run)."""
+    if not (path / "data.mdb").exists():
+        raise NotFound(f"no LMDB environment at {path}")
+    try:
+        return lmdb.open(str(path), readonly=True, lock=True, max_dbs=_MAX_DBS, max_readers=256)
+    except lmdb.Error:
+        return lmdb.open(str(path), readonly=True, lock=False, max_dbs=_MAX_DBS)
+
+
+def _db(env: lmdb.Environment, name: bytes) -> object | None:
+    try:
+        return env.open_db(name, create=False)
+    except lmdb.NotFoundError:
+        return None
+
+
+def read_data_dir(data_dir: str | Path, *, with_cells: bool = False) -> Bundle:
+    """Build a :class:`Bundle` from a data directory, read in one LMDB read transaction.
+
+    Leaves are read in key order; a gap in the indexes (a deleted leaf) is recorded in
+    ``read_problems`` and the bundle carries the leaves that are there, so verification fails.
+    Raises ``NotFound`` if the directory is not a saihm data directory.
+    """
+    data = Path(data_dir)
+    try:
+        log_keys = [
+            line.strip() for line in (data / LOG_KEYS_FILE).read_text().splitlines() if line.strip()
+        ]
+        authority = (data / AUTHORITY_PUB).read_bytes()
+    except FileNotFoundError as err:
+        raise NotFound(f"{data} is not a saihm data directory: {err.filename}") from err
+    env = _open(data / LMDB_SUBDIR)
+    try:
+        dbs = {name: _db(env, name) for name in (LEAVES, BODIES, CHECKPOINTS, ERASURES, TALLIES)}
+        problems: list[tuple[int, str]] = []
+        leaves: list[bytes] = []
+        checkpoints: list[tuple[int, bytes]] = []
+        erasures: list[tuple[bytes, int]] = []
+        tallies: list[tuple[bytes, int, int, int]] = []
+        cells: list[tuple[bytes, bytes]] | None = [] if with_cells else None
+        contracts: list[tuple[bytes, bytes]] | None = [] if with_cells else None
+        with env.begin() as txn:
+            if dbs[LEAVES] is not None:
+                for key, value in txn.cursor(db=dbs[LEAVES]).iternext():
+                    index = _U64.unpack(key)[0] if len(key) == 8 else -1
+                    if index != len(leaves) + len(problems) and not problems:
+                        problems.append((len(leaves), f"leaf {len(leaves)} is missing"))
+                    leaves.append(bytes(value))
+            if dbs[CHECKPOINTS] is not None:
+                for key, value in txn.cursor(db=dbs[CHECKPOINTS]).iternext():
+                    checkpoints.append((_U64.unpack(key)[0], bytes(value)))
+            if dbs[ERASURES] is not None:
+                for key, value in txn.cursor(db=dbs[ERASURES]).iternext():
+                    erasures.append((bytes(key), _U64.unpack(value)[0]))
+            if dbs[TALLIES] is not None:
+                for key, value in txn.cursor(db=dbs[TALLIES]).iternext():
+                    t = cbor2.loads(bytes(value))
+                    tallies.append((bytes(key), t.get(1, 0), t.get(2, 0), t.get(3, 0)))
+            if with_cells and dbs[BODIES] is not None:
+                for key, value in txn.cursor(db=dbs[BODIES]).iternext():
+                    obj = _body_object(bytes(value))
+                    target = contracts if _is_contract(obj) else cells
+                    target.append((bytes(key), obj))  # type: ignore[union-attr]
+    finally:
+        env.close()
+    origin = log_keys[0].split("+", 1)[0] if log_keys else ""
+    return Bundle(
+        origin=origin, leaves=leaves, checkpoints=checkpoints, log_keys=log_keys,
+        authority_public_key=authority, erasures=erasures, erasures_tree_size=len(leaves),
+        tallies=tallies, cells=cells, contracts=contracts, read_problems=problems,
+    )  # fmt: skip
+
+
+def _body_object(raw: bytes) -> bytes:
+    """The wire CBOR of the cell or contract inside a stored body (key 1); nothing else."""
+    try:
+        m = cbor2.loads(raw)
+    except cbor2.CBORDecodeError as err:
+        raise MalformedInput("a stored body is not CBOR") from err
+    if not isinstance(m, dict) or not isinstance(m.get(1), bytes):
+        raise MalformedInput("a stored body has no object")
+    return m[1]
+
+
+def _is_contract(obj: bytes) -> bool:
+    """Contracts are maps with keys 1..10, cells with keys 1..8 (saihm-protocol "Wire formats")."""
+    try:
+        m = cbor2.loads(obj)
+    except cbor2.CBORDecodeError:
+        return False
+    return isinstance(m, dict) and 10 in m

@@ -1,0 +1,90 @@
+"""The verification report: what was checked, and every failure with the leaf it concerns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["Failure", "Report"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed check. ``index`` is the leaf concerned, when one can be named."""
+
+    check: str
+    what: str
+    index: int | None = None
+
+    def __str__(self) -> str:
+        where = f"leaf {self.index}: " if self.index is not None else ""
+        return f"[{self.check}] {where}{self.what}"
+
+
+@dataclass
+class Report:
+    """Counts of what held, the failures in check order, and notes for the reader."""
+
+    source: str = ""
+    origin: str = ""
+    leaves: int = 0
+    receipts: int = 0
+    signatures: int = 0
+    second_implementation: bool = False
+    checkpoints: int = 0
+    consistency_proofs: int = 0
+    held_checkpoints: int = 0
+    keys_pinned: bool = False
+    erasures: int = 0
+    proposals: int = 0
+    cells: int = 0
+    contracts: int = 0
+    latest_size: int = 0
+    notes: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True only when every check held."""
+        return not self.failures
+
+    def fail(self, check: str, what: str, index: int | None = None) -> None:
+        """Record a failure."""
+        self.failures.append(Failure(check, what, index))
+
+    def to_json(self) -> dict:
+        """A JSON-ready form (failures as objects, first failure first)."""
+        out = asdict(self)
+        out["ok"] = self.ok
+        return out
+
+    def render(self) -> str:
+        """The human report: one line per check, then the verdict and the first failures."""
+        pinned = "pinned (--trust)" if self.keys_pinned else (
+            "NOT independently pinned: the bundle's own keys were used"
+        )  # fmt: skip
+        second = ", re-verified with pqcrypto" if self.second_implementation else ""
+        lines = [
+            f"saihm verify {self.source}",
+            f"  origin            {self.origin}",
+            f"  leaves            {self.leaves}",
+            f"  receipts          {self.receipts} strictly encoded with valid ids; "
+            f"{self.signatures} ML-DSA-65 signatures checked{second}",
+            f"  checkpoint keys   {pinned}",
+            f"  checkpoints       {self.checkpoints} signatures and roots recomputed from the "
+            f"leaves; {self.consistency_proofs} consistency proofs (latest size "
+            f"{self.latest_size})",
+            f"  held checkpoints  {self.held_checkpoints}",
+            f"  erasure list      {self.erasures} cells, rebuilt from FORGET receipts",
+            f"  tallies           {self.proposals} proposals, rebuilt from VOTE receipts",
+            f"  cells             {self.cells} cells, {self.contracts} contracts checked",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.ok:
+            lines.append("RESULT: OK — every check held")
+        else:
+            lines.append(f"RESULT: FAILED — {len(self.failures)} failure(s); first: "
+                         f"{self.failures[0]}")  # fmt: skip
+            lines += [f"  {f}" for f in self.failures[:20]]
+            if len(self.failures) > 20:
+                lines.append(f"  ... and {len(self.failures) - 20} more")
+        return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""ML-DSA-65 signature checks of receipts and cells, optionally across worker processes.
+
+ML-DSA verification holds the GIL (DESIGN.md "Cryptography"), so parallelism uses processes.
+Each job is ``(index, public_key, message, signature, context)``; a check returns the indexes
+whose signature does not verify. ``second`` re-verifies each signature with pqcrypto, an
+independent ML-DSA implementation, so a bug in one library cannot hide itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from saihm.mldsa import InvalidSignature, mldsa65_verify
+
+__all__ = ["Job", "check_signatures"]
+
+Job = tuple[int, bytes, bytes, bytes, bytes]
+_CHUNK = 256
+
+
+def _check_chunk(jobs: Sequence[Job], second: bool) -> list[tuple[int, str]]:
+    bad: list[tuple[int, str]] = []
+    verify2 = None
+    if second:
+        from pqcrypto.sign.ml_dsa_65 import verify as verify2
+    for index, public_key, message, signature, context in jobs:
+        try:
+            mldsa65_verify(public_key, signature, message, context)
+        except InvalidSignature:
+            bad.append((index, "ML-DSA-65 signature does not verify"))
+            continue
+        if verify2 is not None:
+            try:
+                verify2(public_key, message, signature, context=context)
+            except Exception:  # pqcrypto raises its own InvalidSignatureError
+                bad.append((index, "signature rejected by the second implementation (pqcrypto)"))
+    return bad
+
+
+def _chunks(jobs: Sequence[Job]) -> Iterator[Sequence[Job]]:
+    for start in range(0, len(jobs), _CHUNK):
+        yield jobs[start : start + _CHUNK]
+
+
+def check_signatures(
+    jobs: Sequence[Job],
+    *,
+    workers: int = 1,
+    second: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[int, str]]:
+    """Verify every job; return ``(index, reason)`` for each failure, sorted by index."""
+    bad: list[tuple[int, str]] = []
+    if workers <= 1 or len(jobs) <= _CHUNK:
+        for chunk in _chunks(jobs):
+            bad.extend(_check_chunk(chunk, second))
+            if progress:
+                progress(len(chunk))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [(len(c), pool.submit(_check_chunk, c, second)) for c in _chunks(jobs)]
+            for n, future in futures:
+                bad.extend(future.result())
+                if progress:
+                    progress(n)
+    return sorted(bad)
