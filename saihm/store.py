@@ -210,12 +210,14 @@ class Store:
                     self._write_change(txn, change)
                     applied.append(change)
                 self._fault("before_commit")
-        except lmdb.Error as err:
+        except Exception as err:
+            # Nothing of the batch committed: every change in it fails, none is half-applied.
             log.error("write transaction failed: %s", type(err).__name__)
             for change in batch:
                 if change.error is None:
                     change.error = Unavailable("storage unavailable")
                 change.outcome = None
+            applied = []
         finally:
             for change in batch:
                 change.done = True
@@ -391,13 +393,22 @@ class Store:
         own: list[tuple[int, bytes, bool]] = []
         shared: list[tuple[int, bytes, bool]] = []
         if cell_ids is not None:
+            covered: set[bytes] | None = None
             for cell_id in cell_ids:
                 raw = txn.get(cell_id, db=db[P.CELLS])
                 if raw is None:
                     continue
                 record = loads(raw)
-                own.append((record[5], cell_id, record[1] != access.holder_id))
-            return own, []
+                if record[1] == access.holder_id:
+                    own.append((record[5], cell_id, False))
+                    continue
+                if not include_shared or access.consumer is not None:
+                    continue
+                if covered is None:
+                    covered = self._covered_cells(txn, access.holder_id, now)
+                if cell_id in covered:
+                    shared.append((record[5], cell_id, True))
+            return own, shared
         if access.all_sessions:
             prefix = access.holder_id
             index_db = db[P.BY_HOLDER]
@@ -411,18 +422,26 @@ class Store:
                         break
                     own.append((read_u64(key[32:]), bytes(cell_id), False))
         if include_shared and access.consumer is None:
-            for contract_id in self._active_contracts_for(txn, access.holder_id, now):
-                contract = loads(txn.get(contract_id, db=db[P.CONTRACTS]))
-                for cell_id in contract[3]:
-                    raw = txn.get(cell_id, db=db[P.CELLS])
-                    if raw is None:
-                        continue
-                    record = loads(raw)
-                    if record[1] == contract[1]:
-                        shared.append((record[5], cell_id, True))
-        seen: set[bytes] = set()
-        shared = [c for c in shared if not (c[1] in seen or seen.add(c[1]))]
+            for cell_id in sorted(self._covered_cells(txn, access.holder_id, now)):
+                record = loads(txn.get(cell_id, db=db[P.CELLS]))
+                shared.append((record[5], cell_id, True))
         return own, shared
+
+    def _covered_cells(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> set[bytes]:
+        """Cells of other holders covered by a contract active for ``grantee``.
+
+        saihm-protocol "Sharing contracts": a covered cell counts only if the contract's holder
+        owns it; a contract cannot expose a third party's cell.
+        """
+        db = self.projections.db
+        covered: set[bytes] = set()
+        for contract_id in self._active_contracts_for(txn, grantee, now):
+            contract = loads(txn.get(contract_id, db=db[P.CONTRACTS]))
+            for cell_id in contract[3]:
+                raw = txn.get(cell_id, db=db[P.CELLS])
+                if raw is not None and loads(raw)[1] == contract[1] != grantee:
+                    covered.add(cell_id)
+        return covered
 
     def _active_contracts_for(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> list[bytes]:
         """Contracts active for ``grantee``: accepted by it, not revoked, not expired."""

@@ -662,3 +662,41 @@ def test_rebuild_names_the_first_difference_when_a_projection_was_edited(world, 
     report = world.store.rebuild_into(tmp_path / "rebuilt")
     assert not report["identical"]
     assert "p_erasures" in report["difference"]
+
+
+# -- the read path and the write path ------------------------------------------------------------
+
+
+def test_reading_named_cells_of_another_holder_needs_an_active_contract(world) -> None:
+    """ "MUST NOT include a cell whose only grant to that grantee is a contract that is not
+    active" — also when the cell is asked for by id."""
+    alice, bob = world.holder(), world.holder()
+    cell = world.call(alice, "saihm_remember", content="alice only")["cellId"]
+    bobs_access = world.store.authenticate(bob.token)
+    assert world.store.read(bobs_access, cell_ids=[bytes.fromhex(cell)]) == []
+    contract = _share(world, alice, [bob.hex], [cell])["contractId"]
+    assert world.store.read(bobs_access, cell_ids=[bytes.fromhex(cell)]) == []
+    world.call(bob, "saihm_accept_contract", contractId=contract)
+    (opened,) = world.store.read(bobs_access, cell_ids=[bytes.fromhex(cell)])
+    assert opened.shared and opened.payload.content == "alice only"
+    assert world.store.read(bobs_access, cell_ids=[bytes.fromhex(cell)], include_shared=False) == []
+
+
+def test_a_failed_write_transaction_stores_nothing_and_reports_storage_unavailable(
+    world, monkeypatch
+) -> None:
+    """ "If the effect cannot be stored ... the operator discards the effect ... and answers
+    operator_storage_unavailable"."""
+    alice = world.holder()
+    size = world.store.size()
+
+    def fail(step: str) -> None:
+        if step == "before_commit":
+            raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(world.store, "_fault", fail)
+    code = code_of(lambda: world.call(alice, "saihm_remember", content="lost"))
+    assert code == "operator_storage_unavailable"
+    monkeypatch.setattr(world.store, "_fault", lambda step: None)
+    assert world.store.size() == size
+    assert world.call(alice, "saihm_recall") == []
