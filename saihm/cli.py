@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import secrets
 import sys
 import time
@@ -271,12 +272,21 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
+    from rich.progress import Progress
+
     from saihm.compose import open_operator
 
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        with tempfile.TemporaryDirectory(prefix="saihm-rebuild-") as tmp:
-            report = operator.store.rebuild_into(Path(tmp) / "projections")
+        total = operator.store.size()
+        with (
+            tempfile.TemporaryDirectory(prefix="saihm-rebuild-") as tmp,
+            Progress(disable=not sys.stderr.isatty(), transient=True) as bar,
+        ):
+            task = bar.add_task("rebuilding projections", total=total)
+            report = operator.store.rebuild_into(
+                Path(tmp) / "projections", progress=lambda n: bar.advance(task, n)
+            )
     finally:
         operator.store.close()
     rate = report["events"] / report["seconds"] if report["seconds"] else None
@@ -309,6 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"saihm: error: {err.strerror or type(err).__name__}", file=sys.stderr)
         return 2
+    except Exception as err:
+        # A bug, not bad input: say so in one line; SAIHM_DEBUG=1 shows the traceback.
+        if os.environ.get("SAIHM_DEBUG"):
+            raise
+        print(f"saihm: internal error ({type(err).__name__}); rerun with SAIHM_DEBUG=1",
+              file=sys.stderr)  # fmt: skip
+        return 70
 
 
 if __name__ == "__main__":
