@@ -1,0 +1,237 @@
+"""The public, unauthenticated, read-only log API (DESIGN.md "HTTP", paths and shapes pinned).
+
+Every query parameter is checked before the store is asked: a parameter that is not a
+canonical non-negative decimal integer (or a 64-hex id, or an operation name), an unknown
+parameter, or an impossible range (``start >= end``, ``index >= size``, ``first > second``)
+answers 400 ``{"error": "bad_request"}``; a range or size the tree does not have yet answers
+404 ``{"error": "not_found"}``.
+
+Cache headers let a CDN serve what cannot change: full tiles, full entry bundles, entries below
+the latest checkpoint, receipts by id and proofs for a fixed size are ``immutable``; the
+checkpoint, partial tiles and lists that grow live for one second.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from saihm.errors import MalformedInput, NotFound
+from saihm.http.app import OPERATOR, json_response, run_sync
+from saihm.http.forms import b64, receipt_entry, verifier_key_json
+
+__all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "add_log_routes"]
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+SHORT = "public, max-age=1"
+KEYS = "public, max-age=300"
+#: Most entries one ``/log/v1/entries`` call returns.
+MAX_ENTRIES = 1000
+#: Most receipts one ``/log/v1/receipts`` page returns.
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+
+_UINT = re.compile(r"0|[1-9][0-9]{0,19}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_OPERATIONS = frozenset(
+    ("KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE", "VOTE",
+     "ACCEPT", "DECLINE", "GRANT", "UNGRANT")
+)  # fmt: skip
+
+
+def _only(request: web.Request, allowed: set[str]) -> None:
+    names = list(request.query.keys())
+    if len(names) != len(set(names)) or set(names) - allowed:
+        raise MalformedInput("unknown or repeated query parameter")
+
+
+def _uint(request: web.Request, name: str, default: int | None = None) -> int:
+    """A canonical decimal integer 0..2^63-1 (no sign, no leading zero, no spaces)."""
+    raw = request.query.get(name)
+    if raw is None:
+        if default is None:
+            raise MalformedInput(f"missing query parameter {name}")
+        return default
+    if not _UINT.fullmatch(raw) or int(raw) >= 1 << 63:
+        raise MalformedInput(f"{name} must be a non-negative decimal integer")
+    return int(raw)
+
+
+def _store(request: web.Request) -> Any:
+    """The operator's store (its type is not imported at runtime)."""
+    return request.app[OPERATOR].store
+
+
+def checkpoint_size(note: bytes) -> int:
+    """The tree size on the second line of a C2SP tlog-checkpoint note."""
+    lines = note.split(b"\n", 2)
+    if len(lines) < 3 or not _UINT.fullmatch(lines[1].decode("ascii", "replace")):
+        raise MalformedInput("stored checkpoint has no size line")
+    return int(lines[1])
+
+
+async def get_checkpoint(request: web.Request) -> web.Response:
+    """``GET /log/checkpoint``: the signed note for the current tree size (text/plain).
+
+    A checkpoint is signed on demand when the log grew since the last one, so a reader never
+    waits a checkpoint interval to prove a receipt it has just been given; that is at most
+    one signature per write batch.
+    """
+    store = _store(request)
+    note = await run_sync(request, store.checkpoint_now)
+    if note is None:
+        note = await run_sync(request, store.latest_checkpoint)
+    return web.Response(
+        body=note, content_type="text/plain", charset="utf-8", headers={"Cache-Control": SHORT}
+    )
+
+
+async def get_tile(request: web.Request) -> web.Response:
+    """``GET /log/tile/<L>/<N>[.p/<W>]`` and ``GET /log/tile/entries/<N>[.p/<W>]`` (C2SP
+    tlog-tiles), byte-exact, ``application/octet-stream``."""
+    from saihm.translog.tiles import TILE_WIDTH, parse_tile_path
+
+    _only(request, set())
+    tile = parse_tile_path("tile/" + request.match_info["path"])
+    width = None if tile.width == TILE_WIDTH else tile.width
+    store = _store(request)
+    if tile.level is None:
+        data = await run_sync(request, store.entry_bundle, tile.index, width)
+    else:
+        data = await run_sync(request, store.tile, tile.level, tile.index, width)
+    return web.Response(
+        body=data,
+        content_type="application/octet-stream",
+        headers={"Cache-Control": IMMUTABLE if width is None else SHORT},
+    )
+
+
+async def get_entries(request: web.Request) -> web.Response:
+    """``GET /log/v1/entries?start=S&end=E``: ``{"entries": [{"index", "leaf": base64}]}``,
+    end exclusive, at most 1000 entries."""
+    _only(request, {"start", "end"})
+    start, end = _uint(request, "start"), _uint(request, "end")
+    if not start < end:
+        raise MalformedInput("need start < end")
+    if end - start > MAX_ENTRIES:
+        raise MalformedInput(f"at most {MAX_ENTRIES} entries per call")
+    store = _store(request)
+    size = await run_sync(request, store.size)
+    if end > size:
+        raise NotFound("the tree does not have these entries yet")
+    leaves = await run_sync(request, store.leaves, start, end)
+    note = await run_sync(request, store.latest_checkpoint)
+    cache = IMMUTABLE if end <= checkpoint_size(note) else SHORT
+    entries = [{"index": start + i, "leaf": b64(leaf)} for i, leaf in enumerate(leaves)]
+    return json_response({"entries": entries}, cache=cache)
+
+
+async def get_inclusion(request: web.Request) -> web.Response:
+    """``GET /log/v1/proof/inclusion?index=I&size=N``: ``{"index", "size", "proof": [hex]}``
+    (RFC 9162 §2.1.3.1)."""
+    _only(request, {"index", "size"})
+    index, size = _uint(request, "index"), _uint(request, "size")
+    if not index < size:
+        raise MalformedInput("need index < size")
+    store = _store(request)
+    if size > await run_sync(request, store.size):
+        raise NotFound("the tree is not that large yet")
+    proof = await run_sync(request, store.inclusion_proof, index, size)
+    body = {"index": index, "size": size, "proof": [h.hex() for h in proof]}
+    return json_response(body, cache=IMMUTABLE)
+
+
+async def get_consistency(request: web.Request) -> web.Response:
+    """``GET /log/v1/proof/consistency?first=M&second=N``: ``{"first", "second",
+    "proof": [hex]}`` (RFC 9162 §2.1.4.1; needs ``0 < first <= second``)."""
+    _only(request, {"first", "second"})
+    first, second = _uint(request, "first"), _uint(request, "second")
+    if not 0 < first <= second:
+        raise MalformedInput("need 0 < first <= second")
+    store = _store(request)
+    if second > await run_sync(request, store.size):
+        raise NotFound("the tree is not that large yet")
+    proof = await run_sync(request, store.consistency_proof, first, second)
+    body = {"first": first, "second": second, "proof": [h.hex() for h in proof]}
+    return json_response(body, cache=IMMUTABLE)
+
+
+async def get_receipt(request: web.Request) -> web.Response:
+    """``GET /log/v1/receipts/{receiptId}``: ``{"index", "receipt", "cbor"}`` or 404
+    ``receipt_not_found``."""
+    _only(request, set())
+    receipt_id = request.match_info["receipt_id"]
+    if not _HEX64.fullmatch(receipt_id):
+        raise MalformedInput("receiptId must be 64 lowercase hexadecimal characters")
+    index, leaf = await run_sync(request, _store(request).receipt, bytes.fromhex(receipt_id))
+    return json_response(receipt_entry(index, leaf), cache=IMMUTABLE)
+
+
+async def list_receipts(request: web.Request) -> web.Response:
+    """``GET /log/v1/receipts?subjectId=|holderId=|operation=[&cursor=C][&limit=L]``:
+    ``{"receipts": [...], "next": cursor or null}``, in log order; exactly one filter."""
+    _only(request, {"subjectId", "holderId", "operation", "cursor", "limit"})
+    filters = [name for name in ("subjectId", "holderId", "operation") if name in request.query]
+    if len(filters) != 1:
+        raise MalformedInput("give exactly one of subjectId, holderId, operation")
+    by = filters[0]
+    raw = request.query[by]
+    if by == "operation":
+        if raw not in _OPERATIONS:
+            raise MalformedInput("unknown operation")
+        value = raw.encode("ascii")
+    elif _HEX64.fullmatch(raw):
+        value = bytes.fromhex(raw)
+    else:
+        raise MalformedInput(f"{by} must be 64 lowercase hexadecimal characters")
+    cursor = _uint(request, "cursor", 0)
+    limit = _uint(request, "limit", DEFAULT_PAGE)
+    if not 0 < limit <= MAX_PAGE:
+        raise MalformedInput(f"limit must be 1..{MAX_PAGE}")
+    found, after = await run_sync(request, _store(request).receipts, by, value, cursor, limit)
+    body = {"receipts": [receipt_entry(i, leaf) for i, leaf in found], "next": after}
+    return json_response(body, cache=SHORT)
+
+
+async def get_erasures(request: web.Request) -> web.Response:
+    """``GET /log/v1/erasures``: ``{"cellIds": [hex], "treeSize": N}``."""
+    _only(request, set())
+    cell_ids, tree_size = await run_sync(request, _store(request).erasures)
+    body = {"cellIds": [c.hex() for c in cell_ids], "treeSize": tree_size}
+    return json_response(body, cache=SHORT)
+
+
+async def get_keys(request: web.Request) -> web.Response:
+    """``GET /log/v1/keys``: the checkpoint verifier keys and the capability authority's key.
+
+    ``{"origin", "checkpointKeys": [{"vkey", "name", "keyId", "type", "algorithm"}],
+    "authority": {"algorithm": "ML-DSA-65", "encoding": "base64", "publicKey"}}``.
+    """
+    _only(request, set())
+    operator = request.app[OPERATOR]
+    store = operator.store
+    body = {
+        "origin": operator.config.origin,
+        "checkpointKeys": [verifier_key_json(k) for k in store.log_keys.verifier_keys()],
+        "authority": {
+            "algorithm": "ML-DSA-65",
+            "encoding": "base64",
+            "publicKey": b64(store.authority_public_key),
+        },
+    }
+    return json_response(body, cache=KEYS)
+
+
+def add_log_routes(app: web.Application) -> None:
+    """Register every ``/log/...`` route."""
+    app.router.add_get("/log/checkpoint", get_checkpoint)
+    app.router.add_get("/log/tile/{path:.+}", get_tile)
+    app.router.add_get("/log/v1/entries", get_entries)
+    app.router.add_get("/log/v1/proof/inclusion", get_inclusion)
+    app.router.add_get("/log/v1/proof/consistency", get_consistency)
+    app.router.add_get("/log/v1/receipts", list_receipts)
+    app.router.add_get("/log/v1/receipts/{receipt_id}", get_receipt)
+    app.router.add_get("/log/v1/erasures", get_erasures)
+    app.router.add_get("/log/v1/keys", get_keys)

@@ -1,0 +1,213 @@
+"""``saihm serve``: run the operator over HTTPS (or plain HTTP on the loopback only).
+
+The parent process checks the arguments, creates what a fresh directory needs
+(:func:`saihm.compose.initialise`), binds the listening socket once and prints where everything
+lives. With ``--workers 1`` it then serves itself; with ``N > 1`` it forks N workers that share
+the bound socket (the kernel spreads connections among them) and supervises them. Each worker
+opens its own :class:`~saihm.store.Store` after the fork: LMDB is multi-process safe, an
+environment opened before a fork is not. SIGTERM or SIGINT stops the workers cleanly; closing
+the store signs a final checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import socket
+import ssl
+import sys
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from saihm.errors import MalformedInput, SaihmError
+
+if TYPE_CHECKING:
+    from saihm.config import Config
+
+__all__ = ["LOOPBACK", "main"]
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+log = logging.getLogger("saihm.http")
+
+
+def _check(args: argparse.Namespace) -> bool:
+    """Validate the serve arguments; return True when TLS is on. Raises MalformedInput."""
+    tls = bool(args.tls_cert or args.tls_key)
+    if tls and not (args.tls_cert and args.tls_key):
+        raise MalformedInput("give both --tls-cert and --tls-key")
+    if not tls and args.host not in LOOPBACK:
+        raise MalformedInput(
+            f"refusing plain http on {args.host}: give --tls-cert and --tls-key, "
+            "or listen on 127.0.0.1, localhost or ::1"
+        )
+    if not 0 <= args.port <= 65535:
+        raise MalformedInput("--port must be 0..65535")
+    if args.workers < 1:
+        raise MalformedInput("--workers must be at least 1")
+    if args.max_body < 1:
+        raise MalformedInput("--max-body must be positive")
+    return tls
+
+
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """A server context that accepts TLS 1.2 and later only."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as err:
+        raise MalformedInput("cannot load --tls-cert/--tls-key") from err
+    return context
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _announce(args: argparse.Namespace, config: Config, url: str, created: bool) -> None:
+    data = shlex.quote(args.data)
+    first = "created" if created else "using"
+    print(
+        f"saihm: {first} data directory {config.data_dir}\n"
+        f"saihm: KEK directory {config.kek_dir} (keep it on another volume in production)\n"
+        f"saihm: authority {config.authority_dir} (signs capability tokens; the server reads "
+        f"only {config.authority_public_key_file})\n"
+        f"saihm: log keys {config.log_keys_dir}\n"
+        f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
+        f" governance at {url}governance\n"
+        "saihm: first call (in another terminal):\n"
+        f"  TOKEN=$(saihm holder create --data {data} | python3 -c "
+        "'import json,sys; print(json.load(sys.stdin)[\"token\"])')\n"
+        f'  curl -s {url} -H "Authorization: Bearer $TOKEN" '
+        '-d \'{"method":"saihm_status","params":{}}\'',
+        flush=True,
+    )
+
+
+async def _serve(
+    config: Config, sock: socket.socket, context: ssl.SSLContext | None, max_body: int
+) -> None:
+    from saihm.compose import open_operator
+    from saihm.http.app import create_app
+
+    operator = open_operator(config)
+    try:
+        runner = web.AppRunner(
+            create_app(operator, client_max_size=max_body), access_log=None, handle_signals=False
+        )
+        await runner.setup()
+        try:
+            await web.SockSite(runner, sock, ssl_context=context).start()
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stop.set)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+    finally:
+        operator.store.close()
+
+
+def _worker(config: Config, sock: socket.socket, context: ssl.SSLContext | None, args) -> int:
+    try:
+        asyncio.run(_serve(config, sock, context, args.max_body))
+    except SaihmError as err:
+        print(f"saihm: error: {err}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+def _supervise(config: Config, sock: socket.socket, context: ssl.SSLContext | None, args) -> int:
+    """Fork ``args.workers`` workers on ``sock``; forward SIGTERM/SIGINT; reap them all.
+
+    Exits non-zero if a worker fails other than by being stopped.
+    """
+    children: list[int] = []
+    for _ in range(args.workers):
+        pid = os.fork()
+        if pid == 0:  # the worker: open LMDB only now, after the fork
+            code = 1
+            try:
+                code = _worker(config, sock, context, args)
+            except BaseException as err:
+                log.error("worker failed: %s", type(err).__name__)
+            finally:
+                os._exit(code)
+        children.append(pid)
+    sock.close()
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    status = 0
+    remaining = set(children)
+    while remaining:
+        try:
+            pid, wait_status = os.wait()
+        except ChildProcessError:
+            break
+        remaining.discard(pid)
+        if os.waitstatus_to_exitcode(wait_status) != 0 and not stopping:
+            status = 1
+            stop(signal.SIGTERM, None)
+    return status
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
+    from saihm.cli import config_from
+    from saihm.compose import initialise
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    try:
+        tls = _check(args)
+        context = tls_context(args.tls_cert, args.tls_key) if tls else None
+        config = config_from(args)
+        created = not config.authority_public_key_file.exists()
+        if created:
+            initialise(config)
+        sock = bind(args.host, args.port)
+    except SaihmError as err:
+        print(f"saihm: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"saihm: error: cannot listen on {args.host}:{args.port}: {err.strerror}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"{'https' if tls else 'http'}://{shown}:{port}/"
+    _announce(args, config, url, created)
+    if args.workers == 1:
+        try:
+            return _worker(config, sock, context, args)
+        finally:
+            sock.close()
+    return _supervise(config, sock, context, args)
