@@ -1,0 +1,63 @@
+"""Shared test helpers: run the verifier CLI, read and rewrite the raw log as an attacker would."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import cbor2
+import lmdb
+
+from saihm.audit import cli
+from saihm.translog import Checkpoint, LogKeys, TreeStorage
+
+_U64 = struct.Struct(">Q")
+
+
+def run_verify(capsys, *argv: str) -> tuple[int, dict]:
+    """Run ``saihm verify --json ...``; return (exit code, report)."""
+    capsys.readouterr()
+    code = cli.verify([*argv, "--json", "--no-progress"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def first_failure(report: dict) -> dict:
+    return report["failures"][0]
+
+
+def leaves(lmdb_dir: Path) -> list[bytes]:
+    env = lmdb.open(str(lmdb_dir), readonly=True, lock=False, max_dbs=64)
+    try:
+        db = env.open_db(b"leaves", create=False)
+        with env.begin() as txn:
+            return [bytes(v) for _, v in txn.cursor(db=db).iternext()]
+    finally:
+        env.close()
+
+
+def find_leaf(lmdb_dir: Path, operation: str, subject: bytes | None = None) -> int:
+    """Index of the first leaf with ``operation`` (and ``subject``)."""
+    for index, leaf in enumerate(leaves(lmdb_dir)):
+        m = cbor2.loads(leaf)
+        if m[3] == operation and (subject is None or m[2] == subject):
+            return index
+    raise LookupError(operation)
+
+
+def rewrite_log(env: lmdb.Environment, data_dir: Path, new_leaves: list[bytes]) -> None:
+    """The full-access attacker: replace the leaves, recompute every tile and node, and re-sign
+    checkpoints for the new sizes with the log keys found in the data directory."""
+    keys = LogKeys.load(data_dir / "log-keys")
+    tree = TreeStorage(env)
+    cps = env.open_db(b"checkpoints")
+    with env.begin(write=True) as txn:
+        old_sizes = [_U64.unpack(k)[0] for k, _ in txn.cursor(db=cps).iternext()]
+        for name in TreeStorage.DB_NAMES:
+            txn.drop(env.open_db(name, txn=txn), delete=False)
+        txn.drop(cps, delete=False)
+        tree.append(txn, new_leaves)
+        for size in sorted({min(s, len(new_leaves)) for s in old_sizes}):
+            note = keys.sign(Checkpoint(keys.origin, size, tree.root(txn, size)))
+            txn.put(_U64.pack(size), note, db=cps)
