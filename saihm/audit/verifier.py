@@ -247,7 +247,9 @@ def _check_bodies(
 ) -> None:
     """Check 6: stored cells and contracts (ciphertext only) against their receipts."""
     jobs: list[Job] = []
-    for key, raw in bundle.cells or []:
+    # In log order of their REMEMBER receipts, so the first failure is the earliest leaf.
+    ordered = sorted(bundle.cells or [], key=lambda kv: receipts.get(kv[0], (1 << 64,))[0])
+    for key, raw in ordered:
         index = receipts.get(key, (None, None))[0]
         try:
             cell = Cell.from_cbor(raw)
