@@ -1,0 +1,118 @@
+"""Consumer write proposals held for the person (RFC 0007: "never silent agent write").
+
+A proposal is sealed and signed at once (the plaintext never rests on disk); its cell bytes and
+wrapped DEK are held by the store's pending section. Accepting commits the very same cell with
+a REMEMBER receipt, in one transaction that also removes the proposal; rejecting destroys the
+wrapped DEK, so the held ciphertext can no longer be read.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import TYPE_CHECKING
+
+from saihm.errors import MalformedInput, NotFound
+from saihm.events import Operation, SealedPayload
+from saihm.events.envelope import seal
+from saihm.events.signing import sign_receipt
+from saihm.projections import Body
+from saihm.provider.models import MemoryRecordRef, MemoryStore, PendingProposal, iso8601
+from saihm.provider.records import parse_sealed, seal_text
+from saihm.store import Access, Change
+
+if TYPE_CHECKING:
+    from saihm.provider.vault import LocalVault
+
+
+def _id(value: str) -> bytes:
+    try:
+        raw = bytes.fromhex(value)
+    except (ValueError, TypeError) as err:
+        raise MalformedInput("a proposal id is 64 hex characters") from err
+    if len(raw) != 32:
+        raise MalformedInput("a proposal id is 64 hex characters")
+    return raw
+
+
+def propose(vault: LocalVault, access: Access, request: MemoryStore) -> MemoryRecordRef:
+    """Seal ``request`` into a prepared cell of the vault session and hold it."""
+    store = vault.cells
+    now = int(store.clock())
+    payload = SealedPayload(
+        content=seal_text(request), session_id=vault.meta.session_id,
+        namespace=request.namespace, kind="memory",
+    )  # fmt: skip
+    cell, dek = seal(
+        payload, key=store.holder_key(vault.meta.holder_id),
+        kek_version=store.kek_dir.current_version, tier=vault.operator.config.tier, timestamp=now,
+    )  # fmt: skip
+    proposal_id = secrets.token_bytes(32)
+    meta = {"consumer": access.consumer, "grantId": access.grant_id.hex(), "proposedAt": now}
+    store.pending_put(proposal_id, cell, dek, json.dumps(meta).encode())
+    return MemoryRecordRef(
+        id=proposal_id.hex(), namespace=request.namespace, state="pending",
+        created_at=iso8601(now),
+    )  # fmt: skip
+
+
+def listing(vault: LocalVault, *, show: bool) -> list[PendingProposal]:
+    """Every held proposal, oldest first; decrypted for the person when ``show``."""
+    out = []
+    for proposal_id, _cell, raw_meta in vault.cells.pending_items():
+        meta = json.loads(raw_meta)
+        namespace = record = None
+        if show:
+            _, _, payload = vault.cells.pending_open(proposal_id)
+            namespace = payload.namespace
+            record = parse_sealed(payload.content)
+        out.append(
+            PendingProposal(
+                id=proposal_id.hex(),
+                consumer=meta["consumer"],
+                proposed_at=iso8601(meta["proposedAt"]),
+                namespace=namespace,
+                record=record,
+            )
+        )
+    out.sort(key=lambda p: (p.proposed_at, p.id))
+    return out
+
+
+def accept(vault: LocalVault, proposal_id: str) -> MemoryRecordRef:
+    """Make a held proposal a live record: REMEMBER receipt + cell, proposal removed, atomically."""
+    pid = _id(proposal_id)
+    store = vault.cells
+    cell, _, payload = store.pending_open(pid)
+    if cell.holder_id != vault.meta.holder_id:
+        raise NotFound("no such pending proposal", code="proposal_not_found")
+    receipt = sign_receipt(
+        store.holder_key(cell.holder_id), subject_id=cell.cell_id,
+        operation=Operation.REMEMBER, timestamp=int(store.clock()),
+    )  # fmt: skip
+    cell_bytes = cell.to_cbor()
+    body = Body(cell_bytes, store.session_tag(cell.holder_id, payload.session_id), None, False)
+    store.commit(
+        Change(
+            receipts=[receipt], bodies={cell.cell_id: body}, memo=[(cell.cell_id, cell_bytes)],
+            guard=store.pending_take_guard(pid),
+        )
+    )  # fmt: skip
+    return MemoryRecordRef(
+        id=cell.cell_id.hex(), namespace=payload.namespace, state="stored",
+        created_at=iso8601(cell.timestamp), receipt_id=receipt.receipt_id.hex(),
+    )  # fmt: skip
+
+
+def reject(vault: LocalVault, proposal_id: str) -> bool:
+    """Drop a held proposal and destroy its wrapped DEK."""
+    return vault.cells.pending_reject(_id(proposal_id))
+
+
+def reject_consumer(vault: LocalVault, consumer: str) -> int:
+    """Reject every proposal of ``consumer`` (on revocation); returns how many."""
+    count = 0
+    for proposal_id, _cell, raw_meta in vault.cells.pending_items():
+        if json.loads(raw_meta).get("consumer") == consumer:
+            count += vault.cells.pending_reject(proposal_id)
+    return count

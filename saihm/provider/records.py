@@ -1,0 +1,100 @@
+"""Records as cells: the sealed JSON form of a record and its reading back.
+
+A record's sealed payload content is compact JSON ``{"saihm-memory": 1, "content": ...,
+"confidence"?, "verified_at"?, "sources"?}`` (keys sorted); the namespace is the sealed
+namespace label, the id is the cellId and ``created_at`` the cell timestamp. A cell of the same
+holder that is not in this form (written by ``saihm_remember`` or ``saihm_record``) is shown
+with its plaintext as ``content``: what the grant lets the consumer see is the namespace, not
+the writer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from saihm.errors import MalformedInput, TooLarge
+from saihm.provider.models import MAX_CONTENT_BYTES, MemoryRecord, MemoryStore, iso8601
+from saihm.store import OpenedCell
+
+MARK = "saihm-memory"
+_META = ("confidence", "verified_at", "sources")
+
+
+def dumps(obj: object) -> str:
+    """Compact, key-sorted JSON (the sealed form and the byte-budget measure)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def seal_text(request: MemoryStore) -> str:
+    """The string sealed into the cell for ``request``; raises ``TooLarge`` over 64 KiB."""
+    body: dict[str, Any] = {MARK: 1, "content": request.content}
+    for name in _META:
+        value = getattr(request, name)
+        if value is not None:
+            body[name] = value
+    text = dumps(body)
+    if len(text.encode("utf-8")) > MAX_CONTENT_BYTES:
+        raise TooLarge("record content is over 64 KiB")
+    return text
+
+
+def parse_sealed(text: str) -> dict[str, Any] | None:
+    """The record fields of a sealed string, or None if it is not in the vault's form."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get(MARK) != 1 or "content" not in body:
+        return None
+    return {k: body[k] for k in ("content", *_META) if k in body}
+
+
+def to_record(opened: OpenedCell) -> MemoryRecord:
+    """The RFC record for a cell that passed the store's checked read."""
+    payload = opened.payload
+    fields = parse_sealed(payload.content) or {"content": payload.content}
+    stamp = iso8601(opened.cell.timestamp)
+    try:
+        return MemoryRecord(
+            id=opened.cell.cell_id.hex(), namespace=payload.namespace,
+            created_at=stamp, updated_at=stamp, **fields,
+        )  # fmt: skip
+    except ValueError:
+        # Sealed metadata out of range: show the content, drop the metadata.
+        return MemoryRecord(
+            id=opened.cell.cell_id.hex(), namespace=payload.namespace,
+            content=fields.get("content"), created_at=stamp, updated_at=stamp,
+        )  # fmt: skip
+
+
+def record_size(record: MemoryRecord) -> int:
+    """Bytes the record takes in an excerpt (compact JSON, UTF-8)."""
+    return len(dumps(record.model_dump(mode="json")).encode("utf-8"))
+
+
+def parse_store(raw: str, namespace: str, **meta: object) -> MemoryStore:
+    """A :class:`MemoryStore` from command-line JSON; raises ``MalformedInput``."""
+    try:
+        content = json.loads(raw)
+    except ValueError as err:
+        raise MalformedInput("--json is not valid JSON") from err
+    fields = {k: v for k, v in meta.items() if v is not None}
+    try:
+        return MemoryStore(namespace=namespace, content=content, **fields)
+    except ValueError as err:
+        raise MalformedInput(_first_error(err)) from err
+
+
+def _first_error(err: ValueError) -> str:
+    errors = getattr(err, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"invalid {where or 'input'}: {first.get('msg', 'bad value')}"
+    return "invalid input"
+
+
+def validation_message(err: ValueError) -> str:
+    """A one-line description of a pydantic validation error (never echoes the input)."""
+    return _first_error(err)

@@ -1,0 +1,303 @@
+"""``local-vault``: the reference Memory Provider of RFC 0007 over the SAIHM store.
+
+Namespaces are the sealed namespace label of cells; records are cells of one vault holder
+(see :mod:`saihm.provider.records`). Every consumer call authenticates its capability with
+:meth:`Store.authenticate` (signature, expiry, and the grant's GRANT-without-UNGRANT state, so
+revocation takes effect on the next call) and reads only through :meth:`Store.read`, the checked
+read path (requirements.txt: "Everything that reads the store passes that filter"). Request
+fields can only narrow what the capability allows; a namespace outside the grant is refused
+(RFC "Phase C notes"). Every read is logged as a RECALL receipt whose subject is the holder.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from saihm.authority import Authority
+from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
+from saihm.events import CapabilityScope, Operation
+from saihm.operator import Operator
+from saihm.projections import apply as PJ
+from saihm.provider import graph as graph_index
+from saihm.provider import pending
+from saihm.provider.meta import VaultMeta
+from saihm.provider.models import (
+    PROVIDER_ID,
+    PROVIDER_VERSION,
+    ConsumerGrant,
+    GraphExcerpt,
+    GraphQuery,
+    MemoryExcerpt,
+    MemoryGrantField,
+    MemoryProviderStatus,
+    MemoryQuery,
+    MemoryRecord,
+    MemoryRecordRef,
+    MemoryStore,
+    Mode,
+    PendingProposal,
+    iso8601,
+)
+from saihm.provider.records import record_size, seal_text, to_record
+from saihm.store import Access
+
+READ_MODES = ("read", "readwrite")
+WRITE_MODES = ("write", "readwrite")
+#: Lifetime of the short token the person's own store is made with.
+PERSON_TOKEN_TTL = 300
+#: Default lifetime of a consumer grant (30 days).
+GRANT_TTL = 30 * 86_400
+
+
+class LocalVault:
+    """The vault of one data directory: the person's actions plus consumer-bound providers."""
+
+    id = PROVIDER_ID
+    version = PROVIDER_VERSION
+
+    def __init__(
+        self, operator: Operator, meta: VaultMeta, authority: Authority | None = None
+    ) -> None:
+        self.operator = operator
+        self.cells = operator.store
+        self.meta = meta
+        self.authority = authority
+
+    # -- setting up -------------------------------------------------------------------------
+
+    @property
+    def data_dir(self) -> Path:
+        """The data directory the vault belongs to."""
+        return self.operator.config.data_dir
+
+    @classmethod
+    def init(
+        cls, operator: Operator, authority: Authority | None, holder_id: bytes | None = None
+    ) -> tuple[LocalVault, bool]:
+        """Set the vault up for ``operator``'s data directory; (vault, created).
+
+        Creates a vault holder (KEY receipt) unless ``holder_id`` names an existing one. A
+        second init returns the existing vault unchanged; with a different ``holder_id`` it is
+        refused (``Conflict``).
+        """
+        data = operator.config.data_dir
+        if VaultMeta.path(data).exists():
+            meta = VaultMeta.load(data)
+            if holder_id is not None and holder_id != meta.holder_id:
+                raise Conflict("this data directory already has a vault for another holder")
+            return cls(operator, meta, authority), False
+        if holder_id is None:
+            holder_id = operator.create_holder()
+        else:
+            with operator.store.read_txn() as txn:
+                if operator.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+                    raise NotFound("no such holder", code="holder_not_found")
+        meta = VaultMeta(holder_id=holder_id, session_id=secrets.token_bytes(32))
+        meta.save(data)
+        return cls(operator, meta, authority), True
+
+    @classmethod
+    def open(cls, operator: Operator, authority: Authority | None = None) -> LocalVault:
+        """The vault of ``operator``'s data directory (``NotFound`` before init)."""
+        return cls(operator, VaultMeta.load(operator.config.data_dir), authority)
+
+    def for_consumer(self, token: str) -> ConsumerProvider:
+        """A :class:`MemoryProvider` bound to one consumer's capability token."""
+        return ConsumerProvider(self, token)
+
+    def _now(self) -> int:
+        return int(self.cells.clock())
+
+    def _authority(self) -> Authority:
+        if self.authority is None:
+            raise MalformedInput("this action needs the authority (--authority-dir)")
+        return self.authority
+
+    # -- grants (RFC "Permission model extension") ------------------------------------------
+
+    def grant(
+        self, consumer: str, namespaces: list[str] | tuple[str, ...], mode: Mode | None,
+        sections: tuple[str, ...] = (), ttl: int = GRANT_TTL,
+    ) -> tuple[ConsumerGrant, str | None]:  # fmt: skip
+        """Grant ``consumer`` memory access; returns (the RFC grant, the consumer's token).
+
+        Logs GRANT and issues a capability scoped to ``consumer``, ``mode``, ``namespaces`` and
+        every session of the vault holder, naming the grant so UNGRANT revokes it. ``mode``
+        None means no memory access (no token). An earlier grant of the consumer is withdrawn
+        first (UNGRANT), so each consumer has at most one live grant.
+        """
+        field = MemoryGrantField(namespaces=tuple(namespaces), mode=mode)
+        result = ConsumerGrant(provider=consumer, sections=tuple(sections), memory=field)
+        if mode is not None and not namespaces:
+            raise MalformedInput("a memory grant names at least one namespace")
+        if ttl <= 0:
+            raise MalformedInput("a grant's lifetime must be positive")
+        self.revoke(consumer, missing_ok=True)
+        entry: dict = {"sections": list(sections), "mode": mode, "namespaces": list(namespaces)}
+        token = None
+        if mode is not None:
+            authority = self._authority()
+            expires_at = self._now() + ttl
+            grant_id, _ = self.operator.grant(self.meta.holder_id, list(namespaces), expires_at)
+            scope = CapabilityScope(
+                sessions="all", namespaces=tuple(namespaces), grant_id=grant_id,
+                consumer=consumer, mode=mode,
+            )  # fmt: skip
+            cap = authority.issue(
+                self.meta.holder_id, secrets.token_bytes(32), scope, ttl, now=self._now()
+            )
+            token = cap.to_token()
+            entry.update(grantId=grant_id.hex(), expiresAt=expires_at)
+        self.meta.consumers[consumer] = entry
+        self.meta.save(self.data_dir)
+        return result, token
+
+    def revoke(self, consumer: str, *, missing_ok: bool = False) -> dict:
+        """Withdraw ``consumer``'s grant (UNGRANT) and reject its pending proposals.
+
+        Takes effect on the consumer's next call: the store refuses a token whose grant has an
+        UNGRANT receipt.
+        """
+        entry = self.meta.consumers.get(consumer)
+        if entry is None:
+            if missing_ok:
+                return {"consumer": consumer, "revoked": False}
+            raise NotFound("no grant for this consumer", code="grant_not_found")
+        changed = False
+        if entry.get("grantId"):
+            changed = self.operator.ungrant(bytes.fromhex(entry["grantId"]))
+        rejected = pending.reject_consumer(self, consumer)
+        del self.meta.consumers[consumer]
+        self.meta.save(self.data_dir)
+        return {"consumer": consumer, "revoked": True, "changed": changed, "rejected": rejected}
+
+    # -- the person's own store (RFC "store() is user/CLI-initiated") -----------------------
+
+    def store(self, request: MemoryStore) -> MemoryRecordRef:
+        """Store a record as the person: sealed into the vault session, logged REMEMBER."""
+        cap = self._authority().issue(
+            self.meta.holder_id, self.meta.session_id, CapabilityScope(), PERSON_TOKEN_TTL,
+            now=self._now(),
+        )  # fmt: skip
+        access = self.cells.authenticate(cap.to_token())
+        result = self.operator.remember(access, seal_text(request), namespace=request.namespace)
+        return MemoryRecordRef(
+            id=result["cellId"], namespace=request.namespace, state="stored",
+            created_at=iso8601(int(result["epoch"])), receipt_id=result["receiptId"],
+        )  # fmt: skip
+
+    # -- pending proposals (the person confirms) --------------------------------------------
+
+    def pending(self, *, show: bool = True) -> list[PendingProposal]:
+        """Held proposals; with ``show``, decrypted so the person can decide."""
+        return pending.listing(self, show=show)
+
+    def accept(self, proposal_id: str) -> MemoryRecordRef:
+        """Commit a held proposal as a live record (REMEMBER receipt, one transaction)."""
+        return pending.accept(self, proposal_id)
+
+    def reject(self, proposal_id: str) -> bool:
+        """Drop a held proposal and destroy its wrapped DEK; False if it was not held."""
+        return pending.reject(self, proposal_id)
+
+    # -- consumer calls ---------------------------------------------------------------------
+
+    def authenticate(self, token: str, consumer: str | None, modes: tuple[str, ...]) -> Access:
+        """The checked capability of a consumer call, or an error (401/403)."""
+        access = self.cells.authenticate(token)
+        if access.consumer is None:
+            raise NotPermitted("the provider answers consumer grants only", code="not_consumer")
+        if access.holder_id != self.meta.holder_id:
+            raise NotPermitted("the grant is for another vault", code="not_holder")
+        if consumer is not None and consumer != access.consumer:
+            raise NotPermitted("consumer does not match the grant", code="consumer_mismatch")
+        if access.mode not in modes:
+            raise NotPermitted("the grant's mode does not allow this call", code="mode_not_granted")
+        return access
+
+    @staticmethod
+    def scope(access: Access, requested: tuple[str, ...]) -> frozenset[str] | None:
+        """Requested namespaces narrowed to the grant; outside the grant is refused."""
+        if access.namespaces is None:
+            return frozenset(requested) or None
+        if not set(requested) <= access.namespaces:
+            raise NotPermitted(
+                "a requested namespace is outside the grant", code="namespace_not_granted"
+            )
+        return frozenset(requested) or access.namespaces
+
+    def visible(
+        self, access: Access, namespaces: frozenset[str] | None, text: str | None
+    ) -> list[MemoryRecord]:
+        """Records ``access`` may see in ``namespaces``, newest first; logs RECALL.
+
+        Visibility is :meth:`Store.read`'s per-item check; ``namespaces`` only narrows it.
+        """
+        opened = self.cells.read(access, query=text, include_shared=False)
+        self.operator._receipt_only(access, Operation.RECALL)
+        chosen = [c for c in opened if namespaces is None or c.payload.namespace in namespaces]
+        chosen.sort(key=lambda c: c.index, reverse=True)
+        return [to_record(c) for c in chosen]
+
+
+class ConsumerProvider:
+    """``local-vault`` bound to one consumer's capability: the RFC's ``MemoryProvider``.
+
+    The token is re-authenticated on every call, so expiry and revocation apply at once.
+    """
+
+    id = PROVIDER_ID
+    version = PROVIDER_VERSION
+
+    def __init__(self, vault: LocalVault, token: str) -> None:
+        self._vault = vault
+        self._token = token
+
+    def __repr__(self) -> str:
+        return "ConsumerProvider(local-vault)"
+
+    def status(self) -> MemoryProviderStatus:
+        """Health and what this grant may do."""
+        access = self._vault.authenticate(self._token, None, (*READ_MODES, "write"))
+        caps: list = ["query", "graph"] if access.mode in READ_MODES else []
+        if access.mode in WRITE_MODES:
+            caps.append("store")
+        return MemoryProviderStatus(
+            id=self.id, version=self.version, healthy=True, capabilities=tuple(caps),
+            consumer=access.consumer, mode=access.mode,
+            namespaces=None if access.namespaces is None else tuple(sorted(access.namespaces)),
+        )  # fmt: skip
+
+    def query(self, request: MemoryQuery) -> MemoryExcerpt:
+        """A filtered excerpt: at most ``limit`` records and ``max_bytes`` bytes, newest first."""
+        access = self._vault.authenticate(self._token, request.consumer, READ_MODES)
+        namespaces = LocalVault.scope(access, request.namespaces)
+        records: list[MemoryRecord] = []
+        used = 0
+        truncated = False
+        for record in self._vault.visible(access, namespaces, request.text):
+            size = record_size(record)
+            if len(records) == request.limit or (
+                request.max_bytes is not None and used + size > request.max_bytes
+            ):
+                truncated = True
+                break
+            records.append(record)
+            used += size
+        return MemoryExcerpt(records=tuple(records), truncated=truncated)
+
+    def store(self, request: MemoryStore) -> MemoryRecordRef:
+        """Propose a record: held as pending until the person accepts it (never silent)."""
+        access = self._vault.authenticate(self._token, request.consumer, WRITE_MODES)
+        LocalVault.scope(access, (request.namespace,))
+        return pending.propose(self._vault, access, request)
+
+    def graph(self, request: GraphQuery) -> GraphExcerpt:
+        """Entities and relations of the records this grant can see (built per call)."""
+        access = self._vault.authenticate(self._token, request.consumer, READ_MODES)
+        namespaces = LocalVault.scope(access, request.namespaces)
+        records = self._vault.visible(access, namespaces, None)
+        return graph_index.build(
+            records, start=request.entity, depth=request.depth, limit=request.limit
+        )
