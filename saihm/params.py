@@ -34,7 +34,7 @@ def check_params(params: object, allowed: set[str], required: set[str] = frozens
 def text(params: dict, name: str, *, default: str | None = None, nullable: bool = False) -> Any:
     """A string member (or ``default`` when absent; None when null and ``nullable``)."""
     value = params.get(name, default)
-    if value is None and (nullable or default is None):
+    if value is None and (nullable or name not in params):
         return None
     if not isinstance(value, str):
         raise MalformedInput(f"{name} must be a string")
