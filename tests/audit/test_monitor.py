@@ -1,0 +1,148 @@
+"""``saihm monitor`` against the live HTTP app (saihm.http.app.create_app) on 127.0.0.1.
+
+Rollback and fork are produced the way they happen: the operator restores an old backup of its
+data directory (rollback), or restores it and writes different receipts up to the same size
+(fork) or beyond it (inconsistent). The monitor runs in a thread (it uses blocking urllib).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from aiohttp.test_utils import TestServer
+
+from saihm.audit import cli
+from saihm.audit.monitor import check_once
+from saihm.http.app import create_app
+from saihm.translog import LogKeys
+
+from .conftest import World
+
+
+@asynccontextmanager
+async def serving(world: World):
+    op = world.operator()
+    server = TestServer(create_app(op), host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield op, str(server.make_url("")).rstrip("/")
+    finally:
+        await server.close()
+        op.store.close()
+
+
+def _remember(op, world: World, text: str) -> None:
+    op.call(world.token_a1, "saihm_remember", {"content": text})
+
+
+async def _once(url: str, state: Path, **kw):
+    return await asyncio.to_thread(check_once, url, state, **kw)
+
+
+def _backup(world: World, tmp_path: Path) -> Path:
+    target = tmp_path / "backup"
+    shutil.copytree(world.data, target)
+    return target
+
+
+def _restore(world: World, backup: Path) -> None:
+    shutil.rmtree(world.data)
+    shutil.copytree(backup, world.data)
+
+
+async def test_monitor_follows_a_growing_log_and_spot_checks(world: World, tmp_path) -> None:
+    state = tmp_path / "state"
+    async with serving(world) as (op, url):
+        first = await _once(url, state, spot_check=3)
+        assert first.ok, first.alarms
+        assert first.size == 12 and first.spot_checked == 3
+        assert "trust on first use" in first.notes[0]
+        _remember(op, world, "more")
+        second = await _once(url, state, spot_check=5)
+        assert second.ok, second.alarms
+        assert second.size == 13 and second.spot_checked == 5
+    assert (state / "checkpoints" / "13.note").exists()
+    assert (state / "keys.txt").read_text().splitlines() == world.keys_file.read_text().split()
+
+
+async def test_monitor_detects_rollback(world: World, tmp_path) -> None:
+    state = tmp_path / "state"
+    backup = _backup(world, tmp_path)
+    async with serving(world) as (op, url):
+        _remember(op, world, "after the backup")
+        assert (await _once(url, state)).ok
+    _restore(world, backup)  # the operator restores an older copy of its data directory
+    async with serving(world) as (op, url):
+        result = await _once(url, state)
+    assert not result.ok
+    assert result.alarms[0].startswith("rollback: checkpoint size 12 < mirrored 13")
+
+
+async def test_monitor_detects_fork_at_same_size(world: World, tmp_path) -> None:
+    state = tmp_path / "state"
+    backup = _backup(world, tmp_path)
+    async with serving(world) as (op, url):
+        _remember(op, world, "history one")
+        assert (await _once(url, state)).ok
+    _restore(world, backup)
+    async with serving(world) as (op, url):
+        _remember(op, world, "history two")  # same size, different leaf
+        result = await _once(url, state)
+    assert not result.ok
+    assert result.alarms[0] == "fork: two different roots signed for size 13"
+
+
+async def test_monitor_detects_inconsistent_growth(world: World, tmp_path) -> None:
+    state = tmp_path / "state"
+    backup = _backup(world, tmp_path)
+    async with serving(world) as (op, url):
+        _remember(op, world, "history one")
+        assert (await _once(url, state)).ok
+    _restore(world, backup)
+    async with serving(world) as (op, url):
+        for text in ("history two", "and more"):
+            _remember(op, world, text)
+        result = await _once(url, state)
+        assert not result.ok and result.alarms[0].startswith("inconsistent: ")
+        # The forked head is not adopted: the next round alarms again.
+        assert not (await _once(url, state)).ok
+
+
+async def test_monitor_detects_bad_signature(world: World, tmp_path) -> None:
+    state = tmp_path / "state"
+    async with serving(world) as (op, url):
+        assert (await _once(url, state)).ok
+    keys_dir = world.data / "log-keys"
+    shutil.rmtree(keys_dir)
+    LogKeys.generate(world.config.origin).save(keys_dir)  # someone else signs now
+    async with serving(world) as (op, url):
+        _remember(op, world, "signed by a stranger")
+        result = await _once(url, state)
+    assert not result.ok and result.alarms[0].startswith("bad signature")
+
+
+async def test_monitor_pins_trusted_keys_and_cli_exits_nonzero(world: World, tmp_path) -> None:
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("\n".join(LogKeys.generate(world.config.origin).verifier_keys()))
+    async with serving(world) as (_op, url):
+        args = [url, "--state", str(tmp_path / "s1"), "--once", "--trust", str(foreign)]
+        assert await asyncio.to_thread(cli.monitor, args) == 1
+        args = [url, "--state", str(tmp_path / "s2"), "--once", "--trust", str(world.keys_file)]
+        assert await asyncio.to_thread(cli.monitor, args) == 0
+
+
+async def test_monitor_held_checkpoint_catches_truncated_bundle(world: World, tmp_path) -> None:
+    state = tmp_path / "state"
+    backup = _backup(world, tmp_path)
+    async with serving(world) as (op, url):
+        _remember(op, world, "later")
+        assert (await _once(url, state)).ok
+    _restore(world, backup)  # the bundle is exported from the rolled-back directory
+    bundle = tmp_path / "b.cbor"
+    assert cli.export(["--data", str(world.data), "--out", str(bundle)]) == 0
+    held = str(state / "checkpoints" / "13.note")
+    args = [str(bundle), "--trust", str(world.keys_file), "--checkpoint", held, "--no-progress"]
+    assert cli.verify(args) == 1
