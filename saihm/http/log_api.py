@@ -27,6 +27,8 @@ __all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "add_log_routes"]
 IMMUTABLE = "public, max-age=31536000, immutable"
 SHORT = "public, max-age=1"
 KEYS = "public, max-age=300"
+#: Hashes in a full tile (C2SP tlog-tiles, height 8).
+FULL_TILE = 256
 #: Most entries one ``/log/v1/entries`` call returns.
 MAX_ENTRIES = 1000
 #: Most receipts one ``/log/v1/receipts`` page returns.
@@ -42,7 +44,7 @@ _OPERATIONS = frozenset(
 
 
 def _only(request: web.Request, allowed: set[str]) -> None:
-    names = list(request.query.keys())
+    names = [name for name, _ in request.query.items()]
     if len(names) != len(set(names)) or set(names) - allowed:
         raise MalformedInput("unknown or repeated query parameter")
 
@@ -91,11 +93,11 @@ async def get_checkpoint(request: web.Request) -> web.Response:
 async def get_tile(request: web.Request) -> web.Response:
     """``GET /log/tile/<L>/<N>[.p/<W>]`` and ``GET /log/tile/entries/<N>[.p/<W>]`` (C2SP
     tlog-tiles), byte-exact, ``application/octet-stream``."""
-    from saihm.translog.tiles import TILE_WIDTH, parse_tile_path
+    from saihm.translog.tiles import parse_tile_path
 
     _only(request, set())
     tile = parse_tile_path("tile/" + request.match_info["path"])
-    width = None if tile.width == TILE_WIDTH else tile.width
+    width = None if tile.width in (None, FULL_TILE) else tile.width
     store = _store(request)
     if tile.level is None:
         data = await run_sync(request, store.entry_bundle, tile.index, width)
