@@ -1,0 +1,76 @@
+"""``saihm memory ...`` end to end over a temporary data directory (JSON out, errors one line)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from saihm.provider.cli import main
+
+
+@pytest.fixture
+def run(tmp_path, capsys):
+    data = str(tmp_path / "data")
+
+    def go(*argv: str, ok: bool = True) -> object:
+        action, *rest = argv
+        code = main(argparse.Namespace(rest=[action, "--data", data, *rest]))
+        out, err = capsys.readouterr()
+        if ok:
+            assert code == 0, err
+            return json.loads(out)
+        assert code != 0
+        assert out == "" and len(err.strip().splitlines()) == 1
+        return err
+
+    go("init")
+    return go
+
+
+def test_full_cycle(run, tmp_path):
+    meta = json.loads((tmp_path / "data" / "provider" / "local-vault.json").read_text())
+    assert meta["providerId"] == "local-vault" and len(meta["holderId"]) == 64
+    assert "token" not in json.dumps(meta)
+    run("store", "--namespace", "preferences", "--json", '{"fact": "tabs"}', "--confidence", "0.9")
+    run("store", "--namespace", "health", "--json", '{"fact": "private"}')
+    granted = run("grant", "cursor", "--memory", "preferences", "--write", "--sections", "coding")
+    assert granted["grant"]["memory"] == {
+        "provider_id": "local-vault", "namespaces": ["preferences"], "mode": "readwrite",
+    }  # fmt: skip
+    token = granted["token"]
+    excerpt = run("query", "--consumer-token", token)
+    assert [r["content"] for r in excerpt["records"]] == [{"fact": "tabs"}]
+    block = run("export", "--consumer-token", token, "--namespaces", "preferences")
+    assert block["memory"]["provider"] == "local-vault"
+    err = run("query", "--consumer-token", token, "--namespaces", "health", ok=False)
+    assert "outside the grant" in err
+    ref = run("propose", "--consumer-token", token, "--namespace", "preferences",
+              "--json", '{"fact": "dark mode"}')  # fmt: skip
+    assert ref["state"] == "pending"
+    assert len(run("query", "--consumer-token", token)["records"]) == 1
+    (held,) = run("pending")["pending"]
+    assert held["record"] == {"content": {"fact": "dark mode"}}
+    stored = run("accept", held["id"])
+    assert stored["state"] == "stored"
+    assert len(run("query", "--consumer-token", token)["records"]) == 2
+    ref2 = run("propose", "--consumer-token", token, "--namespace", "preferences",
+               "--json", '{"fact": "nope"}')  # fmt: skip
+    assert run("reject", ref2["id"])["rejected"] is True
+    run("reject", ref2["id"], ok=False)
+    assert run("revoke", "cursor")["revoked"] is True
+    assert "revoked" in run("query", "--consumer-token", token, ok=False)
+
+
+def test_bad_input_is_one_line(run):
+    run("store", "--namespace", "n", "--json", "{not json", ok=False)
+    run("store", "--namespace", "n", "--json", "{}", "--confidence", "2", ok=False)
+    run("query", "--consumer-token", "garbage", ok=False)
+    run("accept", "zz", ok=False)
+    run("revoke", "nobody", ok=False)
+
+
+def test_help_exits_zero(capsys):
+    assert main(argparse.Namespace(rest=["--help"])) == 0
+    assert "init" in capsys.readouterr().out
