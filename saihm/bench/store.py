@@ -1,0 +1,251 @@
+"""``saihm bench store``: remember rate, recall latency and rebuild rate of the in-process store.
+
+Figures (each against a floor or target measured or stated in the same run):
+
+- ``remember_per_s_1_thread`` / ``remember_per_s_N_threads``: saihm_remember through
+  ``Operator.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB commit), against the
+  two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here with ``saihm.mldsa``.
+  Threads share one store, which groups their commits; signing holds the GIL.
+- ``recall_session_p50_ms`` / ``_p99_ms``: saihm_recall with a session token over a store of
+  ``--cells`` cells spread over ``--sessions`` sessions of one holder (so one session holds
+  cells/sessions of them), including the RECALL receipt the operator writes by default.
+- ``recall_holder_wide_p50_ms`` / ``_p99_ms``: saihm_recall with a holder-wide grant token,
+  returning all ``--cells`` cells.
+- ``rebuild_events_per_s``: ``Store.rebuild_into`` over the whole log (at least ``--events``
+  leaves: the REMEMBER and KEY receipts, padded with RECALL receipts signed in a process pool),
+  without signature checks, against the 100,000 events/s target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from saihm.authority import Authority
+from saihm.compose import initialise
+from saihm.config import Config
+from saihm.events import CapabilityScope, Operation, Receipt
+from saihm.events.identity import HolderKey
+from saihm.events.signing import RECEIPT_CONTEXT, sign_receipt
+from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
+from saihm.operator import Operator
+from saihm.store import Change, Store
+
+__all__ = ["run"]
+
+REBUILD_TARGET = 100_000
+RECALL_TARGET_MS = 20.0
+
+
+def _figure(
+    name: str, value: float, unit: str, peer: str, peer_value: float, higher_is_better: bool,
+    **extra: object,
+) -> dict:  # fmt: skip
+    ratio = value / peer_value if higher_is_better else peer_value / value
+    return {
+        "bench": "store", "figure": name, "value": round(value, 3), "unit": unit, "peer": peer,
+        "peer_value": round(peer_value, 3), "ratio": round(ratio, 3), **extra,
+    }  # fmt: skip
+
+
+def _sign_seconds(seconds: float) -> float:
+    """Mean seconds per ML-DSA-65 sign of a receipt-sized message (hedged, as in production)."""
+    key = mldsa65_from_seed(os.urandom(32))
+    message = os.urandom(160)
+    for _ in range(20):
+        mldsa65_sign(key, message, RECEIPT_CONTEXT)
+    n, started = 0, time.perf_counter()
+    while True:
+        for _ in range(50):
+            mldsa65_sign(key, message, RECEIPT_CONTEXT)
+        n += 50
+        elapsed = time.perf_counter() - started
+        if elapsed >= seconds:
+            return elapsed / n
+
+
+def _remember_rate(operator: Operator, tokens: list[str], seconds: float) -> float:
+    """Remembers per second with one thread per token, for ``seconds``."""
+    counts = [0] * len(tokens)
+    stop = threading.Event()
+
+    def worker(i: int) -> None:
+        params = {"content": f"bench memory from worker {i}"}
+        while not stop.is_set():
+            operator.call(tokens[i], "saihm_remember", params)
+            counts[i] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(tokens))]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def _fill(operator: Operator, tokens: list[str], cells: int, threads: int) -> None:
+    """``cells`` remembers, round-robin over ``tokens`` (sessions), on ``threads`` threads."""
+    lock = threading.Lock()
+    next_cell = [0]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                n = next_cell[0]
+                if n >= cells:
+                    return
+                next_cell[0] += 1
+            content = f"cell {n} topic{n % 10} of session {n % len(tokens)}"
+            operator.call(tokens[n % len(tokens)], "saihm_remember", {"content": content})
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+
+
+def _latencies_ms(operator: Operator, tokens: list[str], samples: int) -> list[float]:
+    out = []
+    for i in range(samples):
+        token = tokens[i % len(tokens)]
+        started = time.perf_counter()
+        operator.call(token, "saihm_recall", {})
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def _p(values: list[float], q: int) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def _sign_recalls(seed: bytes, holder_id_hint: bytes, count: int, now: int) -> list[bytes]:
+    key = HolderKey.from_seed(seed)
+    assert key.holder_id == holder_id_hint
+    return [
+        sign_receipt(
+            key, subject_id=key.holder_id, operation=Operation.RECALL, timestamp=now
+        ).to_cbor()
+        for _ in range(count)
+    ]
+
+
+def _pad(store: Store, holder_id: bytes, events: int, workers: int) -> None:
+    """Append RECALL receipts (signed in a process pool) until the log has ``events`` leaves."""
+    missing = events - store.size()
+    if missing <= 0:
+        return
+    with store.read_txn() as txn:
+        seed = store.keyring.seed(txn, holder_id)
+    now = int(store.clock())
+    chunk = 500
+    sizes = [min(chunk, missing - i) for i in range(0, missing, chunk)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_sign_recalls, seed, holder_id, n, now) for n in sizes]
+        for future in futures:
+            receipts = [Receipt.from_cbor(r) for r in future.result()]
+            store.commit(Change(receipts=receipts))
+
+
+def run(args: list[str]) -> Iterator[dict]:
+    """Yield one figure per measurement. ``--cells N --seconds S`` make a small run."""
+    parser = argparse.ArgumentParser(prog="saihm bench store")
+    parser.add_argument("--cells", type=int, default=10_000, help="cells in the recall store")
+    parser.add_argument("--sessions", type=int, default=100, help="sessions the cells span")
+    parser.add_argument("--events", type=int, default=20_000, help="minimum log size to rebuild")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per throughput figure")
+    parser.add_argument("--threads", type=int, default=4, help="threads for the second figure")
+    parser.add_argument("--samples", type=int, default=200, help="session recalls to time")
+    opts = parser.parse_args(args)
+    tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-store-"))
+    try:
+        yield from _run(tmp, opts)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
+    sign_s = _sign_seconds(max(0.5, opts.seconds / 2))
+    floor = 1 / (2 * sign_s)
+    floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"
+
+    # Throughput on its own data directory, so the recall store below holds exactly --cells.
+    config = Config.for_data(tmp / "rate" / "data", checkpoint_interval=3600.0)
+    authority = initialise(config)
+    operator = Operator(Store(config, checkpointer=False), config)
+    try:
+        tokens = []
+        for _ in range(max(1, opts.threads)):
+            holder = operator.create_holder()
+            tokens.append(_session_token(authority, holder))
+        rate1 = _remember_rate(operator, tokens[:1], opts.seconds)
+        yield _figure("remember_per_s_1_thread", rate1, "remembers/s", floor_peer, floor, True,
+                      sign_ms=round(sign_s * 1000, 4))  # fmt: skip
+        rate_n = _remember_rate(operator, tokens, opts.seconds)
+        yield _figure(f"remember_per_s_{len(tokens)}_threads", rate_n, "remembers/s", floor_peer,
+                      floor, True)  # fmt: skip
+    finally:
+        operator.store.close()
+
+    config = Config.for_data(tmp / "recall" / "data", checkpoint_interval=3600.0)
+    authority = initialise(config)
+    store = Store(config, checkpointer=False)
+    operator = Operator(store, config)
+    try:
+        holder = operator.create_holder()
+        sessions = [_session_token(authority, holder) for _ in range(max(1, opts.sessions))]
+        _fill(operator, sessions, opts.cells, max(1, opts.threads))
+        per_session = opts.cells / len(sessions)
+        layout = f"{opts.cells} cells across {len(sessions)} sessions of one holder"
+        lat = _latencies_ms(operator, sessions, opts.samples)
+        target = f"target p50 <= {RECALL_TARGET_MS} ms (DESIGN.md)"
+        extra = {"layout": layout, "cells_returned": round(per_session, 1), "samples": len(lat)}
+        yield _figure("recall_session_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS,
+                      False, **extra)  # fmt: skip
+        yield _figure("recall_session_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS,
+                      False, **extra)  # fmt: skip
+        wide = _grant_token(authority, operator, holder)
+        lat = _latencies_ms(operator, [wide], max(5, opts.samples // 10))
+        extra = {"layout": layout, "cells_returned": opts.cells, "samples": len(lat)}
+        yield _figure("recall_holder_wide_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS,
+                      False, **extra)  # fmt: skip
+        yield _figure("recall_holder_wide_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS,
+                      False, **extra)  # fmt: skip
+
+        _pad(store, holder, opts.events, max(1, (os.cpu_count() or 2)))
+        report = store.rebuild_into(tmp / "rebuilt")
+        if not report["identical"]:
+            raise RuntimeError(f"rebuild differs from live: {report['difference']}")
+        rate = report["events"] / report["seconds"]
+        yield _figure(
+            "rebuild_events_per_s", rate, "events/s", "target (DESIGN.md)", REBUILD_TARGET, True,
+            events=report["events"], remember_events=opts.cells,
+            note="no signature checks; non-REMEMBER events are KEY and RECALL receipts",
+        )  # fmt: skip
+    finally:
+        store.close()
+
+
+def _session_token(authority: Authority, holder_id: bytes) -> str:
+    cap = authority.issue(holder_id, secrets.token_bytes(32), CapabilityScope(), 86_400)
+    return cap.to_token()
+
+
+def _grant_token(authority: Authority, operator: Operator, holder_id: bytes) -> str:
+    grant_id, _ = operator.grant(holder_id, None, int(time.time()) + 86_400)
+    scope = CapabilityScope(sessions="all", grant_id=grant_id)
+    return authority.issue(holder_id, secrets.token_bytes(32), scope, 86_400).to_token()
