@@ -1,1 +1,8 @@
-"""saihm.provider."""
+"""RFC 0007 Memory Provider API and ``local-vault``, its reference provider over the store.
+
+Modules: ``models`` (pydantic types of the RFC), ``interface`` (the ``MemoryProvider``
+Protocol), ``vault`` (``LocalVault`` and the consumer-bound ``ConsumerProvider``), ``pending``
+(held write proposals), ``graph`` (entity-relationship view built per call), ``records`` (the
+sealed record form), ``meta`` (the vault metadata file), ``cli`` (``saihm memory``), ``http``
+(``add_routes(app, vault)``). See docs/memory-provider.md. Nothing is imported here.
+"""
