@@ -102,3 +102,14 @@ def test_bundle_round_trips_deterministically(world) -> None:
     cli.export(["--data", str(world.data), "--out", str(bundle)])
     raw = bundle.read_bytes()
     assert Bundle.from_cbor(raw).to_cbor() == raw
+
+
+def test_signed_bytes_cut_from_leaf_equal_reencoding(world) -> None:
+    from saihm.audit.verifier import _signed_bytes
+    from saihm.events import Receipt, receipt_signed_bytes
+
+    from .helpers import leaves
+
+    for leaf in leaves(world.lmdb_dir):
+        receipt = Receipt.from_cbor(leaf)
+        assert _signed_bytes(leaf, receipt) == receipt_signed_bytes(receipt)

@@ -1,0 +1,98 @@
+"""``saihm bench verify``: full offline verification against the ML-DSA-65 verify floor.
+
+A bundle of ``--receipts`` receipts (KEY receipts for ``--holders`` holders, then REMEMBER
+receipts, with a signed checkpoint every 256 leaves) is built in memory with saihm.events and
+saihm.translog. The floor is bare ``mldsa65_verify`` over the same (key, message, signature)
+triples, measured in the same run on one core. Figures: receipts verified per second by
+``verify_bundle`` with one process, and with ``--workers`` processes; ratio = figure / floor
+(DESIGN.md "Performance": target >= 0.8 on one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Iterator
+
+from saihm.audit.bundle import Bundle
+from saihm.audit.verifier import verify_bundle
+from saihm.events import HolderKey, Operation, receipt_signed_bytes, sign_receipt
+from saihm.events.signing import RECEIPT_CONTEXT
+from saihm.mldsa import mldsa65_verify
+from saihm.translog import Checkpoint, LogKeys, MerkleTree
+
+__all__ = ["build_bundle", "run"]
+
+_ORIGIN = "bench.saihm.localhost/log"
+
+
+def build_bundle(receipts: int, holders: int, tmp: str) -> Bundle:
+    """A consistent, signed bundle of ``receipts`` leaves (not timed)."""
+    keys = [HolderKey.from_seed(os.urandom(32)) for _ in range(holders)]
+    made = [
+        sign_receipt(
+            k, subject_id=k.holder_id, operation=Operation.KEY, timestamp=1, detail=k.public_key
+        )
+        for k in keys
+    ]
+    for i in range(receipts - holders):
+        made.append(sign_receipt(keys[i % holders], subject_id=os.urandom(32),
+                                 operation=Operation.REMEMBER, timestamp=2))  # fmt: skip
+    leaves = [r.to_cbor() for r in made]
+    log_keys = LogKeys.generate(_ORIGIN)
+    checkpoints = []
+    with MerkleTree(tmp) as tree:
+        tree.append_many(leaves)
+        sizes = sorted({*range(256, len(leaves), 256), len(leaves)})
+        for size in sizes:
+            cp = Checkpoint(_ORIGIN, size, tree.root(size))
+            checkpoints.append((size, log_keys.sign(cp)))
+    return Bundle(origin=_ORIGIN, leaves=leaves, checkpoints=checkpoints,
+                  log_keys=log_keys.verifier_keys(), authority_public_key=b"",
+                  erasures=[], erasures_tree_size=len(leaves))  # fmt: skip
+
+
+def _floor(bundle: Bundle) -> float:
+    from saihm.events import Receipt
+
+    keys: dict[bytes, bytes] = {}
+    triples = []
+    for leaf in bundle.leaves:
+        r = Receipt.from_cbor(leaf)
+        if r.operation == Operation.KEY:
+            keys[r.holder_id] = bytes(r.detail)  # type: ignore[arg-type]
+        triples.append((keys[r.holder_id], r.signature, receipt_signed_bytes(r)))
+    started = time.perf_counter()
+    for public_key, signature, message in triples:
+        mldsa65_verify(public_key, signature, message, RECEIPT_CONTEXT)
+    return len(triples) / (time.perf_counter() - started)
+
+
+def _figure(name: str, value: float, floor: float, **extra: object) -> dict:
+    return {"bench": "verify", "figure": name, "value": round(value, 1), "unit": "receipts/s",
+            "peer": "ML-DSA-65 verify floor (1 core)", "peer_value": round(floor, 1),
+            "ratio": round(value / floor, 3), **extra}  # fmt: skip
+
+
+def run(args: list[str]) -> Iterator[dict]:
+    """Yield the verify figures: floor, one process, ``--workers`` processes."""
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="saihm bench verify")
+    parser.add_argument("--receipts", type=int, default=3000)
+    parser.add_argument("--holders", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1))
+    opts = parser.parse_args(args)
+    with tempfile.TemporaryDirectory(prefix="saihm-bench-verify-") as tmp:
+        bundle = build_bundle(opts.receipts, opts.holders, tmp)
+    floor = _floor(bundle)
+    yield _figure("ml-dsa-65 verify floor", floor, floor, receipts=opts.receipts)
+    for workers in sorted({1, opts.workers}):
+        started = time.perf_counter()
+        report = verify_bundle(bundle, workers=workers)
+        seconds = time.perf_counter() - started
+        if not report.ok:
+            raise RuntimeError(f"bench bundle did not verify: {report.failures[0]}")
+        yield _figure(f"saihm verify, {workers} process(es)", len(bundle.leaves) / seconds,
+                      floor, workers=workers, receipts=len(bundle.leaves))  # fmt: skip
