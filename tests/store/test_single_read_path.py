@@ -36,6 +36,8 @@ LMDB_OPEN_ALLOWED = {
     "holds leaves and hashes only, no cells or keys",
     "saihm/audit/datadir.py": "offline export/verify of a data directory; read-only "
     "(readonly=True), and audit never decrypts",
+    "saihm/audit/replay.py": "writes a fresh research LMDB (its own new directory) from a "
+    "public bundle: receipts, keys, erasures, tallies; never a data directory, no cells",
 }
 READONLY_REQUIRED = {"saihm/audit/datadir.py"}
 
