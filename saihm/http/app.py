@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -78,7 +79,8 @@ _HTTP_CODES = {
 
 @web.middleware
 async def access_log_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """One JSON line per request: method, path (no query string), status, duration in ms.
+    """One JSON line per request: method, path (no query string), status, duration in ms and
+    the serving process id (which worker answered).
 
     Never the Authorization header, the query text or any body.
     """
@@ -96,6 +98,7 @@ async def access_log_middleware(request: web.Request, handler: Handler) -> web.S
                     "path": request.rel_url.path[:LOG_PATH_MAX],
                     "status": status,
                     "ms": round((time.perf_counter() - started) * 1000, 3),
+                    "pid": os.getpid(),
                 }
             )
         )
