@@ -1,0 +1,203 @@
+"""``saihm bench http``: remember throughput and recall latency over HTTP on loopback.
+
+Each HTTP figure is measured against the real ``saihm serve`` (plain HTTP on 127.0.0.1) with 1
+and with 2 workers, beside the same operation on an in-process :class:`Operator` in the same run:
+the ratio is the HTTP overhead (throughput: HTTP / in-process; latency: HTTP / in-process). A
+last figure is the 2-worker / 1-worker throughput ratio. Every phase uses a fresh holder whose
+session holds ``--cells`` cells, so recall answers the same amount in every phase.
+
+Options: ``--seconds S`` per throughput phase (default 5), ``--n N`` recall calls per phase
+(default 200), ``--concurrency C`` callers (default 16), ``--cells K`` (default 20).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["run"]
+
+READY_SECONDS = 60
+
+
+def _figure(name: str, value: float, unit: str, peer: str, peer_value: float, ratio: float) -> dict:
+    return {
+        "bench": "http",
+        "figure": name,
+        "value": round(value, 3),
+        "unit": unit,
+        "peer": peer,
+        "peer_value": round(peer_value, 3),
+        "ratio": round(ratio, 3) if peer_value else None,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _server(config_dir: Path, data: Path, workers: int) -> Iterator[str]:
+    """``saihm serve`` on a free loopback port; yields its URL once it answers."""
+    port = _free_port()
+    command = [sys.executable, "-m", "saihm.cli", "serve", "--data", str(data)]
+    command += ["--port", str(port), "--workers", str(workers)]
+    proc = subprocess.Popen(
+        command, cwd=config_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + READY_SECONDS
+        while True:
+            try:
+                with urllib.request.urlopen(url + "log/checkpoint", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("saihm serve did not start")
+            try:
+                proc.wait(timeout=0.05)
+                raise RuntimeError(f"saihm serve exited with {proc.returncode}")
+            except subprocess.TimeoutExpired:
+                continue
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _holder(operator, authority, cells: int) -> str:
+    """A fresh holder's token whose session holds ``cells`` cells."""
+    from saihm.events import CapabilityScope
+
+    holder_id = operator.create_holder()
+    token = authority.issue(holder_id, secrets.token_bytes(32), CapabilityScope(), 3600).to_token()
+    for i in range(cells):
+        operator.call(token, "saihm_remember", {"content": f"seed {i}"})
+    return token
+
+
+def _in_process(call: Callable[[str, str, dict], object], token: str, opts) -> tuple[float, float]:
+    """(remembers per second with ``concurrency`` threads, recall p50 in ms) in-process."""
+    deadline = time.monotonic() + opts.seconds
+    counts = []
+
+    def worker() -> int:
+        done = 0
+        while time.monotonic() < deadline:
+            call(token, "saihm_remember", {"content": "bench"})
+            done += 1
+        return done
+
+    # Recall first, so its session holds exactly --cells cells in every phase.
+    latencies = []
+    for _ in range(opts.n):
+        t0 = time.perf_counter()
+        call(token, "saihm_recall", {})
+        latencies.append(time.perf_counter() - t0)
+    started = time.monotonic()
+    with ThreadPoolExecutor(opts.concurrency) as pool:
+        counts = list(pool.map(lambda _: worker(), range(opts.concurrency)))
+    rate = sum(counts) / (time.monotonic() - started)
+    return rate, statistics.median(latencies) * 1000
+
+
+async def _over_http(url: str, tokens: list[str], opts) -> tuple[float, float]:
+    """The same two figures over HTTP with an aiohttp client (keep-alive connections)."""
+    import aiohttp
+
+    def body(method: str, params: dict) -> bytes:
+        return json.dumps({"method": method, "params": params}).encode()
+
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=opts.concurrency)
+    ) as session:
+
+        async def post(token: str, method: str, params: dict) -> None:
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            async with session.post(url, data=body(method, params), headers=headers) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"{method} answered {resp.status}")
+
+        latencies = []
+        for _ in range(opts.n):
+            t0 = time.perf_counter()
+            await post(tokens[0], "saihm_recall", {})
+            latencies.append(time.perf_counter() - t0)
+        deadline = time.monotonic() + opts.seconds
+        counts = [0] * opts.concurrency
+
+        async def worker(k: int) -> None:
+            while time.monotonic() < deadline:
+                await post(tokens[k % len(tokens)], "saihm_remember", {"content": "bench"})
+                counts[k] += 1
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker(k) for k in range(opts.concurrency)))
+        rate = sum(counts) / (time.monotonic() - started)
+    return rate, statistics.median(latencies) * 1000
+
+
+def _options(args: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="saihm bench http")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput phase")
+    parser.add_argument("--n", type=int, default=200, help="recall calls per phase")
+    parser.add_argument("--concurrency", type=int, default=16, help="concurrent callers")
+    parser.add_argument("--cells", type=int, default=20, help="cells in the recalled session")
+    opts = parser.parse_args(args)
+    if opts.seconds <= 0 or opts.n < 1 or opts.concurrency < 1 or opts.cells < 0:
+        parser.error("--seconds, --n and --concurrency must be positive")
+    return opts
+
+
+def run(args: list[str]) -> Iterator[dict]:
+    """Yield the HTTP figures, each beside its in-process peer measured in the same run."""
+    from saihm.compose import initialise, open_operator
+    from saihm.config import Config
+
+    opts = _options(args)
+    with tempfile.TemporaryDirectory(prefix="saihm-bench-http-") as tmp:
+        config = Config.for_data(Path(tmp) / "data")
+        authority = initialise(config)
+        operator = open_operator(config)
+        try:
+            tokens = {
+                phase: [_holder(operator, authority, opts.cells) for _ in range(2)]
+                for phase in ("in-process", 1, 2)
+            }
+            local_rate, local_p50 = _in_process(operator.call, tokens["in-process"][0], opts)
+        finally:
+            operator.store.close()
+        measured = {}
+        for workers in (1, 2):
+            with _server(Path(tmp), config.data_dir, workers) as url:
+                measured[workers] = asyncio.run(_over_http(url, tokens[workers], opts))
+    for workers, (rate, p50) in measured.items():
+        label = f"{workers}_worker" + ("s" if workers > 1 else "")
+        yield _figure(
+            f"remember_per_s_http_{label}", rate, "ops/s", "in-process", local_rate,
+            rate / local_rate,
+        )  # fmt: skip
+        yield _figure(
+            f"recall_p50_ms_http_{label}", p50, "ms", "in-process", local_p50, p50 / local_p50
+        )
+    rate1, rate2 = measured[1][0], measured[2][0]
+    yield _figure("remember_per_s_2_workers_vs_1", rate2, "ops/s", "1 worker", rate1, rate2 / rate1)
