@@ -36,9 +36,11 @@ HASHES_PER_TILE = 1 << TILE_HEIGHT
 MAX_LEAF_SIZE = 0xFFFF
 MAX_LEVEL = 63
 
-_ELEMENT = re.compile(r"x\d{3}")
-_LAST = re.compile(r"\d{3}")
-_DECIMAL = re.compile(r"0|[1-9]\d*")
+# ASCII digits only: in a str pattern \d would also match other scripts' digits, which int()
+# accepts, giving one tile a second URL.
+_ELEMENT = re.compile(r"x[0-9]{3}")
+_LAST = re.compile(r"[0-9]{3}")
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
 
 
 @dataclass(frozen=True, slots=True)
