@@ -82,7 +82,7 @@ class Verifier(Protocol):
 
 def b64decode_strict(text: str | bytes) -> bytes:
     """Decode standard, padded base64 and require the canonical encoding; raise ``NoteError``."""
-    raw = text.encode("ascii", "strict") if isinstance(text, str) else text
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     try:
         value = base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError) as err:
