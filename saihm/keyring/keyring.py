@@ -44,7 +44,11 @@ def _check32(value: bytes, what: str) -> None:
 
 
 class Keyring:
-    """Key storage over an LMDB environment owned by someone else; every method takes a txn."""
+    """Key storage over an LMDB environment owned by someone else; every method takes a txn.
+
+    Construct it, and call ``rotate``, outside any open transaction of the same thread: both
+    start their own (LMDB allows one write transaction at a time).
+    """
 
     DB_NAMES: tuple[bytes, ...] = (b"deks", b"seeds")
 
