@@ -16,5 +16,6 @@ def test_bench_crypto_figures():
     for f in figures:
         assert f["bench"] == "crypto" and f["unit"] == "ops/s" and f["value"] > 0
     assert figures[2]["peer"] == "mldsa65_sign_per_s"
-    assert figures[2]["ratio"] == round(figures[2]["value"] / figures[0]["value"], 3)
+    # Values are rounded for printing; the ratio is computed before rounding.
+    assert abs(figures[2]["ratio"] - figures[2]["value"] / figures[0]["value"]) < 0.01
     assert figures[3]["peer_value"] == figures[1]["value"]
