@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -74,7 +75,13 @@ class Change:
 
 @dataclass(frozen=True)
 class Access:
-    """A verified capability. Only :meth:`Store.authenticate` constructs one."""
+    """A verified capability. Only :meth:`Store.authenticate` issues a usable one.
+
+    The issuing store seals each Access with an HMAC over its fields under a key that exists
+    only in that store's memory; :meth:`Store.read` refuses any Access whose seal does not match,
+    so one built by hand or widened with ``dataclasses.replace`` (which drops the seal) reads
+    nothing.
+    """
 
     holder_id: bytes
     session_id: bytes
@@ -85,7 +92,7 @@ class Access:
     mode: str | None
     expires_at: int
     token_id: bytes
-    _seal: object = field(repr=False, compare=False, default=None)
+    _seal: bytes = field(init=False, repr=False, compare=False, default=b"")
 
 
 @dataclass(frozen=True)
@@ -96,9 +103,6 @@ class OpenedCell:
     payload: SealedPayload
     shared: bool
     index: int
-
-
-_SEAL = object()
 
 
 class Store:
@@ -127,6 +131,7 @@ class Store:
         self.projections = Projections(self.env)
         self._db = {name: self.env.open_db(name) for name in OWN_DBS}
         self._memo_key = self.kek_dir.memo_key()
+        self._access_key = secrets.token_bytes(32)
         self.log_keys = LogKeys.load(config.log_keys_dir)
         self.authority_public_key = config.authority_public_key_file.read_bytes()
         self._holder_keys: dict[bytes, HolderKey] = {}
@@ -335,12 +340,22 @@ class Store:
                 if grant[3] and grant[3] <= now:
                     raise Unauthenticated("grant expired")
         namespaces = None if scope.namespaces is None else frozenset(scope.namespaces)
-        return Access(
+        access = Access(
             holder_id=cap.holder_id, session_id=cap.session_id,
             all_sessions=scope.sessions == "all", namespaces=namespaces,
             grant_id=scope.grant_id, consumer=scope.consumer, mode=scope.mode,
-            expires_at=cap.expires_at, token_id=cap.token_id, _seal=_SEAL,
+            expires_at=cap.expires_at, token_id=cap.token_id,
         )  # fmt: skip
+        object.__setattr__(access, "_seal", self._access_seal(access))
+        return access
+
+    def _access_seal(self, access: Access) -> bytes:
+        fields = (
+            access.holder_id, access.session_id, access.all_sessions,
+            None if access.namespaces is None else sorted(access.namespaces),
+            access.grant_id, access.consumer, access.mode, access.expires_at, access.token_id,
+        )  # fmt: skip
+        return hmac.new(self._access_key, dumps(list(fields)), "sha256").digest()
 
     # -- the checked read path ------------------------------------------------------------
 
@@ -364,7 +379,7 @@ class Store:
         verification is omitted and logged, never served. ``query`` filters by keyword
         containment on the plaintext: every whitespace-separated term, ignoring case.
         """
-        if access._seal is not _SEAL:
+        if not hmac.compare_digest(access._seal, self._access_seal(access)):
             raise Unauthenticated("access was not issued by this store")
         now = int(self.clock())
         terms = [t.casefold() for t in (query or "").split()]

@@ -44,7 +44,9 @@ READONLY_REQUIRED = {"saihm/audit/datadir.py"}
 # Functions that produce plaintext (or the key to it) from a stored cell.
 PLAINTEXT_FUNCTIONS = {"decrypt", "decrypt_bytes", "open_cell"}
 PLAINTEXT_METHODS = {"dek"}  # Keyring.dek: the unwrapped DEK
-PLAINTEXT_ALLOWED = {STORE}
+# saihm/bench/crypto.py opens cells it sealed itself, with its own throw-away keys, to time
+# the envelope; it never touches a store, so it reads nothing anyone else wrote.
+PLAINTEXT_ALLOWED = {STORE, "saihm/bench/crypto.py"}
 PLAINTEXT_ALLOWED_PREFIX = "saihm/events/"  # defines the envelope functions
 
 
@@ -180,12 +182,6 @@ def test_hand_made_access_is_refused(world: World) -> None:
         world.store.read(_hand_made(a.holder_id, a.session_id), cell_ids=[bytes(32)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store bug: Access._seal is a plain init field, so dataclasses.replace() of an "
-    "issued Access keeps the seal while widening holder_id/all_sessions (saihm/store.py "
-    "Access, Store.read's `access._seal is not _SEAL` check)",
-)
 def test_access_widened_by_replace_is_refused(world: World) -> None:
     """An issued Access edited with dataclasses.replace to name another holder is refused."""
     a, b = world.holder(), world.holder()
