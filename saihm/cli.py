@@ -110,21 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     _data(rebuild)
     rebuild.set_defaults(handler=_cmd_rebuild)
 
-    for name, text in (
-        ("export", "write a self-contained audit bundle (no plaintext, no keys)"),
-        ("verify", "verify a bundle or data directory without trusting the operator"),
-        ("monitor", "mirror a log's checkpoints and report rollbacks and forks"),
-        ("replay", "rebuild the public projections of a bundle for research"),
-    ):
+    for name, text in DELEGATED_HELP.items():
         sub = commands.add_parser(name, help=text, add_help=False)
         sub.add_argument("rest", nargs=argparse.REMAINDER)
-        sub.set_defaults(handler=_delegate("saihm.audit.cli", name))
-
-    memory = commands.add_parser(
-        "memory", help="RFC 0007 memory provider (local-vault)", add_help=False
-    )
-    memory.add_argument("rest", nargs=argparse.REMAINDER)
-    memory.set_defaults(handler=_delegate("saihm.provider.cli", "main"))
+        sub.set_defaults(handler=DELEGATED[name])
 
     bench = commands.add_parser(
         "bench",
@@ -144,6 +133,22 @@ def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]
         return importlib.import_module(module).__dict__[function](args)
 
     return handler
+
+
+DELEGATED_HELP = {
+    "export": "write a self-contained audit bundle (no plaintext, no keys)",
+    "verify": "verify a bundle or data directory without trusting the operator",
+    "monitor": "mirror a log's checkpoints and report rollbacks and forks",
+    "replay": "rebuild the public projections of a bundle for research",
+    "memory": "RFC 0007 memory provider (local-vault): init, grant, query, pending, ...",
+}
+DELEGATED = {
+    **{
+        name: _delegate("saihm.audit.cli", name)
+        for name in ("export", "verify", "monitor", "replay")
+    },
+    "memory": _delegate("saihm.provider.cli", "main"),
+}
 
 
 def _bench_names() -> tuple[str, ...]:
@@ -305,7 +310,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``saihm`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in DELEGATED:
+        # Delegated commands parse their own options (so `saihm verify --help` is theirs).
+        args = argparse.Namespace(command=argv[0], rest=argv[1:])
+        args.handler = DELEGATED[argv[0]]
+    else:
+        args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
