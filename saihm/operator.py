@@ -90,7 +90,8 @@ class Operator:
     def _commit(self, change: Change) -> Change:
         return self.store.commit(change)
 
-    def _receipt_only(self, access: Access, operation: Operation) -> None:
+    def log_receipt(self, access: Access, operation: Operation) -> None:
+        """Write a receipt whose subject is the caller's holderId (RECALL, STATUS)."""
         receipt = sign_receipt(
             self._key(access), subject_id=access.holder_id, operation=operation,
             timestamp=self._now(),
@@ -216,7 +217,7 @@ class Operator:
         """
         cells = self.store.read(access, query=query)
         if self.config.recall_receipts:
-            self._receipt_only(access, Operation.RECALL)
+            self.log_receipt(access, Operation.RECALL)
         return [self._recall_item(c) for c in cells]
 
     @staticmethod
@@ -509,7 +510,7 @@ class Operator:
         if calls:
             result["prs"] = round(within / calls, 6)
         if self.config.status_receipts:
-            self._receipt_only(access, Operation.STATUS)
+            self.log_receipt(access, Operation.STATUS)
         return result
 
     def _proposals(self, txn: Any) -> list[dict]:

@@ -28,7 +28,14 @@ from pathlib import Path
 import lmdb
 
 from saihm.config import Config
-from saihm.errors import NotFound, SaihmError, Unauthenticated, Unavailable, VerificationFailed
+from saihm.errors import (
+    Conflict,
+    NotFound,
+    SaihmError,
+    Unauthenticated,
+    Unavailable,
+    VerificationFailed,
+)
 from saihm.events import Capability, Cell, Receipt, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.events.identity import HolderKey
@@ -45,7 +52,8 @@ BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
 CHECKPOINTS = b"checkpoints"  # tree size u64 -> signed checkpoint note
 MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
 STATS = b"stats"  # day u64 -> {1 calls, 2 within service window}; operational, not derived
-OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS)
+PENDING = b"provider-pending"  # proposalId -> {1: cell CBOR, 2: caller's meta}; not a projection
+OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING)
 
 FaultHook = Callable[[str], None]
 
@@ -695,21 +703,11 @@ class Store:
     # deletes the entry and destroys the wrapped DEK. Pending cells are in no projection, so the
     # checked read path never offers them.
 
-    _PENDING_DB = b"provider-pending"  # proposalId -> {1: cell CBOR, 2: caller's opaque meta}
-
     def _pending(self) -> object:
-        db = getattr(self, "_pending_handle", None)
-        if db is None:
-            with self._cv:
-                db = getattr(self, "_pending_handle", None)
-                if db is None:
-                    db = self._pending_handle = self.env.open_db(self._PENDING_DB)
-        return db
+        return self._db[PENDING]
 
     def pending_put(self, proposal_id: bytes, cell: Cell, dek: bytes, meta: bytes) -> None:
         """Hold a prepared cell and its DEK (wrapped under the current KEK) for confirmation."""
-        from saihm.errors import Conflict
-
         db = self._pending()
         with self.env.begin(write=True) as txn:
             self.keyring.put_dek(txn, cell.cell_id, dek)

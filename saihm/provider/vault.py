@@ -235,7 +235,7 @@ class LocalVault:
         Visibility is :meth:`Store.read`'s per-item check; ``namespaces`` only narrows it.
         """
         opened = self.cells.read(access, query=text, include_shared=False)
-        self.operator._receipt_only(access, Operation.RECALL)
+        self.operator.log_receipt(access, Operation.RECALL)
         chosen = [c for c in opened if namespaces is None or c.payload.namespace in namespaces]
         chosen.sort(key=lambda c: c.index, reverse=True)
         return [to_record(c) for c in chosen]
