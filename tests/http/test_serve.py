@@ -5,94 +5,25 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import sys
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-SAIHM = str(BIN / "saihm")
-READY_SECONDS = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def fetch(url, *, data=None, headers=None, context=None, timeout=30):
-    """(status, body bytes) of one request; HTTP errors are answers, not exceptions."""
-    request = urllib.request.Request(url, data=data, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-
-
-@contextmanager
-def serving(tmp: Path, *args: str, context=None, scheme="http") -> Iterator[tuple]:
-    """Start ``saihm serve ARGS --port P`` in ``tmp``; yield once /log/checkpoint answers."""
-    port = free_port()
-    out, err = (tmp / "serve.out").open("w"), (tmp / "serve.err").open("w")
-    proc = subprocess.Popen(
-        [SAIHM, "serve", *args, "--port", str(port)], cwd=tmp, stdout=out, stderr=err
-    )
-    url = f"{scheme}://127.0.0.1:{port}/"
-    try:
-        for _ in range(READY_SECONDS * 20):  # bounded poll; the wait is the poll interval
-            try:
-                if fetch(url + "log/checkpoint", context=context, timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                continue
-            pytest.fail(f"saihm serve exited {proc.returncode}: {(tmp / 'serve.err').read_text()}")
-        else:
-            pytest.fail("saihm serve did not answer in time")
-        yield proc, url
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
-        out.close()
-        err.close()
-
-
-def holder_create(data: Path) -> dict:
-    done = subprocess.run(
-        [SAIHM, "holder", "create", "--data", str(data)], capture_output=True, check=True
-    )
-    return json.loads(done.stdout)
-
-
-def post(url, token, method, params, context=None):
-    body = json.dumps({"method": method, "params": params}).encode()
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    status, raw = fetch(url, data=body, headers=headers, context=context)
-    return status, json.loads(raw)
-
-
-def checkpoint(url, context=None):
-    from saihm.translog.checkpoint import verify_checkpoint
-
-    _, keys = fetch(url + "log/v1/keys", context=context)
-    _, note = fetch(url + "log/checkpoint", context=context)
-    return verify_checkpoint(note, [k["vkey"] for k in json.loads(keys)["checkpointKeys"]])
-
+from tests.support.serve import (  # noqa: F401
+    READY_SECONDS,
+    ROOT,
+    SAIHM,
+    checkpoint,
+    fetch,
+    free_port,
+    holder_create,
+    post,
+    serving,
+)
 
 # -- refusals ----------------------------------------------------------------------------------
 

@@ -1,50 +1,74 @@
 """End to end: the ``saihm-mcp`` console script over stdio against the real ``saihm serve``.
 
-Skeleton: skipped until ``saihm.http`` offers an app factory (``create_app``). To finish it,
-build the real app with its store and operator, issue a holder credential, and pass the
-endpoint and credential through ``stdio_server_parameters``.
+An MCP host starts ``saihm-mcp`` with SAIHM_ENDPOINT_URL and SAIHM_AUTH_HEADER; here two
+such clients (a holder and a grantee) drive a real operator subprocess through the whole
+sharing lifecycle: remember, recall, share, accept (an extension method the grantee's host calls
+over the binding, not an MCP tool), recall as grantee, revoke, forget.
 """
 
 from __future__ import annotations
 
-import importlib
+from pathlib import Path
 
 import mcp
 import pytest
-from aiohttp import web
 
 from tests.mcp.fake_operator import stdio_server_parameters
+from tests.support.serve import holder_create, post, serving
 
 
-def _app_factory():  # -> Callable[..., aiohttp.web.Application] | None
-    http = importlib.import_module("saihm.http")
-    return getattr(http, "create_app", None)
+def _client(url: str, token: str) -> mcp.Client:
+    env = {"SAIHM_ENDPOINT_URL": url, "SAIHM_AUTH_HEADER": f"Bearer {token}"}
+    return mcp.Client(stdio_server_parameters(env))
 
 
 @pytest.mark.anyio
-async def test_remember_recall_forget_against_the_real_operator() -> None:
-    create_app = _app_factory()
-    if create_app is None:
-        pytest.skip("saihm.http has no app factory yet")
-    app = create_app()  # TODO: pass the real store/operator config once it exists.
-    credential = "Bearer TODO"  # TODO: issue a holder credential from the operator.
-
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        params = stdio_server_parameters(
-            {"SAIHM_ENDPOINT_URL": f"http://127.0.0.1:{port}/", "SAIHM_AUTH_HEADER": credential}
-        )
-        async with mcp.Client(params) as client:
-            stored = await client.call_tool("saihm_remember", {"content": "e2e memory"})
+async def test_sharing_lifecycle_through_the_console_script_against_saihm_serve(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data)) as (_, url):
+        alice = holder_create(data)
+        bob = holder_create(data)
+        async with _client(url, alice["token"]) as owner, _client(url, bob["token"]) as grantee:
+            stored = await owner.call_tool("saihm_remember", {"content": "e2e: the tea is green"})
+            assert stored.structured_content["status"] == "stored"
             cell_id = stored.structured_content["cellId"]
-            recalled = await client.call_tool("saihm_recall", {"query": "e2e"})
-            forgotten = await client.call_tool("saihm_forget", {"id": cell_id})
-    finally:
-        await runner.cleanup()
-    assert stored.structured_content["status"] == "stored"
-    assert [c["cellId"] for c in recalled.structured_content["cells"]] == [cell_id]
-    assert forgotten.structured_content["status"] == "erased"
+
+            own = await owner.call_tool("saihm_recall", {"query": "tea"})
+            assert own.structured_content["status"] == "ok"
+            (cell,) = own.structured_content["cells"]
+            assert cell["cellId"] == cell_id and cell["sharedByOtherHolder"] is False
+
+            shared = await owner.call_tool(
+                "saihm_share",
+                {"granteeIdHashesHex": [bob["holderId"]], "shardIds": [cell_id],
+                 "type": "temporary", "scope": "read"},
+            )  # fmt: skip
+            assert shared.structured_content["status"] == "shared"
+            contract_id = shared.structured_content["contractId"]
+
+            before = await grantee.call_tool("saihm_recall", {})
+            assert before.structured_content["cells"] in ([], None)
+
+            status, accepted = post(url, bob["token"], "saihm_accept_contract",
+                                    {"contractId": contract_id})  # fmt: skip
+            assert status == 200 and accepted["accepted"] is True
+
+            after = await grantee.call_tool("saihm_recall", {"query": "tea"})
+            (seen,) = after.structured_content["cells"]
+            assert seen["plaintext"] == "e2e: the tea is green"
+            assert seen["sharedByOtherHolder"] is True
+            assert "shared" in after.content[0].text.lower()
+
+            revoked = await owner.call_tool("saihm_revoke_share", {"contractId": contract_id})
+            assert revoked.structured_content["status"] == "revoked"
+            gone = await grantee.call_tool("saihm_recall", {})
+            assert gone.structured_content["cells"] in ([], None)
+
+            forgotten = await owner.call_tool("saihm_forget", {"id": cell_id})
+            assert forgotten.structured_content["status"] == "erased"
+            again = await owner.call_tool("saihm_forget", {"id": cell_id})
+            assert again.structured_content["status"] == "not_found_or_already_erased"
+            empty = await owner.call_tool("saihm_recall", {})
+            assert empty.structured_content["cells"] in ([], None)
