@@ -56,6 +56,7 @@ PENDING = b"provider-pending"  # proposalId -> {1: cell CBOR, 2: caller's meta};
 OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING)
 
 FaultHook = Callable[[str], None]
+_BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
 
 
 @dataclass(eq=False)
@@ -662,25 +663,29 @@ class Store:
         one read snapshot of the live environment, at the size the rebuild covered.
         """
         target.mkdir(parents=True, exist_ok=False)
+        # The scratch environment is compared and thrown away: it needs no durable commits.
         fresh_env = lmdb.open(
-            str(target), max_dbs=len(Projections.DB_NAMES) + 2, map_size=self.config.map_size
-        )
+            str(target), max_dbs=len(Projections.DB_NAMES) + 2, map_size=self.config.map_size,
+            sync=False, metasync=False, writemap=True,
+        )  # fmt: skip
         try:
             fresh = Projections(fresh_env)
             started = time.perf_counter()
             with self.env.begin() as live_txn:
                 size = self.tree.size(live_txn)
-                chunk = 4096
+                chunk = 16384
+                bodies = self._db[BODIES]
                 for start in range(0, size, chunk):
                     leaves = self.tree.leaves(live_txn, start, min(size, start + chunk))
                     with fresh_env.begin(write=True) as txn:
                         for offset, leaf in enumerate(leaves):
                             view = LeafView.from_leaf(leaf)
                             body = None
-                            if view.operation in ("REMEMBER", "SHARE"):
-                                raw = live_txn.get(view.subject_id, db=self._db[BODIES])
+                            if view.operation in _BODY_OPERATIONS:
+                                raw = live_txn.get(view.subject_id, db=bodies)
                                 body = None if raw is None else Body.decode(raw)
-                            fresh.apply(txn, start + offset, view, body)
+                            fresh.apply(txn, start + offset, view, body, record_applied=False)
+                        fresh.mark_applied(txn, start + len(leaves))
                     if progress is not None:
                         progress(len(leaves))
                 seconds = time.perf_counter() - started

@@ -60,10 +60,20 @@ class Projections:
         raw = txn.get(APPLIED, db=self.db[META])
         return 0 if raw is None else read_u64(raw)
 
-    def apply(self, txn: lmdb.Transaction, index: int, leaf: LeafView, body: Body | None) -> None:
+    def apply(
+        self,
+        txn: lmdb.Transaction,
+        index: int,
+        leaf: LeafView,
+        body: Body | None,
+        *,
+        record_applied: bool = True,
+    ) -> None:
         """Apply leaf ``index`` (and its private body, if the event has one) to every projection.
 
         Preconditions: ``index == self.applied(txn)``; the caller holds a write transaction.
+        ``record_applied=False`` lets a caller applying a run of leaves in one transaction write
+        the applied count once, with :meth:`mark_applied`, after the last of them.
         """
         db = self.db
         op = leaf.operation
@@ -75,7 +85,12 @@ class Projections:
         handler = _HANDLERS.get(op)
         if handler is not None:
             handler(self, txn, index, leaf, body)
-        txn.put(APPLIED, u64(index + 1), db=db[META])
+        if record_applied:
+            self.mark_applied(txn, index + 1)
+
+    def mark_applied(self, txn: lmdb.Transaction, count: int) -> None:
+        """Record that the first ``count`` leaves are reflected (same transaction as the state)."""
+        txn.put(APPLIED, u64(count), db=self.db[META])
 
     def _key(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
         if txn.get(leaf.holder_id, db=self.db[HOLDERS]) is None:
