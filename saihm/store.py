@@ -290,6 +290,27 @@ class Store:
                 self.checkpoint_now()
             except lmdb.Error:
                 log.exception("checkpoint failed; will retry")
+            try:
+                self.rotate_kek_if_due()
+            except SaihmError:
+                log.exception("scheduled KEK rotation failed; will retry")
+
+    def rotate_kek_if_due(self, now: float | None = None) -> int | None:
+        """Rotate the KEK when the generation in force is older than ``kek_rotation_hours``.
+
+        This is the schedule that bounds when an erasure becomes cryptographically complete
+        (docs/formats.md §4). The age is read from the KEK directory, so every worker and every
+        restart agrees on it; 0 hours disables the schedule. Returns the new generation, or None.
+        """
+        hours = self.config.kek_rotation_hours
+        if hours <= 0:
+            return None
+        now = time.time() if now is None else now
+        if now - self.kek_dir.issued_at(self.kek_dir.current_version) < hours * 3600:
+            return None
+        version = self.rotate_kek()
+        log.info("scheduled KEK rotation: generation %d in force, older ones retired", version)
+        return version
 
     def _latest_checkpoint(self, txn: lmdb.Transaction) -> tuple[int, bytes] | None:
         with txn.cursor(db=self._db[CHECKPOINTS]) as cursor:

@@ -197,6 +197,16 @@ class KekDirectory:
             self._write_state(state)
             return version
 
+    def issued_at(self, version: int) -> float:
+        """When generation ``version`` was issued: its KEK file's modification time (UNIX s).
+
+        Raises ``KekUnavailable`` for a generation that is retired or was never issued.
+        """
+        try:
+            return os.stat(self.path / _kek_name(version)).st_mtime
+        except OSError as err:
+            raise KekUnavailable(f"KEK generation {version} is not available") from err
+
     def retire(self, version: int) -> None:
         """Record ``version`` retired, then overwrite and unlink its KEK file.
 

@@ -700,3 +700,23 @@ def test_a_failed_write_transaction_stores_nothing_and_reports_storage_unavailab
     monkeypatch.setattr(world.store, "_fault", lambda step: None)
     assert world.store.size() == size
     assert world.call(alice, "saihm_recall") == []
+
+
+def test_the_kek_is_rotated_on_its_schedule_and_old_generations_retired(world) -> None:
+    """Erasure is cryptographically complete at the retirement of the KEK generation in force;
+    the operator retires it every ``kek_rotation_hours`` (default 24)."""
+    import os
+
+    alice = world.holder()
+    world.call(alice, "saihm_remember", content="survives rotation")
+    kek_dir = world.store.kek_dir
+    first = kek_dir.current_version
+    issued = kek_dir.issued_at(first)
+    assert world.store.rotate_kek_if_due(now=issued + 23 * 3600) is None
+    second = world.store.rotate_kek_if_due(now=issued + 24 * 3600)
+    assert second == kek_dir.current_version > first
+    assert first in kek_dir.retired_versions()
+    assert not (kek_dir.path / f"kek-{first:08x}").exists()
+    assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["survives rotation"]
+    os.utime(kek_dir.path / f"kek-{second:08x}", (issued, issued))
+    assert world.store.rotate_kek_if_due(now=issued + 3600) is None
