@@ -220,6 +220,8 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     """
     from saihm.http.governance import governance
     from saihm.http.log_api import add_log_routes
+    from saihm.provider.http import add_routes as add_memory_routes
+    from saihm.provider.vault import LocalVault
 
     if client_max_size < 1:
         raise ValueError("client_max_size must be positive")
@@ -239,4 +241,5 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     app.router.add_post("/", binding)
     app.router.add_get("/governance", governance)
     add_log_routes(app)
+    add_memory_routes(app, lambda: LocalVault.open(operator))
     return app

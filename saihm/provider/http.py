@@ -48,13 +48,18 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
         raise MalformedInput("request body does not match the schema") from err
 
 
+VaultSource = LocalVault | Callable[[], LocalVault]
+
+
 def _handler(
-    vault: LocalVault, model: type[BaseModel] | None,
+    vault: VaultSource, model: type[BaseModel] | None,
     call: Callable[[ConsumerProvider, Any], Any],
 ) -> Callable[[web.Request], Any]:  # fmt: skip
     async def handle(request: web.Request) -> web.Response:
         try:
-            provider = vault.for_consumer(_bearer(request))
+            token = _bearer(request)
+            bound = vault if isinstance(vault, LocalVault) else vault()
+            provider = bound.for_consumer(token)
             body = None if model is None else await _body(request, model)
             loop = asyncio.get_running_loop()
             result = await loop.run_in_executor(None, call, provider, body)
@@ -65,8 +70,12 @@ def _handler(
     return handle
 
 
-def add_routes(app: web.Application, vault: LocalVault) -> None:
-    """Add the ``/memory/v1`` routes for ``vault`` to ``app``."""
+def add_routes(app: web.Application, vault: VaultSource) -> None:
+    """Add the ``/memory/v1`` routes for ``vault`` to ``app``.
+
+    ``vault`` may be a callable that opens the vault per request, so a server started before
+    ``saihm memory init`` serves the vault once it exists (404 ``no_vault`` until then).
+    """
 
     def dump(value: BaseModel) -> Any:
         return value.model_dump(mode="json")
