@@ -20,31 +20,27 @@ from saihm.errors import (
     MalformedInput,
     NotFound,
     NotPermitted,
-    Unauthenticated,
 )
 from saihm.events import Operation, SealedPayload
-from saihm.events.details import GrantDetail, ProposeDetail, VoteDetail
+from saihm.events.details import GrantDetail
 from saihm.events.envelope import seal
 from saihm.events.identity import HolderKey
-from saihm.events.rules import check_contract_terms
-from saihm.events.signing import sign_contract, sign_receipt
+from saihm.events.signing import sign_receipt
+from saihm.governance import GovernanceTools
 from saihm.projections import Body
 from saihm.projections import apply as PJ
-from saihm.projections.keys import loads
+from saihm.sharing import SharingTools
 from saihm.store import Access, Change, OpenedCell, Store
 
-MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}
-SCOPES = ("emission_param", "protocol_upgrade")
 RECORD_KINDS = ("said", "did", "end")
 WINDOW_30_DAYS = 30 * 86_400
 
 
-class Operator:
+class Operator(SharingTools, GovernanceTools):
     """The eight tools, the extension methods of DESIGN.md, and the person's admin actions."""
 
     def __init__(self, store: Store, config: Config | None = None) -> None:
-        self.store = store
-        self.config = config or store.config
+        super().__init__(store, config)
         self._tools: dict[str, Callable[[Access, dict], Any]] = {
             "saihm_remember": self._remember,
             "saihm_recall": self._recall,
@@ -78,25 +74,6 @@ class Operator:
         if access.consumer is not None:
             raise NotPermitted("a consumer grant reads through the provider API only")
         return self._tools[method](access, params if params is not None else {})
-
-    # -- helpers --------------------------------------------------------------------------
-
-    def _now(self) -> int:
-        return int(self.store.clock())
-
-    def _key(self, access: Access) -> HolderKey:
-        return self.store.holder_key(access.holder_id)
-
-    def _commit(self, change: Change) -> Change:
-        return self.store.commit(change)
-
-    def log_receipt(self, access: Access, operation: Operation) -> None:
-        """Write a receipt whose subject is the caller's holderId (RECALL, STATUS)."""
-        receipt = sign_receipt(
-            self._key(access), subject_id=access.holder_id, operation=operation,
-            timestamp=self._now(),
-        )  # fmt: skip
-        self._commit(Change(receipts=[receipt]))
 
     # -- saihm_remember and saihm_record --------------------------------------------------
 
@@ -311,154 +288,6 @@ class Operator:
             "receiptIds": [P.hx(r.receipt_id) for r in receipts],
         }
 
-    # -- sharing --------------------------------------------------------------------------
-
-    def _share(self, access: Access, params: object) -> dict:
-        names = {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"}
-        p = P.check_params(params, names, names - {"expiryEpoch"})
-        grantees = [
-            P.id32(g[2:] if g[:2] in ("0x", "0X") else g, code="invalid_grantee", what="grantee")
-            for g in P.string_list(p, "granteeIdHashesHex")
-        ]
-        shards = [
-            P.id32(s, code="shard_not_found", what="shard") for s in P.string_list(p, "shardIds")
-        ]
-        kind = P.text(p, "type")
-        mode = MODES.get(kind) if isinstance(kind, str) else None
-        if mode is None:
-            raise MalformedInput(
-                "type must be temporary, permanent or syndicate", code="invalid_mode"
-            )
-        scope = P.text(p, "scope")
-        expiry = P.epoch(p.get("expiryEpoch"), "expiryEpoch")
-        return self.share(access, grantees, shards, mode, scope, expiry)
-
-    def share(
-        self, access: Access, grantees: list[bytes], shards: list[bytes], mode: str, scope: str,
-        expiry: int | None,
-    ) -> dict:  # fmt: skip
-        """Sign and store a sharing contract over the caller's own cells; log SHARE."""
-        now = self._now()
-        if expiry is None:
-            expiry = now + self.config.temporary_default_ttl if mode == "TEMPORARY" else 0
-        if access.holder_id in grantees:
-            raise MalformedInput("a holder cannot grant to itself", code="invalid_grantee")
-        check_contract_terms(
-            grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope, expires_at=expiry,
-            timestamp=now,
-        )  # fmt: skip
-        with self.store.read_txn() as txn:
-            for shard in shards:
-                record = self.store.projection(txn, PJ.CELLS, shard)
-                if record is None or 7 in record:
-                    raise NotFound("no such cell", code="shard_not_found")
-                if record[1] != access.holder_id:
-                    raise NotPermitted("the caller does not hold this cell", code="not_holder")
-        visible = self.store.read(access, cell_ids=shards, include_shared=False)
-        if len(visible) != len(set(shards)):
-            raise NotPermitted("a cell is outside this token's scope", code="not_holder")
-        key = self._key(access)
-        contract = sign_contract(
-            key, grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope,
-            expires_at=expiry, timestamp=now,
-        )  # fmt: skip
-        receipt = sign_receipt(
-            key, subject_id=contract.contract_id, operation=Operation.SHARE, timestamp=now
-        )
-
-        def guard(txn: Any) -> None:
-            for shard in shards:
-                if self.store.projection(txn, PJ.ERASURES, shard) is not None:
-                    raise NotFound("a cell was erased", code="shard_not_found")
-
-        self._commit(
-            Change(
-                receipts=[receipt], bodies={contract.contract_id: Body(contract.to_cbor())},
-                guard=guard,
-            )
-        )  # fmt: skip
-        return {
-            "contractId": P.hx(contract.contract_id),
-            "type": mode.lower(),
-            "granteeCount": len(grantees),
-            "epoch": P.dec(now),
-            "expiresAt": P.dec(expiry),
-            "receiptId": P.hx(receipt.receipt_id),
-        }
-
-    def _revoke_share(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"contractId"}, {"contractId"})
-        return self.revoke_share(
-            access, P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
-        )
-
-    def revoke_share(self, access: Access, contract_id: bytes) -> dict:
-        """End a contract for every grantee; a repeat answers revoked = true with no receipt."""
-        with self.store.read_txn() as txn:
-            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
-        if record is None:
-            raise NotFound("no such contract", code="contract_not_found")
-        if record[1] != access.holder_id:
-            raise NotPermitted("the caller does not hold this contract", code="not_holder")
-        if record[9]:
-            return {"revoked": True, "epoch": P.dec(self._now())}
-        receipt = sign_receipt(
-            self._key(access), subject_id=contract_id, operation=Operation.REVOKE,
-            timestamp=self._now(),
-        )  # fmt: skip
-
-        def guard(txn: Any) -> object:
-            if self.store.projection(txn, PJ.CONTRACTS, contract_id)[9]:
-                return {"revoked": True, "epoch": P.dec(self._now())}
-            return None
-
-        change = self._commit(Change(receipts=[receipt], guard=guard))
-        if change.outcome is not None:
-            return change.outcome
-        return {
-            "revoked": True,
-            "epoch": P.dec(receipt.timestamp),
-            "receiptId": P.hx(receipt.receipt_id),
-        }
-
-    def _accept(self, access: Access, params: object) -> dict:
-        return self._respond(access, params, accept=True)
-
-    def _decline(self, access: Access, params: object) -> dict:
-        return self._respond(access, params, accept=False)
-
-    def _respond(self, access: Access, params: object, *, accept: bool) -> dict:
-        p = P.check_params(params, {"contractId"}, {"contractId"})
-        contract_id = P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
-        return self.respond(access, contract_id, accept=accept)
-
-    def respond(self, access: Access, contract_id: bytes, *, accept: bool) -> dict:
-        """A grantee accepts a contract, or declines it (withdrawing an earlier acceptance)."""
-        with self.store.read_txn() as txn:
-            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
-        if record is None:
-            raise NotFound("no such contract", code="contract_not_found")
-        if access.holder_id not in record[2]:
-            raise NotPermitted("the caller is not a grantee", code="not_grantee")
-        if record[9] and accept:
-            raise Conflict("the contract is revoked", code="contract_revoked")
-        result = {"contractId": P.hx(contract_id), "accepted": accept}
-        if (access.holder_id in record[10]) == accept:
-            return result
-        op = Operation.ACCEPT if accept else Operation.DECLINE
-        receipt = sign_receipt(
-            self._key(access), subject_id=contract_id, operation=op, timestamp=self._now()
-        )
-
-        def guard(txn: Any) -> object:
-            now_record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
-            return result if (access.holder_id in now_record[10]) == accept else None
-
-        change = self._commit(Change(receipts=[receipt], guard=guard))
-        if change.outcome is None:
-            result["receiptId"] = P.hx(receipt.receipt_id)
-        return result
-
     # -- saihm_status ---------------------------------------------------------------------
 
     def _status(self, access: Access, params: object) -> dict:
@@ -512,115 +341,6 @@ class Operator:
         if self.config.status_receipts:
             self.log_receipt(access, Operation.STATUS)
         return result
-
-    def _proposals(self, txn: Any) -> list[dict]:
-        out = []
-        for pid, raw in self.store.projections.items(txn, PJ.PROPOSALS):
-            prop = loads(raw)
-            tally = self.store.projection(txn, PJ.TALLIES, bytes(pid)) or {1: 0, 2: 0, 3: 0}
-            out.append({
-                "propId": P.hx(bytes(pid)), "scope": prop[1], "paramKey": prop[2],
-                "proposedValue": prop[3], "opens_ts": P.dec(prop[4]),
-                "closes_ts": P.dec(prop[4] + self.config.voting_window),
-                "tally_for": P.dec(tally[1]), "tally_against": P.dec(tally[2]),
-                "tally_abstain": P.dec(tally[3]),
-            })  # fmt: skip
-        return out
-
-    # -- governance -----------------------------------------------------------------------
-
-    def _propose(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"scope", "paramKey", "proposedValue"}, {"scope"})
-        scope = P.text(p, "scope")
-        if scope not in SCOPES:
-            raise MalformedInput("unknown proposal scope", code="unknown_scope")
-        key = P.text(p, "paramKey", nullable=True)
-        value = P.text(p, "proposedValue", nullable=True)
-        if scope == "protocol_upgrade":
-            key = value = None
-        elif key not in self.config.governable or value is None:
-            raise MalformedInput("paramKey is not governable here", code="unknown_param")
-        return self.propose(access, scope, key, value)
-
-    def propose(self, access: Access, scope: str, key: str | None, value: str | None) -> dict:
-        """Open a proposal with a snapshot epoch and log PROPOSE (eligibility: any holder)."""
-        now = self._now()
-        proposal_id = secrets.token_bytes(32)
-        detail = ProposeDetail(scope=scope, param_key=key, proposed_value=value, snapshot_epoch=now)
-        receipt = sign_receipt(
-            self._key(access), subject_id=proposal_id, operation=Operation.PROPOSE,
-            timestamp=now, detail=detail,
-        )  # fmt: skip
-        self._commit(Change(receipts=[receipt]))
-        return {
-            "proposalId": P.hx(proposal_id), "scope": scope, "paramKey": key,
-            "proposedValue": value, "snapshotEpoch": P.dec(now),
-            "proposerHash": P.hx(access.holder_id), "receiptId": P.hx(receipt.receipt_id),
-        }  # fmt: skip
-
-    def _vote(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"proposalId", "approve"}, {"proposalId", "approve"})
-        proposal_id = P.id32(p.get("proposalId"), code="proposal_not_found", what="proposalId")
-        return self.vote(access, proposal_id, P.boolean(p.get("approve"), "approve"))
-
-    def vote(self, access: Access, proposal_id: bytes, approve: bool) -> dict:
-        """Count the first vote per holder; a repeat returns the recorded vote, no receipt.
-
-        Weight: 1 for each holder whose KEY receipt precedes the proposal in the log (the
-        published vote-weight function, evaluated at the snapshot).
-        """
-        holder = access.holder_id
-        with self.store.read_txn() as txn:
-            prop = self.store.projection(txn, PJ.PROPOSALS, proposal_id)
-            if prop is None:
-                raise NotFound("no such proposal", code="proposal_not_found")
-            existing = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
-            key_record = self.store.projection(txn, PJ.HOLDERS, holder)
-        if existing is not None:
-            return self._vote_result(proposal_id, holder, existing)
-        if self._now() > prop[4] + self.config.voting_window:
-            raise Conflict("the voting window has closed", code="proposal_closed")
-        if key_record is None or key_record[2] > prop[6]:
-            raise NotPermitted("the voter held no key at the snapshot", code="ineligible_voter")
-        now = self._now()
-        receipt = sign_receipt(
-            self._key(access), subject_id=proposal_id, operation=Operation.VOTE,
-            timestamp=now, detail=VoteDetail(approve=approve, weight=1),
-        )  # fmt: skip
-
-        def guard(txn: Any) -> object:
-            recorded = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
-            return None if recorded is None else self._vote_result(proposal_id, holder, recorded)
-
-        change = self._commit(Change(receipts=[receipt], guard=guard))
-        if change.outcome is not None:
-            return change.outcome
-        result = self._vote_result(proposal_id, holder, {1: approve, 2: 1, 3: now})
-        result["receiptId"] = P.hx(receipt.receipt_id)
-        return result
-
-    @staticmethod
-    def _vote_result(proposal_id: bytes, holder: bytes, vote: dict) -> dict:
-        return {
-            "proposalId": P.hx(proposal_id), "voterHash": P.hx(holder), "approve": vote[1],
-            "weight": P.dec(vote[2]), "castAtEpoch": P.dec(vote[3]),
-        }  # fmt: skip
-
-    def governance_form(self) -> dict:
-        """The governance form the protocol requires an operator to publish."""
-        return {
-            "enabled": self.config.governance,
-            "eligibilityToPropose": "any holder whose KEY receipt is in the log",
-            "eligibilityToVote": "any holder whose KEY receipt precedes the PROPOSE receipt",
-            "voteWeight": "1 per eligible holder, evaluated at the proposal's snapshot",
-            "threshold": "tally_for greater than tally_against when the window closes",
-            "votingWindowSeconds": self.config.voting_window,
-            "scopes": {
-                "emission_param": dict(self.config.governable),
-                "protocol_upgrade": "adopt a revision of this operator's implementation",
-            },
-            "tallyRule": "first VOTE receipt per holder and proposal in log order",
-        }
 
     # -- the person's actions (command line) ----------------------------------------------
 
@@ -677,4 +397,4 @@ class _Retry(Conflict):
     """A record chain moved between reading its head and committing; re-seal and retry."""
 
 
-__all__ = ["Operator", "Unauthenticated"]
+__all__ = ["Operator"]

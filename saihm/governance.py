@@ -1,0 +1,130 @@
+"""Governance (saihm-protocol "saihm_governance_propose", "saihm_governance_vote",
+"Governance form"): an operator option, with its published form."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from saihm import params as P
+from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
+from saihm.events import Operation
+from saihm.events.details import ProposeDetail, VoteDetail
+from saihm.events.signing import sign_receipt
+from saihm.projections import apply as PJ
+from saihm.projections.keys import loads
+from saihm.store import Access, Change
+from saihm.toolbase import ToolBase
+
+SCOPES = ("emission_param", "protocol_upgrade")
+
+
+class GovernanceTools(ToolBase):
+    """saihm_governance_propose, saihm_governance_vote, tallies and the governance form."""
+
+    def _proposals(self, txn: Any) -> list[dict]:
+        out = []
+        for pid, raw in self.store.projections.items(txn, PJ.PROPOSALS):
+            prop = loads(raw)
+            tally = self.store.projection(txn, PJ.TALLIES, bytes(pid)) or {1: 0, 2: 0, 3: 0}
+            out.append({
+                "propId": P.hx(bytes(pid)), "scope": prop[1], "paramKey": prop[2],
+                "proposedValue": prop[3], "opens_ts": P.dec(prop[4]),
+                "closes_ts": P.dec(prop[4] + self.config.voting_window),
+                "tally_for": P.dec(tally[1]), "tally_against": P.dec(tally[2]),
+                "tally_abstain": P.dec(tally[3]),
+            })  # fmt: skip
+        return out
+
+    def _propose(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"scope", "paramKey", "proposedValue"}, {"scope"})
+        scope = P.text(p, "scope")
+        if scope not in SCOPES:
+            raise MalformedInput("unknown proposal scope", code="unknown_scope")
+        key = P.text(p, "paramKey", nullable=True)
+        value = P.text(p, "proposedValue", nullable=True)
+        if scope == "protocol_upgrade":
+            key = value = None
+        elif key not in self.config.governable or value is None:
+            raise MalformedInput("paramKey is not governable here", code="unknown_param")
+        return self.propose(access, scope, key, value)
+
+    def propose(self, access: Access, scope: str, key: str | None, value: str | None) -> dict:
+        """Open a proposal with a snapshot epoch and log PROPOSE (eligibility: any holder)."""
+        now = self._now()
+        proposal_id = secrets.token_bytes(32)
+        detail = ProposeDetail(scope=scope, param_key=key, proposed_value=value, snapshot_epoch=now)
+        receipt = sign_receipt(
+            self._key(access), subject_id=proposal_id, operation=Operation.PROPOSE,
+            timestamp=now, detail=detail,
+        )  # fmt: skip
+        self._commit(Change(receipts=[receipt]))
+        return {
+            "proposalId": P.hx(proposal_id), "scope": scope, "paramKey": key,
+            "proposedValue": value, "snapshotEpoch": P.dec(now),
+            "proposerHash": P.hx(access.holder_id), "receiptId": P.hx(receipt.receipt_id),
+        }  # fmt: skip
+
+    def _vote(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"proposalId", "approve"}, {"proposalId", "approve"})
+        proposal_id = P.id32(p.get("proposalId"), code="proposal_not_found", what="proposalId")
+        return self.vote(access, proposal_id, P.boolean(p.get("approve"), "approve"))
+
+    def vote(self, access: Access, proposal_id: bytes, approve: bool) -> dict:
+        """Count the first vote per holder; a repeat returns the recorded vote, no receipt.
+
+        Weight: 1 for each holder whose KEY receipt precedes the proposal in the log (the
+        published vote-weight function, evaluated at the snapshot).
+        """
+        holder = access.holder_id
+        with self.store.read_txn() as txn:
+            prop = self.store.projection(txn, PJ.PROPOSALS, proposal_id)
+            if prop is None:
+                raise NotFound("no such proposal", code="proposal_not_found")
+            existing = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
+            key_record = self.store.projection(txn, PJ.HOLDERS, holder)
+        if existing is not None:
+            return self._vote_result(proposal_id, holder, existing)
+        if self._now() > prop[4] + self.config.voting_window:
+            raise Conflict("the voting window has closed", code="proposal_closed")
+        if key_record is None or key_record[2] > prop[6]:
+            raise NotPermitted("the voter held no key at the snapshot", code="ineligible_voter")
+        now = self._now()
+        receipt = sign_receipt(
+            self._key(access), subject_id=proposal_id, operation=Operation.VOTE,
+            timestamp=now, detail=VoteDetail(approve=approve, weight=1),
+        )  # fmt: skip
+
+        def guard(txn: Any) -> object:
+            recorded = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
+            return None if recorded is None else self._vote_result(proposal_id, holder, recorded)
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        if change.outcome is not None:
+            return change.outcome
+        result = self._vote_result(proposal_id, holder, {1: approve, 2: 1, 3: now})
+        result["receiptId"] = P.hx(receipt.receipt_id)
+        return result
+
+    @staticmethod
+    def _vote_result(proposal_id: bytes, holder: bytes, vote: dict) -> dict:
+        return {
+            "proposalId": P.hx(proposal_id), "voterHash": P.hx(holder), "approve": vote[1],
+            "weight": P.dec(vote[2]), "castAtEpoch": P.dec(vote[3]),
+        }  # fmt: skip
+
+    def governance_form(self) -> dict:
+        """The governance form the protocol requires an operator to publish."""
+        return {
+            "enabled": self.config.governance,
+            "eligibilityToPropose": "any holder whose KEY receipt is in the log",
+            "eligibilityToVote": "any holder whose KEY receipt precedes the PROPOSE receipt",
+            "voteWeight": "1 per eligible holder, evaluated at the proposal's snapshot",
+            "threshold": "tally_for greater than tally_against when the window closes",
+            "votingWindowSeconds": self.config.voting_window,
+            "scopes": {
+                "emission_param": dict(self.config.governable),
+                "protocol_upgrade": "adopt a revision of this operator's implementation",
+            },
+            "tallyRule": "first VOTE receipt per holder and proposal in log order",
+        }

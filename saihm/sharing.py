@@ -1,0 +1,167 @@
+"""Sharing contracts (saihm-protocol "Sharing contracts"): share, revoke, accept, decline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from saihm import params as P
+from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
+from saihm.events import Operation
+from saihm.events.rules import check_contract_terms
+from saihm.events.signing import sign_contract, sign_receipt
+from saihm.projections import Body
+from saihm.projections import apply as PJ
+from saihm.store import Access, Change
+from saihm.toolbase import ToolBase
+
+MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}
+
+
+class SharingTools(ToolBase):
+    """saihm_share, saihm_revoke_share and the grantee's accept and decline."""
+
+    def _share(self, access: Access, params: object) -> dict:
+        names = {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"}
+        p = P.check_params(params, names, names - {"expiryEpoch"})
+        grantees = [
+            P.id32(g[2:] if g[:2] in ("0x", "0X") else g, code="invalid_grantee", what="grantee")
+            for g in P.string_list(p, "granteeIdHashesHex")
+        ]
+        shards = [
+            P.id32(s, code="shard_not_found", what="shard") for s in P.string_list(p, "shardIds")
+        ]
+        kind = P.text(p, "type")
+        mode = MODES.get(kind) if isinstance(kind, str) else None
+        if mode is None:
+            raise MalformedInput(
+                "type must be temporary, permanent or syndicate", code="invalid_mode"
+            )
+        scope = P.text(p, "scope")
+        expiry = P.epoch(p.get("expiryEpoch"), "expiryEpoch")
+        return self.share(access, grantees, shards, mode, scope, expiry)
+
+    def share(
+        self, access: Access, grantees: list[bytes], shards: list[bytes], mode: str, scope: str,
+        expiry: int | None,
+    ) -> dict:  # fmt: skip
+        """Sign and store a sharing contract over the caller's own cells; log SHARE."""
+        now = self._now()
+        if expiry is None:
+            expiry = now + self.config.temporary_default_ttl if mode == "TEMPORARY" else 0
+        if access.holder_id in grantees:
+            raise MalformedInput("a holder cannot grant to itself", code="invalid_grantee")
+        check_contract_terms(
+            grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope, expires_at=expiry,
+            timestamp=now,
+        )  # fmt: skip
+        with self.store.read_txn() as txn:
+            for shard in shards:
+                record = self.store.projection(txn, PJ.CELLS, shard)
+                if record is None or 7 in record:
+                    raise NotFound("no such cell", code="shard_not_found")
+                if record[1] != access.holder_id:
+                    raise NotPermitted("the caller does not hold this cell", code="not_holder")
+        visible = self.store.read(access, cell_ids=shards, include_shared=False)
+        if len(visible) != len(set(shards)):
+            raise NotPermitted("a cell is outside this token's scope", code="not_holder")
+        key = self._key(access)
+        contract = sign_contract(
+            key, grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope,
+            expires_at=expiry, timestamp=now,
+        )  # fmt: skip
+        receipt = sign_receipt(
+            key, subject_id=contract.contract_id, operation=Operation.SHARE, timestamp=now
+        )
+
+        def guard(txn: Any) -> None:
+            for shard in shards:
+                if self.store.projection(txn, PJ.ERASURES, shard) is not None:
+                    raise NotFound("a cell was erased", code="shard_not_found")
+
+        self._commit(
+            Change(
+                receipts=[receipt], bodies={contract.contract_id: Body(contract.to_cbor())},
+                guard=guard,
+            )
+        )  # fmt: skip
+        return {
+            "contractId": P.hx(contract.contract_id),
+            "type": mode.lower(),
+            "granteeCount": len(grantees),
+            "epoch": P.dec(now),
+            "expiresAt": P.dec(expiry),
+            "receiptId": P.hx(receipt.receipt_id),
+        }
+
+    def _revoke_share(self, access: Access, params: object) -> dict:
+        p = P.check_params(params, {"contractId"}, {"contractId"})
+        return self.revoke_share(
+            access, P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
+        )
+
+    def revoke_share(self, access: Access, contract_id: bytes) -> dict:
+        """End a contract for every grantee; a repeat answers revoked = true with no receipt."""
+        with self.store.read_txn() as txn:
+            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+        if record is None:
+            raise NotFound("no such contract", code="contract_not_found")
+        if record[1] != access.holder_id:
+            raise NotPermitted("the caller does not hold this contract", code="not_holder")
+        if record[9]:
+            return {"revoked": True, "epoch": P.dec(self._now())}
+        receipt = sign_receipt(
+            self._key(access), subject_id=contract_id, operation=Operation.REVOKE,
+            timestamp=self._now(),
+        )  # fmt: skip
+
+        def guard(txn: Any) -> object:
+            if self.store.projection(txn, PJ.CONTRACTS, contract_id)[9]:
+                return {"revoked": True, "epoch": P.dec(self._now())}
+            return None
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        if change.outcome is not None:
+            return change.outcome
+        return {
+            "revoked": True,
+            "epoch": P.dec(receipt.timestamp),
+            "receiptId": P.hx(receipt.receipt_id),
+        }
+
+    def _accept(self, access: Access, params: object) -> dict:
+        return self._respond(access, params, accept=True)
+
+    def _decline(self, access: Access, params: object) -> dict:
+        return self._respond(access, params, accept=False)
+
+    def _respond(self, access: Access, params: object, *, accept: bool) -> dict:
+        p = P.check_params(params, {"contractId"}, {"contractId"})
+        contract_id = P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
+        return self.respond(access, contract_id, accept=accept)
+
+    def respond(self, access: Access, contract_id: bytes, *, accept: bool) -> dict:
+        """A grantee accepts a contract, or declines it (withdrawing an earlier acceptance)."""
+        with self.store.read_txn() as txn:
+            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+        if record is None:
+            raise NotFound("no such contract", code="contract_not_found")
+        if access.holder_id not in record[2]:
+            raise NotPermitted("the caller is not a grantee", code="not_grantee")
+        if record[9] and accept:
+            raise Conflict("the contract is revoked", code="contract_revoked")
+        result = {"contractId": P.hx(contract_id), "accepted": accept}
+        if (access.holder_id in record[10]) == accept:
+            return result
+        op = Operation.ACCEPT if accept else Operation.DECLINE
+        receipt = sign_receipt(
+            self._key(access), subject_id=contract_id, operation=op, timestamp=self._now()
+        )
+
+        def guard(txn: Any) -> object:
+            now_record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+            return result if (access.holder_id in now_record[10]) == accept else None
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        if change.outcome is None:
+            result["receiptId"] = P.hx(receipt.receipt_id)
+        return result
