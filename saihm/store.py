@@ -1,16 +1,15 @@
 """The store: sole owner of the LMDB environment, one write path, one checked read path.
 
-Write path (saihm-protocol "Order of effect and receipt"): an operation arrives as a
-:class:`Change` whose receipts are already signed (signing happens outside any transaction).
-Concurrent changes are grouped into one LMDB write transaction, in which each change's guard
-re-checks its preconditions against current state, its receipts become leaves, its private
-parts (cells, contracts, wrapped keys) are stored and the projections apply. Effect and receipt
-commit together or not at all, so a crash at any step leaves either both or neither.
+Write path (saihm-protocol "Order of effect and receipt"): :mod:`saihm.changes` — signed
+:class:`Change` objects grouped into one write transaction per batch, effect and receipt
+committed together or not at all. Public reads of the log: :mod:`saihm.publiclog`.
 
 Read path (requirements.txt): every read of a cell goes through :meth:`Store.read`, which takes
 an :class:`Access` that only :meth:`Store.authenticate` makes from an authority-signed token,
 and checks each item against it after verifying the cell and decrypting its sealed label.
-Candidate indexes are hints; the label decides.
+Candidate indexes are hints; the label decides. This module is the only one that opens an LMDB
+environment for the operator and the only one outside ``saihm.events`` that decrypts
+(tests/store/test_single_read_path.py).
 """
 
 from __future__ import annotations
@@ -27,16 +26,16 @@ from pathlib import Path
 
 import lmdb
 
+from saihm.changes import BODIES, MEMO, STATS, Change, GroupCommit
 from saihm.config import Config
 from saihm.errors import (
     Conflict,
     NotFound,
     SaihmError,
     Unauthenticated,
-    Unavailable,
     VerificationFailed,
 )
-from saihm.events import Capability, Cell, Receipt, SealedPayload
+from saihm.events import Capability, Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.events.identity import HolderKey
 from saihm.events.signing import verify_capability
@@ -44,42 +43,16 @@ from saihm.keyring import KekDirectory, Keyring
 from saihm.projections import Body, LeafView, Projections, u64
 from saihm.projections import apply as P
 from saihm.projections.keys import dumps, loads, read_u64
+from saihm.publiclog import CHECKPOINTS, PublicLog
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
 
 log = logging.getLogger("saihm.store")
 
-BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
-CHECKPOINTS = b"checkpoints"  # tree size u64 -> signed checkpoint note
-MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
-STATS = b"stats"  # day u64 -> {1 calls, 2 within service window}; operational, not derived
 PENDING = b"provider-pending"  # proposalId -> {1: cell CBOR, 2: caller's meta}; not a projection
 OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING)
 
 FaultHook = Callable[[str], None]
 _BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
-
-
-@dataclass(eq=False)
-class Change:
-    """One operation's effect: signed receipts plus private writes, applied atomically.
-
-    ``guard`` runs inside the write transaction before anything is written; it raises a
-    :class:`SaihmError` to refuse the change or returns a non-None value to answer without
-    writing (an idempotent repeat). ``outcome`` is then that value, or the leaf indexes.
-    """
-
-    receipts: list[Receipt]
-    bodies: dict[bytes, Body] = field(default_factory=dict)
-    deks: list[tuple[bytes, bytes]] = field(default_factory=list)
-    seeds: list[tuple[bytes, bytes]] = field(default_factory=list)
-    destroy: list[bytes] = field(default_factory=list)
-    memo: list[tuple[bytes, bytes]] = field(default_factory=list)
-    guard: Callable[[lmdb.Transaction], object] | None = None
-    outcome: object = None
-    error: BaseException | None = None
-    done: bool = False
-    indexes: list[int] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)
@@ -114,7 +87,7 @@ class OpenedCell:
     index: int
 
 
-class Store:
+class Store(GroupCommit, PublicLog):
     """The LMDB environment, the log, the keyring and the projections of one data directory."""
 
     def __init__(
@@ -181,92 +154,6 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the write path -------------------------------------------------------------------
-
-    def commit(self, change: Change) -> Change:
-        """Apply ``change`` atomically with any others waiting; return it with its outcome.
-
-        Raises the change's own refusal (from its guard), or :class:`Unavailable` when the
-        transaction could not commit, in which case nothing of it took effect.
-        """
-        with self._cv:
-            self._queue.append(change)
-            while not change.done:
-                if self._committing:
-                    self._cv.wait()
-                    continue
-                self._committing = True
-                batch, self._queue = self._queue, []
-                self._cv.release()
-                try:
-                    self._write_batch(batch)
-                finally:
-                    self._cv.acquire()
-                    self._committing = False
-                    self._cv.notify_all()
-        if change.error is not None:
-            raise change.error
-        return change
-
-    def _write_batch(self, batch: list[Change]) -> None:
-        applied: list[Change] = []
-        try:
-            with self.env.begin(write=True) as txn:
-                for change in batch:
-                    try:
-                        outcome = change.guard(txn) if change.guard else None
-                    except SaihmError as err:
-                        change.error = err
-                        continue
-                    if outcome is not None:
-                        change.outcome = outcome
-                        continue
-                    self._write_change(txn, change)
-                    applied.append(change)
-                self._fault("before_commit")
-        except Exception as err:
-            # Nothing of the batch committed: every change in it fails, none is half-applied.
-            log.error("write transaction failed: %s", type(err).__name__)
-            for change in batch:
-                if change.error is None:
-                    change.error = Unavailable("storage unavailable")
-                change.outcome = None
-            applied = []
-        finally:
-            for change in batch:
-                change.done = True
-        if applied:
-            self._fault("after_commit")
-            if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
-                self.checkpoint_now()
-
-    def _write_change(self, txn: lmdb.Transaction, change: Change) -> None:
-        for subject_id, body in change.bodies.items():
-            txn.put(subject_id, body.encode(), db=self._db[BODIES])
-        for holder_id, seed in change.seeds:
-            self.keyring.put_seed(txn, holder_id, seed)
-        for cell_id, dek in change.deks:
-            self.keyring.put_dek(txn, cell_id, dek)
-        for cell_id, cell_bytes in change.memo:
-            txn.put(cell_id, self._memo(cell_bytes), db=self._db[MEMO])
-        for cell_id in change.destroy:
-            self.keyring.destroy(txn, cell_id)
-        leaves = [receipt.to_cbor() for receipt in change.receipts]
-        first = self.tree.append(txn, leaves)
-        for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
-            index = first + offset
-            body = change.bodies.get(receipt.subject_id)
-            self.projections.apply(txn, index, LeafView.from_leaf(leaf), body)
-            change.indexes.append(index)
-        elapsed_ms = (time.monotonic() - change.started) * 1000
-        self._count_call(txn, elapsed_ms <= self.config.service_window_ms)
-
-    def _count_call(self, txn: lmdb.Transaction, within_window: bool) -> None:
-        day = u64(int(self.clock()) // 86_400)
-        raw = txn.get(day, db=self._db[STATS])
-        calls, ok = (0, 0) if raw is None else loads(raw)
-        txn.put(day, dumps([calls + 1, ok + int(within_window)]), db=self._db[STATS])
-
     # -- checkpoints ----------------------------------------------------------------------
 
     def checkpoint_now(self) -> bytes | None:
@@ -311,28 +198,6 @@ class Store:
         version = self.rotate_kek()
         log.info("scheduled KEK rotation: generation %d in force, older ones retired", version)
         return version
-
-    def _latest_checkpoint(self, txn: lmdb.Transaction) -> tuple[int, bytes] | None:
-        with txn.cursor(db=self._db[CHECKPOINTS]) as cursor:
-            if not cursor.last():
-                return None
-            return read_u64(cursor.key()), cursor.value()
-
-    def latest_checkpoint(self) -> bytes:
-        """The newest signed checkpoint (signing one first if the log has none)."""
-        with self.env.begin() as txn:
-            latest = self._latest_checkpoint(txn)
-        if latest is None:
-            note = self.checkpoint_now()
-            assert note is not None
-            return note
-        return latest[1]
-
-    def checkpoints(self) -> Iterator[tuple[int, bytes]]:
-        """Every stored checkpoint, by size."""
-        with self.env.begin() as txn, txn.cursor(db=self._db[CHECKPOINTS]) as cursor:
-            for key, value in cursor.iternext():
-                yield read_u64(key), bytes(value)
 
     # -- capabilities ---------------------------------------------------------------------
 
@@ -598,78 +463,6 @@ class Store:
         with self.env.begin() as txn:
             raw = txn.get(subject_id, db=self._db[BODIES])
         return None if raw is None else Body.decode(raw)
-
-    # -- the public log -------------------------------------------------------------------
-
-    def size(self) -> int:
-        """The number of leaves in the log."""
-        with self.env.begin() as txn:
-            return self.tree.size(txn)
-
-    def leaves(self, start: int, end: int) -> list[bytes]:
-        """Leaves ``start`` (inclusive) to ``end`` (exclusive)."""
-        with self.env.begin() as txn:
-            return self.tree.leaves(txn, start, end)
-
-    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
-        """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size`` leaves."""
-        with self.env.begin() as txn:
-            return self.tree.inclusion_proof(txn, index, size)
-
-    def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
-        """RFC 9162 consistency proof between two tree sizes."""
-        with self.env.begin() as txn:
-            return self.tree.consistency_proof(txn, size1, size2)
-
-    def root(self, size: int) -> bytes:
-        """The root hash at ``size``."""
-        with self.env.begin() as txn:
-            return self.tree.root(txn, size)
-
-    def tile(self, level: int, index: int, width: int | None) -> bytes:
-        """A C2SP tlog-tiles hash tile, byte-exact."""
-        with self.env.begin() as txn:
-            return self.tree.tile(txn, level, index, width)
-
-    def entry_bundle(self, index: int, width: int | None) -> bytes:
-        """A C2SP tlog-tiles entry bundle, byte-exact."""
-        with self.env.begin() as txn:
-            return self.tree.entry_bundle(txn, index, width)
-
-    def receipt(self, receipt_id: bytes) -> tuple[int, bytes]:
-        """(leaf index, leaf) of a receipt, or :class:`NotFound`."""
-        with self.env.begin() as txn:
-            raw = txn.get(receipt_id, db=self.projections.db[P.RECEIPT_IDS])
-            if raw is None:
-                raise NotFound("no such receipt", code="receipt_not_found")
-            index = read_u64(raw)
-            return index, self.tree.leaf(txn, index)
-
-    def receipts(
-        self, by: str, value: bytes, cursor: int = 0, limit: int = 100
-    ) -> tuple[list[tuple[int, bytes]], int | None]:
-        """Receipts by subjectId, holderId or operation, in log order, from leaf ``cursor``."""
-        names = {"subjectId": P.BY_SUBJECT, "holderId": P.RX_BY_HOLDER, "operation": P.BY_OPERATION}
-        prefix = value + b"\x00" if by == "operation" else value
-        out: list[tuple[int, bytes]] = []
-        with self.env.begin() as txn, txn.cursor(db=self.projections.db[names[by]]) as cur:
-            if not cur.set_range(prefix + u64(cursor)):
-                return out, None
-            for key in cur.iternext(values=False):
-                if len(key) != len(prefix) + 8 or not key.startswith(prefix):
-                    break
-                index = read_u64(key[len(prefix) :])
-                if len(out) == limit:
-                    return out, index
-                out.append((index, self.tree.leaf(txn, index)))
-        return out, None
-
-    def erasures(self) -> tuple[list[bytes], int]:
-        """The public erasure list and the tree size it reflects."""
-        with self.env.begin() as txn:
-            size = self.tree.size(txn)
-            ids = [bytes(k) for k, _ in self.projections.items(txn, P.ERASURES)]
-        return ids, size
 
     # -- maintenance ----------------------------------------------------------------------
 

@@ -1,0 +1,169 @@
+"""The write path: a :class:`Change` and the group commit that applies it (DESIGN.md).
+
+saihm-protocol "Order of effect and receipt": an operation arrives as a :class:`Change` whose
+receipts are already signed (signing happens outside any transaction). Concurrent changes are
+grouped into one LMDB write transaction, in which each change's guard re-checks its rule against
+current state, its receipts become leaves, its private parts (cells, contracts, wrapped keys)
+are stored and the projections apply. Effect and receipt commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import lmdb
+
+from saihm.errors import SaihmError, Unavailable
+from saihm.events import Receipt
+from saihm.projections import Body, LeafView, u64
+from saihm.projections.keys import dumps, loads
+
+if TYPE_CHECKING:
+    from saihm.config import Config
+    from saihm.keyring import Keyring
+    from saihm.projections import Projections
+    from saihm.translog import TreeStorage
+
+log = logging.getLogger("saihm.store")
+
+BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
+MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
+STATS = b"stats"  # day u64 -> {1 calls, 2 within service window}; operational, not derived
+
+
+@dataclass(eq=False)
+class Change:
+    """One operation's effect: signed receipts plus private writes, applied atomically.
+
+    ``guard`` runs inside the write transaction before anything is written; it raises a
+    :class:`SaihmError` to refuse the change or returns a non-None value to answer without
+    writing (an idempotent repeat). ``outcome`` is then that value, or the leaf indexes.
+    """
+
+    receipts: list[Receipt]
+    bodies: dict[bytes, Body] = field(default_factory=dict)
+    deks: list[tuple[bytes, bytes]] = field(default_factory=list)
+    seeds: list[tuple[bytes, bytes]] = field(default_factory=list)
+    destroy: list[bytes] = field(default_factory=list)
+    memo: list[tuple[bytes, bytes]] = field(default_factory=list)
+    guard: Callable[[lmdb.Transaction], object] | None = None
+    outcome: object = None
+    error: BaseException | None = None
+    done: bool = False
+    indexes: list[int] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+
+class GroupCommit:
+    """The store's one write path (mixed into :class:`saihm.store.Store`, which owns the
+    environment and every attribute used here)."""
+
+    env: lmdb.Environment
+    config: Config
+    clock: Callable[[], float]
+    tree: TreeStorage
+    keyring: Keyring
+    projections: Projections
+    _db: dict[bytes, object]
+    _cv: threading.Condition
+    _queue: list[Change]
+    _committing: bool
+    _last_checkpoint: float
+
+    def _fault(self, step: str) -> None:
+        """Fault-injection point for crash tests; the store replaces it when given a hook."""
+
+    def _memo(self, cell_bytes: bytes) -> bytes:
+        raise NotImplementedError
+
+    def checkpoint_now(self) -> bytes | None:
+        raise NotImplementedError
+
+    def commit(self, change: Change) -> Change:
+        """Apply ``change`` atomically with any others waiting; return it with its outcome.
+
+        Raises the change's own refusal (from its guard), or :class:`Unavailable` when the
+        transaction could not commit, in which case nothing of it took effect.
+        """
+        with self._cv:
+            self._queue.append(change)
+            while not change.done:
+                if self._committing:
+                    self._cv.wait()
+                    continue
+                self._committing = True
+                batch, self._queue = self._queue, []
+                self._cv.release()
+                try:
+                    self._write_batch(batch)
+                finally:
+                    self._cv.acquire()
+                    self._committing = False
+                    self._cv.notify_all()
+        if change.error is not None:
+            raise change.error
+        return change
+
+    def _write_batch(self, batch: list[Change]) -> None:
+        applied: list[Change] = []
+        try:
+            with self.env.begin(write=True) as txn:
+                for change in batch:
+                    try:
+                        outcome = change.guard(txn) if change.guard else None
+                    except SaihmError as err:
+                        change.error = err
+                        continue
+                    if outcome is not None:
+                        change.outcome = outcome
+                        continue
+                    self._write_change(txn, change)
+                    applied.append(change)
+                self._fault("before_commit")
+        except Exception as err:
+            # Nothing of the batch committed: every change in it fails, none is half-applied.
+            log.error("write transaction failed: %s", type(err).__name__)
+            for change in batch:
+                if change.error is None:
+                    change.error = Unavailable("storage unavailable")
+                change.outcome = None
+            applied = []
+        finally:
+            for change in batch:
+                change.done = True
+        if applied:
+            self._fault("after_commit")
+            if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
+                self.checkpoint_now()
+
+    def _write_change(self, txn: lmdb.Transaction, change: Change) -> None:
+        for subject_id, body in change.bodies.items():
+            txn.put(subject_id, body.encode(), db=self._db[BODIES])
+        for holder_id, seed in change.seeds:
+            self.keyring.put_seed(txn, holder_id, seed)
+        for cell_id, dek in change.deks:
+            self.keyring.put_dek(txn, cell_id, dek)
+        for cell_id, cell_bytes in change.memo:
+            txn.put(cell_id, self._memo(cell_bytes), db=self._db[MEMO])
+        for cell_id in change.destroy:
+            self.keyring.destroy(txn, cell_id)
+        leaves = [receipt.to_cbor() for receipt in change.receipts]
+        first = self.tree.append(txn, leaves)
+        for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
+            index = first + offset
+            body = change.bodies.get(receipt.subject_id)
+            self.projections.apply(txn, index, LeafView.from_leaf(leaf), body)
+            change.indexes.append(index)
+        elapsed_ms = (time.monotonic() - change.started) * 1000
+        self._count_call(txn, elapsed_ms <= self.config.service_window_ms)
+
+    def _count_call(self, txn: lmdb.Transaction, within_window: bool) -> None:
+        day = u64(int(self.clock()) // 86_400)
+        raw = txn.get(day, db=self._db[STATS])
+        calls, ok = (0, 0) if raw is None else loads(raw)
+        txn.put(day, dumps([calls + 1, ok + int(within_window)]), db=self._db[STATS])
