@@ -15,7 +15,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from saihm.config import Config
 from saihm.errors import SaihmError
@@ -29,6 +29,13 @@ EPILOG = """first steps:
   curl -s http://127.0.0.1:8080/ -H "Authorization: Bearer $TOKEN" \\
        -d '{"method":"saihm_status","params":{}}'
 """
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (and exit 2), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _data(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +52,7 @@ def _data(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every pinned command."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="saihm",
         description="A custodial SAIHM operator for AI-agent memory with a public Merkle log.",
         epilog=EPILOG,
@@ -88,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
         "[--ttl SECONDS]\n       saihm grant revoke --data DIR GRANTID",
     )
     _data(grant)
-    grant.add_argument("action", nargs="*", help="'revoke GRANTID' to withdraw a grant")
-    grant.add_argument("--holder", help="holderId (64 hex)")
-    grant.add_argument("--sessions", choices=["all"], help="the sessions the grant covers")
+    grant.add_argument("--holder", required=True, help="holderId (64 hex)")
+    grant.add_argument(
+        "--sessions", required=True, choices=["all"], help="the sessions the grant covers"
+    )
     grant.add_argument("--namespaces", help="comma-separated namespaces (default: all)")
     grant.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
     grant.set_defaults(handler=_cmd_grant)
@@ -220,24 +228,34 @@ def _cmd_session_open(args: argparse.Namespace) -> int:
     return 0
 
 
+def build_grant_revoke_parser() -> argparse.ArgumentParser:
+    """``saihm grant revoke --data DIR GRANTID`` (parsed on its own: the pinned form puts the
+    grant id after the options, which a sub-subcommand of ``grant`` could not take)."""
+    parser = Parser(prog="saihm grant revoke", description="Withdraw a grant (logged as UNGRANT).")
+    _data(parser)
+    parser.add_argument("grant_id", metavar="GRANTID", help="the grantId 'saihm grant' printed")
+    parser.set_defaults(handler=_cmd_grant_revoke)
+    return parser
+
+
+def _cmd_grant_revoke(args: argparse.Namespace) -> int:
+    from saihm.compose import open_operator
+
+    grant_id = _hex32(args.grant_id, "grant id")
+    operator = open_operator(config_from(args), checkpointer=False)
+    try:
+        changed = operator.ungrant(grant_id)
+    finally:
+        operator.store.close()
+    _print({"grantId": grant_id.hex(), "revoked": True, "changed": changed})
+    return 0
+
+
 def _cmd_grant(args: argparse.Namespace) -> int:
     from saihm.compose import open_operator
     from saihm.errors import MalformedInput
     from saihm.events import CapabilityScope
 
-    if args.action:
-        if len(args.action) != 2 or args.action[0] != "revoke":
-            raise MalformedInput("usage: saihm grant revoke --data DIR GRANTID")
-        grant_id = _hex32(args.action[1], "grant id")
-        operator = open_operator(config_from(args), checkpointer=False)
-        try:
-            changed = operator.ungrant(grant_id)
-        finally:
-            operator.store.close()
-        _print({"grantId": grant_id.hex(), "revoked": True, "changed": changed})
-        return 0
-    if args.holder is None or args.sessions != "all":
-        raise MalformedInput("a grant needs --holder H --sessions all")
     if args.ttl <= 0:
         raise MalformedInput("--ttl must be positive")
     namespaces = None
@@ -311,17 +329,23 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``saihm`` console script."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in DELEGATED:
-        # Delegated commands parse their own options (so `saihm verify --help` is theirs).
-        args = argparse.Namespace(command=argv[0], rest=argv[1:])
-        args.handler = DELEGATED[argv[0]]
-    else:
-        args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
     try:
+        if argv and argv[0] in DELEGATED:
+            # Delegated commands parse their own options (so `saihm verify --help` is theirs).
+            args = argparse.Namespace(command=argv[0], rest=argv[1:])
+            args.handler = DELEGATED[argv[0]]
+        elif argv[:2] == ["grant", "revoke"]:
+            args = build_grant_revoke_parser().parse_args(argv[2:])
+            args.command = "grant revoke"
+        else:
+            args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
         return args.handler(args)
+    except SystemExit as done:
+        # argparse's own exits (--help: 0, bad usage: 2) become return codes.
+        return done.code if isinstance(done.code, int) else 2
     except SaihmError as err:
         print(f"saihm: error: {err}", file=sys.stderr)
         return 2
