@@ -380,12 +380,15 @@ class Store(GroupCommit, PublicLog):
             return None
         try:
             body = Body.decode(raw_body)
-            cell = Cell.from_cbor(body.object_cbor)
+            memo = txn.get(cell_id, db=self._db[MEMO])
+            remembered = memo is not None and hmac.compare_digest(
+                memo, self._memo(body.object_cbor)
+            )
+            cell = Cell.from_cbor(body.object_cbor, authenticated=remembered)
             if cell.cell_id != cell_id:
                 raise VerificationFailed("stored cell is filed under another cellId")
             check_cell_id(cell)
-            memo = txn.get(cell_id, db=self._db[MEMO])
-            if memo is None or not hmac.compare_digest(memo, self._memo(body.object_cbor)):
+            if not remembered:
                 holder = txn.get(cell.holder_id, db=db[P.HOLDERS])
                 if holder is None:
                     raise VerificationFailed("cell of a holder with no KEY receipt")

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, Strict, ValidationError
 
-from saihm.events.codec import decode
+from saihm.events.codec import decode, decode_authenticated
 from saihm.events.errors import DecodeError
 from saihm.mldsa import MLDSA65_PUBLIC_KEY_SIZE, MLDSA65_SIGNATURE_SIZE
 
@@ -28,12 +28,20 @@ Text = Annotated[str, Strict()]
 Name = Annotated[str, Strict(), Field(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")]
 
 
-def read_map(data: bytes, what: str, required: set[Any], optional: frozenset[Any] = frozenset()):
+def read_map(
+    data: bytes,
+    what: str,
+    required: set[Any],
+    optional: frozenset[Any] = frozenset(),
+    *,
+    authenticated: bool = False,
+):
     """Decode ``data`` as a CBOR map whose keys are exactly ``required`` plus some of ``optional``.
 
-    Raises ``DecodeError`` naming ``what`` and the first rule broken.
+    ``authenticated=True`` uses :func:`decode_authenticated` (see its precondition). Raises
+    ``DecodeError`` naming ``what`` and the first rule broken.
     """
-    obj = decode(data)
+    obj = decode_authenticated(data) if authenticated else decode(data)
     return check_map(obj, what, required, optional)
 
 

@@ -146,7 +146,8 @@ def decrypt(cell: Cell, dek: bytes) -> SealedPayload:
     """
     plaintext = decrypt_bytes(cell.ciphertext, dek, cell.cell_nonce)
     try:
-        return SealedPayload.from_cbor(plaintext)
+        # The GCM tag just authenticated these bytes as ones sealed under this cell's DEK.
+        return SealedPayload.from_cbor(plaintext, authenticated=True)
     except DecodeError as err:
         raise DecryptError("decrypted cell is not a sealed payload") from err
 

@@ -82,9 +82,13 @@ class Cell(BaseModel):
         )
 
     @classmethod
-    def from_cbor(cls, data: bytes) -> Self:
-        """Strictly decode a cell map; raises ``DecodeError``."""
-        m = read_map(data, "cell", set(range(1, 9)))
+    def from_cbor(cls, data: bytes, *, authenticated: bool = False) -> Self:
+        """Strictly decode a cell map; raises ``DecodeError``.
+
+        ``authenticated=True`` is for bytes the store's HMAC memo vouches for (see
+        ``codec.decode_authenticated``); every field is validated either way.
+        """
+        m = read_map(data, "cell", set(range(1, 9)), authenticated=authenticated)
         return build(
             cls,
             "cell",
@@ -289,9 +293,13 @@ class SealedPayload(BaseModel):
         )
 
     @classmethod
-    def from_cbor(cls, data: bytes) -> Self:
-        """Strictly decode a sealed payload; raises ``DecodeError``."""
-        m = read_map(data, "sealed payload", set(range(1, 7)))
+    def from_cbor(cls, data: bytes, *, authenticated: bool = False) -> Self:
+        """Strictly decode a sealed payload; raises ``DecodeError``.
+
+        ``authenticated=True`` is for plaintext that just passed its AES-GCM tag (see
+        ``codec.decode_authenticated``); every field is validated either way.
+        """
+        m = read_map(data, "sealed payload", set(range(1, 7)), authenticated=authenticated)
         return build(
             cls,
             "sealed payload",

@@ -49,6 +49,7 @@ class KekDirectory:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._state_path = str(self.path / _STATE)
         self._keks: dict[int, bytes] = {}
         self._memo: bytes | None = None
         self._state_sig: tuple[int, int, int] | None = None
@@ -109,12 +110,12 @@ class KekDirectory:
 
     def _read_state(self) -> dict:
         """The state file, re-read whenever it has been replaced (another process may rotate)."""
-        path = self.path / _STATE
+        path = self._state_path
         try:
             st = os.stat(path)
             sig = (st.st_ino, st.st_mtime_ns, st.st_size)
             if sig != self._state_sig:
-                state = json.loads(path.read_bytes())
+                state = json.loads(Path(path).read_bytes())
                 if state.get("format") != 1:
                     raise KeyringError("unknown KEK state format")
                 self._state = state
