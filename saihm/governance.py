@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from saihm import params as P
 from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
-from saihm.events import Operation
+from saihm.events import Operation, Proposal
 from saihm.events.details import ProposeDetail, VoteDetail
 from saihm.events.signing import sign_receipt
 from saihm.projections import apply as PJ
@@ -52,7 +51,11 @@ class GovernanceTools(ToolBase):
     def propose(self, access: Access, scope: str, key: str | None, value: str | None) -> dict:
         """Open a proposal with a snapshot epoch and log PROPOSE (eligibility: any holder)."""
         now = self._now()
-        proposal_id = secrets.token_bytes(32)
+        # proposalId = SHA-256 of the proposal (proposer, terms, snapshot, a fresh nonce).
+        proposal_id = Proposal.create(
+            holder_id=access.holder_id, scope=scope, param_key=key, proposed_value=value,
+            snapshot_epoch=now, timestamp=now,
+        ).proposal_id  # fmt: skip
         detail = ProposeDetail(scope=scope, param_key=key, proposed_value=value, snapshot_epoch=now)
         receipt = sign_receipt(
             self._key(access), subject_id=proposal_id, operation=Operation.PROPOSE,

@@ -23,7 +23,7 @@ from saihm.events.errors import (
     EncodeError,
     SignatureError,
 )
-from saihm.events.governance import Proposal, Vote
+from saihm.events.governance import Proposal
 from saihm.events.identity import AuthorityKey, HolderKey, derive_identity_key, holder_id_of
 from saihm.events.models import Cell, Contract, Operation, Receipt, SealedPayload
 from saihm.events.rules import check_contract_rules, check_contract_terms
@@ -65,7 +65,6 @@ __all__ = [
     "Receipt",
     "SealedPayload",
     "SignatureError",
-    "Vote",
     "VoteDetail",
     "cell_message",
     "check_cell_id",

@@ -18,12 +18,12 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from saihm.events._types import U64, Bool, Id32, Nonce16, Text, build, read_map
+from saihm.events._types import U64, Id32, Nonce16, Text, build, read_map
 from saihm.events.codec import encode
-from saihm.events.details import ProposeDetail, VoteDetail
+from saihm.events.details import ProposeDetail
 from saihm.events.errors import SignatureError
 
-__all__ = ["Proposal", "Vote"]
+__all__ = ["Proposal"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -113,45 +113,4 @@ class Proposal(BaseModel):
             snapshot_epoch=m[6],
             timestamp=m[7],
             proposal_nonce=m[8],
-        )
-
-
-class Vote(BaseModel):
-    """One holder's vote on one proposal."""
-
-    model_config = _FROZEN
-
-    proposal_id: Id32
-    voter_id: Id32
-    approve: Bool
-    weight: U64
-    timestamp: U64
-
-    def detail(self) -> VoteDetail:
-        """The public VOTE receipt detail."""
-        return VoteDetail(approve=self.approve, weight=self.weight)
-
-    def to_cbor(self) -> bytes:
-        return encode(
-            {
-                1: self.proposal_id,
-                2: self.voter_id,
-                3: self.approve,
-                4: self.weight,
-                5: self.timestamp,
-            }
-        )
-
-    @classmethod
-    def from_cbor(cls, data: bytes) -> Self:
-        """Strictly decode a vote map; raises ``DecodeError``."""
-        m = read_map(data, "vote", set(range(1, 6)))
-        return build(
-            cls,
-            "vote",
-            proposal_id=m[1],
-            voter_id=m[2],
-            approve=m[3],
-            weight=m[4],
-            timestamp=m[5],
         )

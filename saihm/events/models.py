@@ -32,7 +32,7 @@ from saihm.events.capability import Capability, CapabilityScope
 from saihm.events.codec import encode
 from saihm.events.details import GrantDetail, ProposeDetail, VoteDetail
 from saihm.events.errors import DecodeError
-from saihm.events.governance import Proposal, Vote
+from saihm.events.governance import Proposal
 
 __all__ = [
     "Capability",
@@ -45,7 +45,6 @@ __all__ = [
     "ProposeDetail",
     "Receipt",
     "SealedPayload",
-    "Vote",
     "VoteDetail",
 ]
 

@@ -18,7 +18,6 @@ from saihm.events import (
     ProposeDetail,
     Receipt,
     SealedPayload,
-    Vote,
     VoteDetail,
     decode,
     encode,
@@ -138,9 +137,6 @@ proposals = st.builds(
     timestamp=u64,
     proposal_nonce=nonce16,
 )
-votes = st.builds(
-    Vote, proposal_id=id32, voter_id=id32, approve=st.booleans(), weight=u64, timestamp=u64
-)
 
 ALL = [
     (Cell, cells),
@@ -149,7 +145,6 @@ ALL = [
     (SealedPayload, payloads),
     (Capability, capabilities),
     (Proposal, proposals),
-    (Vote, votes),
 ]
 
 
