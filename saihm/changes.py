@@ -21,6 +21,7 @@ import lmdb
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
 from saihm.projections import Body, LeafView, u64
+from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
 
 if TYPE_CHECKING:
@@ -126,13 +127,16 @@ class GroupCommit:
                     applied.append(change)
                 self._fault("before_commit")
         except Exception as err:
-            # Nothing of the batch committed: every change in it fails, none is half-applied.
+            # LMDB aborts a transaction that fails, so nothing of the batch should be there; the
+            # protocol still says to look a receipt up before answering when unsure, so look.
             log.error("write transaction failed: %s", type(err).__name__)
+            applied = [c for c in applied if self._receipts_written(c)]
             for change in batch:
+                if change in applied:
+                    continue
                 if change.error is None:
                     change.error = Unavailable("storage unavailable")
                 change.outcome = None
-            applied = []
         finally:
             for change in batch:
                 change.done = True
@@ -140,6 +144,20 @@ class GroupCommit:
             self._fault("after_commit")
             if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
                 self.checkpoint_now()
+
+    def _receipts_written(self, change: Change) -> bool:
+        """Whether ``change``'s receipts are in the log (saihm-protocol "Order of effect and
+        receipt": "it MUST look the receipt up by its receiptId before answering")."""
+        try:
+            with self.env.begin() as txn:
+                db = self.projections.db[RECEIPT_IDS]
+                found = [txn.get(r.receipt_id, db=db) for r in change.receipts]
+        except lmdb.Error:
+            return False
+        if all(found):
+            change.indexes = [int.from_bytes(raw, "big") for raw in found]
+            return True
+        return False
 
     def _write_change(self, txn: lmdb.Transaction, change: Change) -> None:
         for subject_id, body in change.bodies.items():

@@ -720,3 +720,42 @@ def test_the_kek_is_rotated_on_its_schedule_and_old_generations_retired(world) -
     assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["survives rotation"]
     os.utime(kek_dir.path / f"kek-{second:08x}", (issued, issued))
     assert world.store.rotate_kek_if_due(now=issued + 3600) is None
+
+
+def test_when_unsure_whether_a_receipt_was_written_the_store_looks_it_up(world) -> None:
+    """ "If the operator cannot tell whether a receipt write succeeded, it MUST look the receipt
+    up by its receiptId before answering, and treats a receipt it finds as written." """
+    import lmdb
+
+    alice = world.holder()
+    real_env = world.store.env
+
+    class LostAcknowledgement:
+        """Commits for real, then reports a failure, as a lost acknowledgement would."""
+
+        def __init__(self, txn: lmdb.Transaction) -> None:
+            self.txn = txn
+
+        def __enter__(self) -> lmdb.Transaction:
+            return self.txn.__enter__()
+
+        def __exit__(self, *exc: object) -> None:
+            self.txn.__exit__(*exc)
+            raise lmdb.Error("commit acknowledgement lost")
+
+    class Env:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real_env, name)
+
+        def begin(self, write: bool = False, **kw: object) -> object:
+            txn = real_env.begin(write=write, **kw)
+            return LostAcknowledgement(txn) if write else txn
+
+    world.store.env = Env()
+    try:
+        result = world.call(alice, "saihm_remember", content="written after all")
+    finally:
+        world.store.env = real_env
+    index, _ = world.store.receipt(bytes.fromhex(result["receiptId"]))
+    assert index == world.store.size() - 1
+    assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["written after all"]
