@@ -78,10 +78,11 @@ class Projections:
         db = self.db
         op = leaf.operation
         idx = u64(index)
-        txn.put(leaf.receipt_id, idx, db=db[RECEIPT_IDS])
-        txn.put(leaf.subject_id + idx, b"", db=db[BY_SUBJECT])
-        txn.put(leaf.holder_id + idx, u64(leaf.timestamp), db=db[RX_BY_HOLDER])
-        txn.put(op.encode() + b"\x00" + idx, b"", db=db[BY_OPERATION])
+        put = txn.put
+        put(leaf.receipt_id, idx, db=db[RECEIPT_IDS])
+        put(leaf.subject_id + idx, b"", db=db[BY_SUBJECT])
+        put(leaf.holder_id + idx, u64(leaf.timestamp), db=db[RX_BY_HOLDER])
+        put((_OPERATION_KEYS.get(op) or op.encode() + b"\x00") + idx, b"", db=db[BY_OPERATION])
         handler = _HANDLERS.get(op)
         if handler is not None:
             handler(self, txn, index, leaf, body)
@@ -214,6 +215,7 @@ _HANDLERS = {
     "GRANT": Projections._grant,
     "UNGRANT": Projections._ungrant,
 }
+_OPERATION_KEYS = {op: op.encode() + b"\x00" for op in (*_HANDLERS, "RECALL", "STATUS")}
 
 
 def first_difference(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cbor2
 
@@ -41,9 +42,11 @@ def loads(data: bytes | memoryview) -> object:
     return cbor2.loads(bytes(data))
 
 
-@dataclass(frozen=True, slots=True)
-class LeafView:
-    """The public fields of one receipt leaf (saihm-protocol "Wire formats", keys 1..8)."""
+class LeafView(NamedTuple):
+    """The public fields of one receipt leaf (saihm-protocol "Wire formats", keys 1..8).
+
+    A named tuple rather than a dataclass: a rebuild makes one per event.
+    """
 
     receipt_id: bytes
     subject_id: bytes
