@@ -17,10 +17,12 @@ import contextlib
 import logging
 import os
 import shlex
+import shutil
 import signal
 import socket
 import ssl
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -83,6 +85,16 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _saihm_command() -> str:
+    """How the person who started this server can run ``saihm``: by name when it is on PATH
+    (an activated venv), else by the path of the script beside this interpreter."""
+    beside = Path(sys.executable).parent / "saihm"
+    on_path = shutil.which("saihm")
+    if on_path is not None and Path(on_path).resolve() == beside.resolve():
+        return "saihm"
+    return shlex.quote(str(beside)) if beside.exists() else "saihm"
+
+
 def _announce(args: argparse.Namespace, config: Config, url: str, created: bool) -> None:
     data = shlex.quote(args.data)
     first = "created" if created else "using"
@@ -95,7 +107,7 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
         f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
         f" governance at {url}governance\n"
         "saihm: first call (in another terminal):\n"
-        f"  TOKEN=$(saihm holder create --data {data} | python3 -c "
+        f"  TOKEN=$({_saihm_command()} holder create --data {data} | python3 -c "
         "'import json,sys; print(json.load(sys.stdin)[\"token\"])')\n"
         f'  curl -s {url} -H "Authorization: Bearer $TOKEN" '
         '-d \'{"method":"saihm_status","params":{}}\'',
