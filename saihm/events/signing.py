@@ -21,6 +21,7 @@ import hmac
 import os
 import struct
 from collections.abc import Sequence
+from typing import TypeVar
 
 from saihm.events.capability import Capability, CapabilityScope
 from saihm.events.codec import encode
@@ -28,6 +29,8 @@ from saihm.events.errors import CapabilityError, SignatureError
 from saihm.events.identity import AuthorityKey, HolderKey, holder_id_of
 from saihm.events.models import Contract, Operation, Receipt
 from saihm.mldsa import InvalidSignature, mldsa65_verify
+
+M = TypeVar("M", Receipt, Contract)
 
 __all__ = [
     "CAPABILITY_CONTEXT",
@@ -75,6 +78,36 @@ def cell_message(cell_id: bytes, holder_id: bytes, kek_version: int, timestamp: 
     return cell_id + holder_id + struct.pack(">IQ", kek_version, timestamp)
 
 
+# Identified objects: receipts and contracts ----------------------------------------------------
+
+
+def _sign_identified(
+    model: type[M], id_field: str, key: HolderKey, context: bytes, fields: dict
+) -> M:
+    """Build ``model`` from ``fields``, sign its unsigned map, and set its id to the SHA-256 of
+    the same signed bytes (saihm-protocol "Signed messages").
+
+    The draft is validated once; the id (32 bytes) and the signature (an ML-DSA-65 signature)
+    are computed values of the shapes the model requires. Raises pydantic's ``ValidationError``.
+    """
+    draft = model(**{id_field: bytes(32), "signature": bytes(3309)}, **fields)
+    signed = encode(draft.unsigned_map())
+    return draft.model_copy(
+        update={id_field: hashlib.sha256(signed).digest(), "signature": key.sign(signed, context)}
+    )
+
+
+def _verify_identified(
+    signed: bytes, identifier: bytes, holder_id: bytes, signature: bytes, public_key: bytes,
+    context: bytes, what: str,
+) -> None:  # fmt: skip
+    """Check the id is SHA-256 of ``signed``, the holder binding, then the signature."""
+    if not hmac.compare_digest(hashlib.sha256(signed).digest(), identifier):
+        raise SignatureError(f"{what}Id does not match the {what}")
+    check_holder_binding(holder_id, public_key, what)
+    verify_signature(public_key, signature, signed, context)
+
+
 # Receipts ------------------------------------------------------------------------------------
 
 
@@ -105,22 +138,15 @@ def sign_receipt(
         "receipt_nonce": os.urandom(16) if receipt_nonce is None else receipt_nonce,
         "detail": detail,
     }
-    draft = Receipt(receipt_id=bytes(32), signature=bytes(3309), **fields)
-    signed = receipt_signed_bytes(draft)
-    return Receipt(
-        receipt_id=hashlib.sha256(signed).digest(),
-        signature=key.sign(signed, RECEIPT_CONTEXT),
-        **fields,
-    )
+    return _sign_identified(Receipt, "receipt_id", key, RECEIPT_CONTEXT, fields)
 
 
 def verify_receipt(receipt: Receipt, public_key: bytes) -> None:
     """Check receiptId, the holderId binding and the signature; raises ``SignatureError``."""
-    signed = receipt_signed_bytes(receipt)
-    if not hmac.compare_digest(hashlib.sha256(signed).digest(), receipt.receipt_id):
-        raise SignatureError("receiptId does not match the receipt")
-    check_holder_binding(receipt.holder_id, public_key, "receipt")
-    verify_signature(public_key, receipt.signature, signed, RECEIPT_CONTEXT)
+    _verify_identified(
+        receipt_signed_bytes(receipt), receipt.receipt_id, receipt.holder_id, receipt.signature,
+        public_key, RECEIPT_CONTEXT, "receipt",
+    )  # fmt: skip
 
 
 # Contracts -----------------------------------------------------------------------------------
@@ -154,22 +180,15 @@ def sign_contract(
         "timestamp": timestamp,
         "contract_nonce": os.urandom(16) if contract_nonce is None else contract_nonce,
     }
-    draft = Contract(contract_id=bytes(32), signature=bytes(3309), **fields)
-    signed = contract_signed_bytes(draft)
-    return Contract(
-        contract_id=hashlib.sha256(signed).digest(),
-        signature=key.sign(signed, CONTRACT_CONTEXT),
-        **fields,
-    )
+    return _sign_identified(Contract, "contract_id", key, CONTRACT_CONTEXT, fields)
 
 
 def verify_contract(contract: Contract, public_key: bytes) -> None:
     """Check contractId, the holderId binding and the signature; raises ``SignatureError``."""
-    signed = contract_signed_bytes(contract)
-    if not hmac.compare_digest(hashlib.sha256(signed).digest(), contract.contract_id):
-        raise SignatureError("contractId does not match the contract")
-    check_holder_binding(contract.holder_id, public_key, "contract")
-    verify_signature(public_key, contract.signature, signed, CONTRACT_CONTEXT)
+    _verify_identified(
+        contract_signed_bytes(contract), contract.contract_id, contract.holder_id,
+        contract.signature, public_key, CONTRACT_CONTEXT, "contract",
+    )  # fmt: skip
 
 
 # Capabilities --------------------------------------------------------------------------------
