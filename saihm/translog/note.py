@@ -220,6 +220,9 @@ def sign_note(text: bytes, signers: Sequence[Signer]) -> bytes:
     _check_text(text)
     if not text.endswith(b"\n"):
         raise NoteError("note text must end with a newline")
+    if text == b"\n":
+        # parse_note refuses an empty text, so signing one would make a note nobody can open.
+        raise NoteError("note text is empty")
     if not signers:
         raise NoteError("a note needs at least one signature")
     lines = [text, b"\n"]

@@ -767,3 +767,12 @@ def test_extensions_need_a_verified_ed25519_signature(log_keys) -> None:
 def test_note_signature_dataclass_shape() -> None:
     _, sigs = parse_note(sign_note(b"x\n", [ALICE]))
     assert sigs == [NoteSignature(ALICE.name, ALICE.key_id, ALICE.sign(b"x\n"))]
+
+
+def test_sign_note_refuses_the_empty_text_that_parse_note_refuses() -> None:
+    """What sign_note writes, parse_note reads: an empty text is refused on both sides."""
+    signer = ed_signer("example.com/empty")
+    with pytest.raises(NoteError, match="empty"):
+        sign_note(b"\n", [signer])
+    with pytest.raises(NoteError, match="empty"):
+        parse_note(b"\n\n\xe2\x80\x94 example.com/empty AAAAAAAA\n")
