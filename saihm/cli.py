@@ -48,6 +48,11 @@ def _data(parser: argparse.ArgumentParser) -> None:
         "--authority-dir", metavar="DIR",
         help="the capability authority's key (default: DIR/../authority)",
     )  # fmt: skip
+    parser.add_argument(
+        "--log-keys-dir", metavar="DIR",
+        help="the log's checkpoint signing keys (default: DIR/log-keys; keep them off the "
+        "data volume in production)",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,7 +172,9 @@ def _bench_names() -> tuple[str, ...]:
 
 def config_from(args: argparse.Namespace) -> Config:
     """The Config for a command's --data/--kek-dir/--authority-dir."""
-    return Config.for_data(args.data, args.kek_dir, args.authority_dir)
+    return Config.for_data(
+        args.data, args.kek_dir, args.authority_dir, getattr(args, "log_keys_dir", None)
+    )
 
 
 def _print(obj: object) -> None:

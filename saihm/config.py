@@ -13,13 +13,14 @@ class Config:
     """Where things live and the operator's published policy.
 
     ``kek_dir`` and ``authority_dir`` default to siblings of the data directory
-    (``<data>/../kek``, ``<data>/../authority``); production puts them on other volumes or
-    machines (docs/operations.md).
+    (``<data>/../kek``, ``<data>/../authority``) and ``log_keys_dir`` to ``<data>/log-keys``;
+    production puts them on other volumes or machines (docs/operations.md).
     """
 
     data_dir: Path
     kek_dir: Path
     authority_dir: Path
+    log_keys_dir: Path
     origin: str = "saihm.localhost/log"
     tier: str = "STANDARD"
     map_size: int = 8 << 30
@@ -42,13 +43,18 @@ class Config:
     @classmethod
     def for_data(
         cls, data_dir: str | Path, kek_dir: str | Path | None = None,
-        authority_dir: str | Path | None = None, **options: object,
+        authority_dir: str | Path | None = None, log_keys_dir: str | Path | None = None,
+        **options: object,
     ) -> Config:  # fmt: skip
         """The configuration for one data directory, with the default sibling directories."""
         data = Path(data_dir).absolute()
         kek = Path(kek_dir).absolute() if kek_dir else data.parent / "kek"
         authority = Path(authority_dir).absolute() if authority_dir else data.parent / "authority"
-        return cls(data_dir=data, kek_dir=kek, authority_dir=authority, **options)  # type: ignore[arg-type]
+        log_keys = Path(log_keys_dir).absolute() if log_keys_dir else data / "log-keys"
+        return cls(
+            data_dir=data, kek_dir=kek, authority_dir=authority, log_keys_dir=log_keys,
+            **options,  # type: ignore[arg-type]
+        )  # fmt: skip
 
     @property
     def lmdb_dir(self) -> Path:
@@ -56,9 +62,11 @@ class Config:
         return self.data_dir / "lmdb"
 
     @property
-    def log_keys_dir(self) -> Path:
-        """The log's checkpoint signing keys (Ed25519 and ML-DSA-44)."""
-        return self.data_dir / "log-keys"
+    def verifier_keys_file(self) -> Path:
+        """The log's public checkpoint verifier keys, kept in the data directory wherever the
+        signing keys live, so offline tools (``saihm export``, ``saihm verify --data``) find
+        them."""
+        return self.data_dir / "checkpoint-verifier-keys.txt"
 
     @property
     def authority_public_key_file(self) -> Path:

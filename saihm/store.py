@@ -115,6 +115,10 @@ class Store(GroupCommit, PublicLog):
         self._memo_key = self.kek_dir.memo_key()
         self._access_key = secrets.token_bytes(32)
         self.log_keys = LogKeys.load(config.log_keys_dir)
+        if not config.verifier_keys_file.exists():
+            # Public, and needed by offline tools wherever the signing keys are kept.
+            keys = "".join(k + "\n" for k in self.log_keys.verifier_keys())
+            config.verifier_keys_file.write_text(keys)
         self.authority_public_key = config.authority_public_key_file.read_bytes()
         self._holder_keys: dict[bytes, HolderKey] = {}
         self._token_cache: dict[bytes, Capability] = {}

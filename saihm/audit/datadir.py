@@ -24,6 +24,7 @@ __all__ = ["read_data_dir"]
 
 # saihm/config.py
 LMDB_SUBDIR = "lmdb"
+VERIFIER_KEYS_FILE = "checkpoint-verifier-keys.txt"  # Config.verifier_keys_file
 LOG_KEYS_FILE = "log-keys/checkpoint-verifier-keys.txt"
 AUTHORITY_PUB = "authority.pub"
 # saihm/translog/storage.py TreeStorage.DB_NAMES[0]
@@ -65,9 +66,10 @@ def read_data_dir(data_dir: str | Path, *, with_cells: bool = False) -> Bundle:
     """
     data = Path(data_dir)
     try:
-        log_keys = [
-            line.strip() for line in (data / LOG_KEYS_FILE).read_text().splitlines() if line.strip()
-        ]
+        keys_file = data / VERIFIER_KEYS_FILE
+        if not keys_file.exists():  # data directories made before the keys could live elsewhere
+            keys_file = data / LOG_KEYS_FILE
+        log_keys = [line.strip() for line in keys_file.read_text().splitlines() if line.strip()]
         authority = (data / AUTHORITY_PUB).read_bytes()
     except FileNotFoundError as err:
         raise NotFound(f"{data} is not a saihm data directory: {err.filename}") from err

@@ -34,6 +34,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--authority-dir", metavar="DIR", help="the authority key (default DIR/../authority)"
     )
+    parser.add_argument(
+        "--log-keys-dir", metavar="DIR", help="the log's signing keys (default DIR/log-keys)"
+    )
 
 
 def _token_arg(parser: argparse.ArgumentParser) -> None:
@@ -147,7 +150,7 @@ def _run(ns: argparse.Namespace) -> int:
     from saihm.compose import open_operator
     from saihm.provider.vault import LocalVault
 
-    config = Config.for_data(ns.data, ns.kek_dir, ns.authority_dir)
+    config = Config.for_data(ns.data, ns.kek_dir, ns.authority_dir, ns.log_keys_dir)
     operator = open_operator(config, checkpointer=False)
     try:
         needs_authority = ns.action in ("init", "grant", "store")

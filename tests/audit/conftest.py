@@ -50,7 +50,8 @@ class World:
 
     @property
     def keys_file(self) -> Path:
-        return self.data / "log-keys" / "checkpoint-verifier-keys.txt"
+        """The public verifier keys the data directory publishes (Config.verifier_keys_file)."""
+        return self.config.verifier_keys_file
 
     def operator(self):
         """A fresh operator over this copy (close with ``op.store.close()``)."""

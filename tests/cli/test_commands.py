@@ -174,3 +174,30 @@ def test_the_installed_script_exits_non_zero_on_unknown_commands_and_prints_help
     for command in ("serve", "holder", "session", "grant", "kek", "rebuild", "export", "verify",
                     "monitor", "replay", "memory", "bench"):  # fmt: skip
         assert command in done.stdout
+
+
+def test_log_keys_can_live_off_the_data_volume_and_offline_tools_still_verify(
+    capsys, tmp_path
+) -> None:
+    """With --log-keys-dir the data directory holds no checkpoint signing key, only the public
+    verifier keys that export and verify need."""
+    data, keys = tmp_path / "data", tmp_path / "elsewhere" / "log-keys"
+    created = run_json(capsys, "holder", "create", "--data", str(data), "--log-keys-dir", str(keys))
+    operator = open_operator(Config.for_data(data, log_keys_dir=keys), checkpointer=False)
+    try:
+        operator.call(created["token"], "saihm_remember", {"content": "signed elsewhere"})
+    finally:
+        operator.store.close()
+    assert not (data / "log-keys").exists()
+    assert any(p.name.endswith(".key") or "PRIVATE" in p.read_text() for p in keys.iterdir())
+    for path in data.rglob("*"):
+        if path.is_file() and path.suffix != ".mdb":
+            assert "PRIVATE+KEY" not in path.read_text(errors="ignore"), path
+    published = (data / "checkpoint-verifier-keys.txt").read_text().split()
+    assert published == [
+        line for line in (keys / "checkpoint-verifier-keys.txt").read_text().split()
+    ]
+    bundle = tmp_path / "bundle.saihm"
+    assert run(capsys, "export", "--data", str(data), "--out", str(bundle))[0] == 0
+    code, out, err = run(capsys, "verify", str(bundle), "--no-progress")
+    assert code == 0, out + err
