@@ -181,7 +181,7 @@ def _holder_key(base: str, holder: bytes, state: _State) -> bytes:
     for item in page["receipts"]:
         receipt = Receipt.from_cbor(base64.b64decode(item["cbor"]))
         if receipt.operation == Operation.KEY and receipt.holder_id == holder:
-            key = bytes(receipt.detail)  # type: ignore[arg-type]
+            key = receipt.public_key
             verify_receipt(receipt, key)
             holders[holder.hex()] = base64.b64encode(key).decode()
             return key
@@ -197,7 +197,7 @@ def _spot_check(base: str, size: int, root: bytes, n: int, state: _State, result
         try:
             receipt = Receipt.from_cbor(leaf)
             key = (
-                bytes(receipt.detail)  # type: ignore[arg-type]
+                receipt.public_key
                 if receipt.operation == Operation.KEY
                 else _holder_key(base, receipt.holder_id, state)
             )

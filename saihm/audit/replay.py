@@ -44,7 +44,7 @@ def receipt_json(index: int, receipt: Receipt) -> dict:
     if isinstance(detail, bytes):
         detail = base64.b64encode(detail).decode()
     elif detail is not None:
-        detail = detail.to_map()  # type: ignore[union-attr]
+        detail = receipt.detail_map()
     return {"index": index, "receiptId": receipt.receipt_id.hex(),
             "subjectId": receipt.subject_id.hex(), "operation": str(receipt.operation),
             "holderId": receipt.holder_id.hex(), "timestamp": receipt.timestamp,
@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
                 skipped += 1
                 continue
             if receipt.operation == Operation.KEY and receipt.holder_id not in holders:
-                holders[receipt.holder_id] = (index, bytes(receipt.detail))  # type: ignore[arg-type]
+                holders[receipt.holder_id] = (index, receipt.public_key)
             derived.apply(index, receipt)
             sink.receipt(index, receipt, receipt_json(index, receipt))
             if index % 1024 == 1023:

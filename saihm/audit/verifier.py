@@ -115,7 +115,7 @@ def _check_leaves(
         holder = receipt.holder_id
         public_key = keys.get(holder)
         if receipt.operation == Operation.KEY and public_key is None:
-            public_key = bytes(receipt.detail)  # type: ignore[arg-type]
+            public_key = receipt.public_key
             if holder_id_of(public_key) != holder:
                 report.fail("key", "KEY receipt's holderId is not SHA-256 of its key", index)
                 continue

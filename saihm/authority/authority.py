@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from pathlib import Path
 
 from saihm.errors import MalformedInput
 from saihm.events import Capability, CapabilityScope, sign_capability
-from saihm.events.identity import HolderKey
+from saihm.events.identity import AuthorityKey
 
 SEED_FILE = "authority.seed"
 PUBLIC_FILE = "authority.pub"
@@ -23,7 +22,7 @@ class Authority:
     GRANT receipt is in the log and no UNGRANT follows it.
     """
 
-    def __init__(self, key: HolderKey, directory: Path) -> None:
+    def __init__(self, key: AuthorityKey, directory: Path) -> None:
         self._key = key
         self.directory = directory
 
@@ -41,8 +40,8 @@ class Authority:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(seed_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
-                f.write(secrets.token_bytes(32))
-        key = HolderKey.from_seed(seed_file.read_bytes())
+                f.write(AuthorityKey.generate().seed_bytes())
+        key = AuthorityKey.from_seed(seed_file.read_bytes())
         public = path / PUBLIC_FILE
         if not public.exists():
             public.write_bytes(key.public_key)

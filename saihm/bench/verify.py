@@ -61,7 +61,7 @@ def _floor(bundle: Bundle) -> float:
     for leaf in bundle.leaves:
         r = Receipt.from_cbor(leaf)
         if r.operation == Operation.KEY:
-            keys[r.holder_id] = bytes(r.detail)  # type: ignore[arg-type]
+            keys[r.holder_id] = r.public_key
         triples.append((keys[r.holder_id], r.signature, receipt_signed_bytes(r)))
     started = time.perf_counter()
     for public_key, signature, message in triples:

@@ -12,7 +12,6 @@ CBOR of the map without key 1. Vote: {1: proposalId, 2: voterId, 3: approve, 4: 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 from typing import Annotated, Any, Self
 
@@ -21,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field, Strict
 from saihm.events._types import U64, Id32, Nonce16, Text, build, read_map
 from saihm.events.codec import encode
 from saihm.events.details import ProposeDetail
-from saihm.events.errors import SignatureError
 
 __all__ = ["Proposal"]
 
@@ -77,12 +75,6 @@ class Proposal(BaseModel):
             7: self.timestamp,
             8: self.proposal_nonce,
         }
-
-    def check_id(self) -> None:
-        """Raise ``SignatureError`` unless proposal_id is SHA-256 of the map without key 1."""
-        want = hashlib.sha256(encode(self.unsigned_map())).digest()
-        if not hmac.compare_digest(want, self.proposal_id):
-            raise SignatureError("proposalId does not match the proposal")
 
     def detail(self) -> ProposeDetail:
         """The public PROPOSE receipt detail."""

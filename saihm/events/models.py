@@ -155,6 +155,22 @@ class Receipt(BaseModel):
             raise ValueError(f"{self.operation.value} receipts carry a {want.__name__} detail")
         return self
 
+    @property
+    def public_key(self) -> bytes:
+        """The holder's ML-DSA-65 public key a KEY receipt carries; ``ValueError`` otherwise."""
+        if not isinstance(self.detail, bytes):
+            raise ValueError(f"a {self.operation.value} receipt carries no public key")
+        return self.detail
+
+    def detail_map(self) -> dict[str, Any] | None:
+        """The PROPOSE, VOTE or GRANT detail as its CBOR map (None when there is none).
+
+        A KEY receipt's detail is the public key, not a map: use :attr:`public_key`.
+        """
+        if self.detail is None or isinstance(self.detail, bytes):
+            return None
+        return self.detail.to_map()
+
     def unsigned_map(self) -> dict[int, Any]:
         """The receipt map without keys 1 (receiptId) and 5 (signature): what is signed."""
         m: dict[int, Any] = {
@@ -165,7 +181,7 @@ class Receipt(BaseModel):
             8: self.receipt_nonce,
         }
         if self.detail is not None:
-            m[7] = self.detail if isinstance(self.detail, bytes) else self.detail.to_map()
+            m[7] = self.detail if isinstance(self.detail, bytes) else self.detail_map()
         return m
 
     def to_cbor(self) -> bytes:

@@ -12,6 +12,7 @@ import base64
 from typing import Any
 
 from saihm.errors import VerificationFailed
+from saihm.events import Operation, Receipt
 
 __all__ = ["receipt_entry", "receipt_json", "verifier_key_json"]
 
@@ -24,12 +25,12 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _detail_json(detail: object) -> object:
-    if detail is None:
+def _detail_json(receipt: Receipt) -> object:
+    if receipt.detail is None:
         return None
-    if isinstance(detail, bytes):  # KEY: the holder's ML-DSA-65 public key
-        return detail.hex()
-    mapping: dict[str, Any] = detail.to_map()  # type: ignore[attr-defined]
+    if receipt.operation == Operation.KEY:
+        return receipt.public_key.hex()
+    mapping = receipt.detail_map() or {}
     out: dict[str, Any] = {}
     for key, value in mapping.items():
         if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -51,8 +52,6 @@ def receipt_json(leaf: bytes) -> dict[str, Any]:
     as decimal strings) for PROPOSE, VOTE and GRANT, and null otherwise. Raises
     :class:`VerificationFailed` if the stored leaf is not a receipt.
     """
-    from saihm.events import Receipt
-
     try:
         receipt = Receipt.from_cbor(leaf)
     except Exception as err:  # DecodeError or pydantic's ValidationError
@@ -65,7 +64,7 @@ def receipt_json(leaf: bytes) -> dict[str, Any]:
         "timestamp": str(receipt.timestamp),
         "receiptNonce": receipt.receipt_nonce.hex(),
         "signature": receipt.signature.hex(),
-        "detail": _detail_json(receipt.detail),
+        "detail": _detail_json(receipt),
     }
 
 
