@@ -27,8 +27,6 @@ __all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "add_log_routes"]
 IMMUTABLE = "public, max-age=31536000, immutable"
 SHORT = "public, max-age=1"
 KEYS = "public, max-age=300"
-#: Hashes in a full tile (C2SP tlog-tiles, height 8).
-FULL_TILE = 256
 #: Most entries one ``/log/v1/entries`` call returns.
 MAX_ENTRIES = 1000
 #: Most receipts one ``/log/v1/receipts`` page returns.
@@ -97,7 +95,7 @@ async def get_tile(request: web.Request) -> web.Response:
 
     _only(request, set())
     tile = parse_tile_path("tile/" + request.match_info["path"])
-    width = None if tile.width in (None, FULL_TILE) else tile.width
+    width = tile.width  # None for a full tile, 1..255 for a partial one
     store = _store(request)
     if tile.level is None:
         data = await run_sync(request, store.entry_bundle, tile.index, width)

@@ -49,7 +49,10 @@ async def test_sharing_lifecycle_through_the_console_script_against_saihm_serve(
             contract_id = shared.structured_content["contractId"]
 
             before = await grantee.call_tool("saihm_recall", {})
-            assert before.structured_content["cells"] in ([], None)
+            assert (before.structured_content["status"], before.structured_content["cells"]) == (
+                "empty",
+                [],
+            )
 
             status, accepted = post(url, bob["token"], "saihm_accept_contract",
                                     {"contractId": contract_id})  # fmt: skip
@@ -64,11 +67,17 @@ async def test_sharing_lifecycle_through_the_console_script_against_saihm_serve(
             revoked = await owner.call_tool("saihm_revoke_share", {"contractId": contract_id})
             assert revoked.structured_content["status"] == "revoked"
             gone = await grantee.call_tool("saihm_recall", {})
-            assert gone.structured_content["cells"] in ([], None)
+            assert (gone.structured_content["status"], gone.structured_content["cells"]) == (
+                "empty",
+                [],
+            )
 
             forgotten = await owner.call_tool("saihm_forget", {"id": cell_id})
             assert forgotten.structured_content["status"] == "erased"
             again = await owner.call_tool("saihm_forget", {"id": cell_id})
             assert again.structured_content["status"] == "not_found_or_already_erased"
             empty = await owner.call_tool("saihm_recall", {})
-            assert empty.structured_content["cells"] in ([], None)
+            assert (empty.structured_content["status"], empty.structured_content["cells"]) == (
+                "empty",
+                [],
+            )
