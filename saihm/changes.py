@@ -82,7 +82,7 @@ class GroupCommit:
     def _memo(self, cell_bytes: bytes) -> bytes:
         raise NotImplementedError
 
-    def checkpoint_now(self) -> bytes | None:
+    def checkpoint_now(self) -> bytes:
         raise NotImplementedError
 
     def commit(self, change: Change) -> Change:

@@ -28,7 +28,7 @@ class PublicLog:
     projections: Projections
     _db: dict[bytes, object]
 
-    def checkpoint_now(self) -> bytes | None:
+    def checkpoint_now(self) -> bytes:
         raise NotImplementedError
 
     def _latest_checkpoint(self, txn: lmdb.Transaction) -> tuple[int, bytes] | None:
@@ -41,11 +41,7 @@ class PublicLog:
         """The newest signed checkpoint (signing one first if the log has none)."""
         with self.env.begin() as txn:
             latest = self._latest_checkpoint(txn)
-        if latest is None:
-            note = self.checkpoint_now()
-            assert note is not None
-            return note
-        return latest[1]
+        return self.checkpoint_now() if latest is None else latest[1]
 
     def checkpoints(self) -> Iterator[tuple[int, bytes]]:
         """Every stored checkpoint, by size."""

@@ -160,7 +160,7 @@ class Store(GroupCommit, PublicLog):
 
     # -- checkpoints ----------------------------------------------------------------------
 
-    def checkpoint_now(self) -> bytes | None:
+    def checkpoint_now(self) -> bytes:
         """Sign a checkpoint for the current size if none exists yet; return the latest note."""
         with self.env.begin() as txn:
             size = self.tree.size(txn)

@@ -81,8 +81,6 @@ async def get_checkpoint(request: web.Request) -> web.Response:
     """
     store = _store(request)
     note = await run_sync(request, store.checkpoint_now)
-    if note is None:
-        note = await run_sync(request, store.latest_checkpoint)
     return web.Response(
         body=note, content_type="text/plain", charset="utf-8", headers={"Cache-Control": SHORT}
     )
