@@ -114,6 +114,10 @@ class GroupCommit:
         applied: list[Change] = []
         try:
             with self.env.begin(write=True) as txn:
+                # Guards and projections read projections, never the tree: each change is
+                # applied before the next guard runs, and all leaves go into the tree at once.
+                first = self.tree.size(txn)
+                leaves: list[bytes] = []
                 for change in batch:
                     try:
                         outcome = change.guard(txn) if change.guard else None
@@ -123,8 +127,13 @@ class GroupCommit:
                     if outcome is not None:
                         change.outcome = outcome
                         continue
-                    self._write_change(txn, change)
+                    leaves.extend(self._write_change(txn, change, first + len(leaves)))
                     applied.append(change)
+                if leaves:
+                    appended_at = self.tree.append(txn, leaves)
+                    if appended_at != first:
+                        raise RuntimeError("the tree grew inside this write transaction")
+                    self._count_calls(txn, applied)
                 self._fault("before_commit")
         except Exception as err:
             # LMDB aborts a transaction that fails, so nothing of the batch should be there; the
@@ -159,7 +168,9 @@ class GroupCommit:
             return True
         return False
 
-    def _write_change(self, txn: lmdb.Transaction, change: Change) -> None:
+    def _write_change(self, txn: lmdb.Transaction, change: Change, first: int) -> list[bytes]:
+        """Store ``change``'s private parts and apply its receipts, numbered from ``first``, to
+        the projections; return its leaves for the caller to append to the tree."""
         for subject_id, body in change.bodies.items():
             txn.put(subject_id, body.encode(), db=self._db[BODIES])
         for holder_id, seed in change.seeds:
@@ -171,17 +182,19 @@ class GroupCommit:
         for cell_id in change.destroy:
             self.keyring.destroy(txn, cell_id)
         leaves = [receipt.to_cbor() for receipt in change.receipts]
-        first = self.tree.append(txn, leaves)
         for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
-            index = first + offset
             body = change.bodies.get(receipt.subject_id)
-            self.projections.apply(txn, index, LeafView.from_leaf(leaf), body)
-            change.indexes.append(index)
-        elapsed_ms = (time.monotonic() - change.started) * 1000
-        self._count_call(txn, elapsed_ms <= self.config.service_window_ms)
+            # The same input a rebuild reads: the leaf as stored, not the model it came from.
+            self.projections.apply(txn, first + offset, LeafView.from_leaf(leaf), body)
+            change.indexes.append(first + offset)
+        return leaves
 
-    def _count_call(self, txn: lmdb.Transaction, within_window: bool) -> None:
+    def _count_calls(self, txn: lmdb.Transaction, applied: list[Change]) -> None:
+        """Count the batch's calls, and those within the service window, for ``prs``."""
+        now = time.monotonic()
+        window = self.config.service_window_ms / 1000
+        within = sum(now - change.started <= window for change in applied)
         day = u64(int(self.clock()) // 86_400)
         raw = txn.get(day, db=self._db[STATS])
         calls, ok = (0, 0) if raw is None else loads(raw)
-        txn.put(day, dumps([calls + 1, ok + int(within_window)]), db=self._db[STATS])
+        txn.put(day, dumps([calls + len(applied), ok + within]), db=self._db[STATS])

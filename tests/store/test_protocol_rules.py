@@ -759,3 +759,54 @@ def test_when_unsure_whether_a_receipt_was_written_the_store_looks_it_up(world) 
     index, _ = world.store.receipt(bytes.fromhex(result["receiptId"]))
     assert index == world.store.size() - 1
     assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["written after all"]
+
+
+def test_concurrent_calls_grouped_into_one_batch_each_get_their_own_leaf(world, tmp_path) -> None:
+    """Group commit: changes waiting together are written in one transaction, each guard sees
+    the changes before it (a forget repeated in the same batch writes no second receipt), and
+    the tree, the projections and every answer agree."""
+    from saihm.projections import apply as PJ
+
+    alice = world.holder()
+    cells = [world.call(alice, "saihm_remember", content=f"c{i}")["cellId"] for i in range(6)]
+    size = world.store.size()
+    # Hold the commit lock so every call queues, then release: they form one batch.
+    with world.store._cv:
+        world.store._committing = True
+    calls = [("saihm_remember", {"content": f"new {i}"}) for i in range(6)]
+    calls += [("saihm_forget", {"id": cells[0]}), ("saihm_forget", {"id": cells[0]})]
+    calls += [("saihm_forget", {"id": c}) for c in cells[1:3]]
+    results: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        method, params = calls[i]
+        results[i] = world.call(alice, method, **params)
+
+    import threading
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for _ in range(2000):  # bounded: every call reaches the queue within 10 s or the test fails
+        if len(world.store._queue) == len(calls):
+            break
+        threading.Event().wait(0.005)
+    else:
+        raise AssertionError("not every call reached the commit queue")
+    with world.store._cv:
+        world.store._committing = False
+        world.store._cv.notify_all()
+    for t in threads:
+        t.join()
+    forgets = [results[6], results[7]]
+    assert sorted(r["success"] for r in forgets) == [False, True]
+    assert world.store.size() == size + 6 + 1 + 2
+    anchors = [r.get("receiptId") or r.get("destructionAnchor") for r in results]
+    indexes = [world.store.receipt(bytes.fromhex(a))[0] for a in anchors if a]
+    assert sorted(indexes) == list(range(size, size + 9))  # one leaf each, no gap, no overlap
+    with world.store.read_txn() as txn:
+        assert world.store.projections.applied(txn) == world.store.size()
+        assert world.store.projection(txn, PJ.ERASURES, bytes.fromhex(cells[0])) is not None
+    recalled = sorted(c["plaintext"] for c in world.call(alice, "saihm_recall"))
+    assert recalled == sorted([f"c{i}" for i in range(3, 6)] + [f"new {i}" for i in range(6)])
+    assert world.store.rebuild_into(tmp_path / "rebuilt")["identical"]
