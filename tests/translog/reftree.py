@@ -8,9 +8,8 @@ from saihm.translog import EMPTY_ROOT, leaf_hash, node_hash
 
 
 def vectors_dir() -> Path:
-    """``../shared/vectors`` beside the repository, else ``/work/shared/vectors``."""
-    beside = Path(__file__).parents[2].parent / "shared" / "vectors"
-    return beside if beside.is_dir() else Path("/work/shared/vectors")
+    """``tests/vectors``: the public vectors copied into the repository (see its README)."""
+    return Path(__file__).parents[1] / "vectors"
 
 
 def ref_root(hashes: list[bytes]) -> bytes:
