@@ -78,6 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body", type=int, default=1 << 20, metavar="BYTES",
         help="largest accepted request body (default 1 MiB)",
     )  # fmt: skip
+    serve.add_argument(
+        "--origin",
+        help="the log's identity, fixed when DIR is created (default: "
+        "saihm.localhost/log/<8 hex of the log key hash>; see docs/formats.md)",
+    )
+    serve.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="URL=VKEY",
+        help="submit each new checkpoint to this tlog-witness (submission URL and its "
+        "verifier key; repeatable; default none)",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
@@ -154,6 +167,7 @@ DELEGATED_HELP = {
     "monitor": "mirror a log's checkpoints and report rollbacks and forks",
     "replay": "rebuild the public projections of a bundle for research",
     "memory": "RFC 0007 memory provider (local-vault): init, grant, query, pending, ...",
+    "witness": "run a C2SP tlog-witness: 'saihm witness serve --state DIR --log VKEY'",
 }
 DELEGATED = {
     **{
@@ -161,6 +175,7 @@ DELEGATED = {
         for name in ("export", "verify", "monitor", "replay")
     },
     "memory": _delegate("saihm.provider.cli", "main"),
+    "witness": _delegate("saihm.witness.server", "main"),
 }
 
 
@@ -171,9 +186,19 @@ def _bench_names() -> tuple[str, ...]:
 
 
 def config_from(args: argparse.Namespace) -> Config:
-    """The Config for a command's --data/--kek-dir/--authority-dir."""
+    """The Config for a command's --data/--kek-dir/--authority-dir (and serve's --origin,
+    --witness); the origin is the one the data directory records."""
+    options: dict[str, object] = {"origin": getattr(args, "origin", None)}
+    if getattr(args, "witness", None):
+        from saihm.witness.submit import parse_witness
+
+        options["witnesses"] = tuple(parse_witness(w).spec for w in args.witness)
     return Config.for_data(
-        args.data, args.kek_dir, args.authority_dir, getattr(args, "log_keys_dir", None)
+        args.data,
+        args.kek_dir,
+        args.authority_dir,
+        getattr(args, "log_keys_dir", None),
+        **options,
     )
 
 

@@ -20,7 +20,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,11 +40,13 @@ from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.events.identity import HolderKey
 from saihm.events.signing import verify_capability
 from saihm.keyring import KekDirectory, Keyring
+from saihm.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 from saihm.projections import Body, LeafView, Projections, u64
 from saihm.projections import apply as P
 from saihm.projections.keys import dumps, loads, read_u64
 from saihm.publiclog import CHECKPOINTS, PublicLog
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
+from saihm.translog.witness import append_cosignatures
 
 log = logging.getLogger("saihm.store")
 
@@ -115,6 +117,8 @@ class Store(GroupCommit, PublicLog):
         self._memo_key = self.kek_dir.memo_key()
         self._access_key = secrets.token_bytes(32)
         self.log_keys = LogKeys.load(config.log_keys_dir)
+        #: The log's identity, fixed when the data directory was created (saihm/origin.py).
+        self.origin = settle_origin(config.data_dir, config.origin, self.log_keys.origin)
         if not config.verifier_keys_file.exists():
             # Public, and needed by offline tools wherever the signing keys are kept.
             keys = "".join(k + "\n" for k in self.log_keys.verifier_keys())
@@ -137,7 +141,10 @@ class Store(GroupCommit, PublicLog):
         """Create a data directory's log keys and pin the authority key (first run only)."""
         config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not config.log_keys_dir.exists():
-            LogKeys.generate(config.origin).save(config.log_keys_dir)
+            generate_log_keys(recorded_origin(config.data_dir) or config.origin).save(
+                config.log_keys_dir
+            )
+        record_origin(config.data_dir, LogKeys.load(config.log_keys_dir).origin)
         if not config.authority_public_key_file.exists():
             config.authority_public_key_file.write_bytes(authority_public_key)
         KekDirectory(config.kek_dir)
@@ -168,12 +175,28 @@ class Store(GroupCommit, PublicLog):
             if latest is not None and latest[0] >= size:
                 return latest[1]
             root = self.tree.root(txn, size)
-        note = self.log_keys.sign(Checkpoint(self.config.origin, size, root))
+        note = self.log_keys.sign(Checkpoint(self.origin, size, root))
         with self.env.begin(write=True) as txn:
             txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False)
             self._fault("checkpoint")
         self._last_checkpoint = self.clock()
         return note
+
+    def add_cosignatures(self, size: int, lines: Sequence[bytes]) -> bytes:
+        """Append witness cosignature lines (c2sp.org/tlog-cosignature) to the stored
+        checkpoint of ``size`` and return the note; lines of keys it carries are skipped.
+
+        The caller has verified them (saihm/witness/submit.py). Raises ``NotFound`` if no
+        checkpoint of that size is stored, ``NoteError`` for a malformed line.
+        """
+        with self.env.begin(write=True) as txn:
+            note = txn.get(u64(size), db=self._db[CHECKPOINTS])
+            if note is None:
+                raise NotFound("no checkpoint of that size")
+            merged = append_cosignatures(bytes(note), lines)
+            if merged != note:
+                txn.put(u64(size), merged, db=self._db[CHECKPOINTS])
+        return merged
 
     def _checkpoint_loop(self) -> None:
         while not self._stop.wait(self.config.checkpoint_interval):

@@ -103,7 +103,7 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
         f"saihm: KEK directory {config.kek_dir} (keep it on another volume in production)\n"
         f"saihm: authority {config.authority_dir} (signs capability tokens; the server reads "
         f"only {config.authority_public_key_file})\n"
-        f"saihm: log keys {config.log_keys_dir}\n"
+        f"saihm: log keys {config.log_keys_dir}; log origin {config.origin}\n"
         f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
         f" governance at {url}governance\n"
         "saihm: first call (in another terminal):\n"
@@ -205,6 +205,7 @@ def main(args: argparse.Namespace) -> int:
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)
+            config = config_from(args)  # now with the origin the new directory recorded
         sock = bind(args.host, args.port)
     except SaihmError as err:
         print(f"saihm: error: {err}", file=sys.stderr)
