@@ -40,6 +40,7 @@ from saihm.translog import (
     verify_consistency,
     verify_inclusion,
 )
+from saihm.translog.witness import verify_cosignatures
 
 __all__ = ["Round", "check_once", "main"]
 
@@ -106,8 +107,15 @@ def check_once(
     spot_check: int = 0,
     max_stale: float = 300.0,
     now: float | None = None,
+    witnesses: list[str] | None = None,
+    min_witnesses: int = 1,
 ) -> Round:
-    """Run one monitoring round against ``url``; return its outcome (alarms, head)."""
+    """Run one monitoring round against ``url``; return its outcome (alarms, head).
+
+    With ``witnesses`` (verifier keys), the round checks the newest witnessed checkpoint
+    (``/log/checkpoint?witnessed=1``) and alarms unless ``min_witnesses`` of them cosigned it
+    (:func:`saihm.translog.witness.verify_cosignatures`).
+    """
     base = url.rstrip("/")
     state = _State(Path(state_dir))
     result = Round()
@@ -120,12 +128,18 @@ def check_once(
             keys = [k["vkey"] for k in _json(f"{base}/log/v1/keys")["checkpointKeys"]]
             result.notes.append("keys pinned by trust on first use of /log/v1/keys")
         state.pin(keys)
-    note = _get(f"{base}/log/checkpoint")
+    note = _get(f"{base}/log/checkpoint" + ("?witnessed=1" if witnesses else ""))
     try:
         cp = verify_checkpoint(note, keys)
     except (NoteError, SaihmError, ValueError) as err:
         result.alarms.append(f"bad signature: the checkpoint does not verify: {err}")
         return result
+    if witnesses:
+        try:
+            verify_cosignatures(note, witnesses, min_witnesses, now=clock)
+        except SaihmError as err:
+            result.alarms.append(f"witnesses: {err}")
+            return result
     result.size, result.root = cp.size, cp.root_hash.hex()
     last_size = state.data.get("size")
     last_root = bytes.fromhex(state.data["root"]) if "root" in state.data else None
@@ -227,7 +241,11 @@ def main(argv: list[str]) -> int:
                         help="verify the newest N entries and their inclusion")  # fmt: skip
     parser.add_argument("--max-stale", type=float, default=300.0, metavar="S",
                         help="alarm when leaves stay beyond the checkpoint this long")  # fmt: skip
+    from saihm.audit.cli import add_witness_options, witness_policy
+
+    add_witness_options(parser)
     opts = parser.parse_args(argv)
+    need = witness_policy(parser, opts)
     trust = None
     if opts.trust:
         lines = Path(opts.trust).read_text().splitlines()
@@ -235,7 +253,8 @@ def main(argv: list[str]) -> int:
     while True:
         try:
             result = check_once(opts.url, opts.state, trust=trust, spot_check=opts.spot_check,
-                                max_stale=opts.max_stale)  # fmt: skip
+                                max_stale=opts.max_stale, witnesses=opts.witness or None,
+                                min_witnesses=need)  # fmt: skip
         except (urllib.error.URLError, OSError, ValueError) as err:
             result = Round(alarms=[f"unreachable or malformed answer: {err}"])
         print(json.dumps({"url": opts.url, "size": result.size, "root": result.root,
