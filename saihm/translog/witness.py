@@ -207,7 +207,8 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
 
     The old size line is ``old <decimal, no leading zeros>``; each proof line one canonical
     base64 hash of 32 bytes, at most 63 of them; then an empty line and the checkpoint note,
-    which must itself parse as a signed note. c2sp.org/tlog-witness "add-checkpoint".
+    which must parse as a signed note whose text is a checkpoint (c2sp.org/tlog-witness
+    "add-checkpoint").
     """
     try:
         text = body.decode("utf-8")
@@ -233,7 +234,7 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
         proof.append(value)
     raw = note.encode("utf-8")
     try:
-        parse_note(raw)
+        Checkpoint.parse(parse_note(raw)[0])
     except NoteError as err:
         raise MalformedInput(f"the checkpoint is not a signed note: {err}") from err
     return AddCheckpoint(int(match.group(1)), tuple(proof), raw)
