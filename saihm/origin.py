@@ -4,7 +4,7 @@ c2sp.org/tlog-checkpoint calls the origin "a unique identifier for the log ident
 issued the checkpoint", and c2sp.org/tlog-witness keys a witness's state by it, so two
 deployments must never share one and a log must never change its own. The origin is recorded
 in ``<data>/origin`` (one line, written once, fsync'd) and is the key name of both checkpoint
-keys. Rules (docs/formats.md §3):
+keys. Rules (docs/formats.md §2):
 
 - ``saihm serve --origin ORIGIN`` on a new data directory records ORIGIN; without ``--origin``
   the default is ``saihm.localhost/log/<first 8 hex of SHA-256 of the log's Ed25519 public

@@ -84,7 +84,7 @@ def checkpoint_size(note: bytes) -> int:
 async def get_checkpoint(request: web.Request) -> web.Response:
     """``GET /log/checkpoint``: the signed note for the current tree size (text/plain), with
     every witness cosignature collected for it so far appended as note signature lines
-    (c2sp.org/tlog-cosignature; docs/formats.md §3).
+    (c2sp.org/tlog-cosignature; docs/formats.md §2).
 
     A checkpoint is signed on demand when the log grew since the last one, so a reader never
     waits a checkpoint interval to prove a receipt it has just been given; that is at most

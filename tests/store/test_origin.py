@@ -1,4 +1,4 @@
-"""The log's identity (saihm/origin.py, docs/formats.md §3): chosen once when the data
+"""The log's identity (saihm/origin.py, docs/formats.md §2): chosen once when the data
 directory is created, a default unique per deployment, refused when a later start names
 another, kept by first-round directories, and read by every command that opens the store."""
 
