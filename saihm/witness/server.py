@@ -27,6 +27,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from aiohttp import web
 
@@ -209,8 +210,15 @@ def load_or_create_key(path: Path, name: str | None) -> tuple[CosignatureV1Signe
     return signer, True
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (exit 2), like every other saihm error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="saihm witness serve",
         description="Run a C2SP tlog-witness: POST /add-checkpoint cosigns checkpoints of the "
         "configured logs that are consistent with the last one it cosigned (per origin, kept "
@@ -271,14 +279,24 @@ def _log_keys(opts: argparse.Namespace) -> list[str]:
     return keys
 
 
-async def _run(witness: Witness, opts: argparse.Namespace) -> None:
-    from saihm.http.serve import LOOPBACK, bind, tls_context
+def _check_listen(opts: argparse.Namespace) -> bool:
+    """Plain HTTP only on the loopback, as for ``saihm serve``; return True for TLS."""
+    from saihm.http.serve import LOOPBACK
 
     tls = bool(opts.tls_cert or opts.tls_key)
     if tls and not (opts.tls_cert and opts.tls_key):
         raise MalformedInput("give both --tls-cert and --tls-key")
     if not tls and opts.host not in LOOPBACK:
         raise MalformedInput(f"refusing plain http on {opts.host}: give --tls-cert and --tls-key")
+    if not 0 <= opts.port <= 65535:
+        raise MalformedInput("--port must be 0..65535")
+    return tls
+
+
+async def _run(witness: Witness, opts: argparse.Namespace) -> None:
+    from saihm.http.serve import bind, tls_context
+
+    tls = _check_listen(opts)
     context = tls_context(opts.tls_cert, opts.tls_key) if tls else None
     sock = bind(opts.host, opts.port)
     runner = web.AppRunner(create_witness_app(witness), access_log=None, handle_signals=False)
@@ -325,6 +343,8 @@ def main(args: argparse.Namespace | list[str]) -> int:
     state_dir = Path(opts.state)
     try:
         keys = _log_keys(opts)
+        _check_listen(opts)
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         signer, created = load_or_create_key(Path(opts.key or state_dir / KEY_FILE), opts.name)
         (state_dir / VKEY_FILE).write_text(signer.vkey() + "\n")
         state = WitnessState(state_dir)
