@@ -1,0 +1,128 @@
+"""The operator's side of witnessing, in process: cosignatures stored with the checkpoint and
+served at ``GET /log/checkpoint``, ``?witnessed=1``, the serve option's validation, and the
+one-submitter lock shared by processes on one data directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from saihm.compose import open_operator
+from saihm.config import Config
+from saihm.errors import NotFound
+from saihm.http.app import create_app
+from saihm.translog import verify_checkpoint
+from saihm.translog.note import NoteError, parse_note
+from saihm.translog.witness import CosignatureV1Signer, verify_cosignatures
+from saihm.witness.submit import Submitter, parse_witness
+
+SAIHM = str(Path(sys.executable).parent / "saihm")
+W = CosignatureV1Signer("w.example/one", Ed25519PrivateKey.generate())
+
+
+@pytest.fixture
+def operator(tmp_path):
+    operator = open_operator(Config.for_data(tmp_path / "d", origin="op.example/log"))
+    yield operator
+    operator.store.close()
+
+
+def _cosign(operator) -> bytes:
+    store = operator.store
+    note = store.checkpoint_now()
+    body = note[: note.rindex(b"\n\n") + 1]
+    size = int(body.split(b"\n")[1])
+    return store.add_cosignatures(size, [W.cosign(body)])
+
+
+async def test_the_checkpoint_is_served_with_its_cosignatures(aiohttp_client, operator) -> None:
+    operator.create_holder()
+    merged = _cosign(operator)
+    client = await aiohttp_client(create_app(operator))
+    async with client.get("/log/checkpoint") as resp:
+        assert resp.status == 200
+        served = await resp.read()
+    assert served == merged
+    keys = operator.store.log_keys.verifier_keys()
+    assert verify_checkpoint(served, keys, "op.example/log").size == operator.store.size()
+    assert verify_cosignatures(served, [W.vkey()], 1) == [W.name]
+
+
+async def test_witnessed_asks_for_the_newest_cosigned_checkpoint(aiohttp_client, operator) -> None:
+    client = await aiohttp_client(create_app(operator))
+    async with client.get("/log/checkpoint?witnessed=1") as resp:
+        assert (resp.status, await resp.json()) == (404, {"error": "not_found"})
+    operator.create_holder()
+    cosigned = _cosign(operator)
+    operator.create_holder()  # a newer checkpoint, not cosigned yet
+    async with client.get("/log/checkpoint") as resp:
+        newest = await resp.read()
+    assert len(parse_note(newest)[1]) == 2
+    async with client.get("/log/checkpoint?witnessed=1") as resp:
+        assert resp.status == 200 and await resp.read() == cosigned
+    for query in ("witnessed=0", "witnessed=yes", "witnessed=1&witnessed=1", "size=3"):
+        async with client.get(f"/log/checkpoint?{query}") as resp:
+            assert (resp.status, await resp.json()) == (400, {"error": "bad_request"})
+
+
+def test_add_cosignatures_needs_a_stored_checkpoint_and_well_formed_lines(operator) -> None:
+    with pytest.raises(NotFound):
+        operator.store.add_cosignatures(10**6, [])
+    size = int(operator.store.checkpoint_now().split(b"\n")[1])
+    before = operator.store.latest_checkpoint()
+    with pytest.raises(NoteError):
+        operator.store.add_cosignatures(size, [b"\xe2\x80\x94 w.example/x !!!\n"])
+    assert operator.store.latest_checkpoint() == before  # nothing changed
+
+
+def test_serve_refuses_a_bad_witness_option_in_one_line(tmp_path) -> None:
+    for spec in ("nothing", f"ftp://w.example={W.vkey()}", "http://127.0.0.1:1=bad+key+x"):
+        done = subprocess.run(
+            [SAIHM, "serve", "--data", str(tmp_path / "d"), "--port", "0", "--witness", spec],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "witness" in done.stderr.lower()
+        assert not (tmp_path / "d").exists()
+
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from saihm.witness.submit import Submitter
+s = Submitter(None, [], Path(sys.argv[1]))
+print("locked" if s._try_lock() else "busy", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_one_submitter_per_data_directory_across_processes(tmp_path) -> None:
+    """Workers of one data directory share ``witness-submit.lock``: while one process holds
+    it, another cannot submit; when the holder exits, the next one takes over."""
+    first = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout.readline().strip() == "locked"
+        second = subprocess.run(
+            [sys.executable, "-c", _HOLD, str(tmp_path)],
+            input="\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.stdout.strip() == "busy"
+        here = Submitter(None, [parse_witness(f"http://127.0.0.1:1={W.vkey()}")], tmp_path)
+        assert here._try_lock() is False
+    finally:
+        first.communicate("\n", timeout=60)
+    assert here._try_lock() is True
