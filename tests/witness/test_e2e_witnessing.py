@@ -218,3 +218,33 @@ def test_witnessed_round_trip_then_rollback_and_fork_are_refused_and_detected(tm
             size = _log_size(data)
             note = _wait("a cosigned checkpoint", lambda: _witnessed(url, size))
             assert verify_cosignatures(note, [vkey], 1) == ["w.example/w1"]
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_submitter_and_serve_the_same_cosigned_checkpoint(
+    tmp_path,
+) -> None:
+    """With --workers 2 one worker submits (the lock), and whichever worker answers serves
+    the cosignature, since it is stored with the checkpoint; a monitor that trusts only
+    another witness raises the alarm."""
+    data = tmp_path / "d"
+    with serving(tmp_path, "--data", str(data), "--origin", ORIGIN):
+        pass
+    with witness_serving(tmp_path, data) as (witness_url, vkey):
+        spec = f"{witness_url}={vkey}"
+        with serving(tmp_path, "--data", str(data), "--witness", spec, "--workers", "2") as (
+            _,
+            url,
+        ):
+            holder_create(data)
+            size = _log_size(data)
+            note = _wait("a cosigned checkpoint", lambda: _witnessed(url, size))
+            for _ in range(10):  # successive requests reach either worker
+                assert _witnessed(url, size) == note
+            assert verify_cosignatures(note, [vkey], 1) == ["w.example/w1"]
+            stranger = CosignatureV1Signer.generate("w.example/w9").vkey()
+            alarmed = _saihm(
+                "monitor", url, "--state", str(tmp_path / "m"), "--once", "--witness", stranger
+            )
+            assert alarmed.returncode == 1
+            assert "witnesses: 0 of the given witnesses cosigned" in alarmed.stderr
