@@ -3,7 +3,8 @@
 - c2sp.org/tlog-cosignature: Ed25519 ``cosignature/v1`` (signature type 0x04) over
   ``"cosignature/v1\\n" "time <T>\\n"`` followed by the whole checkpoint body, as a
   ``timestamped_signature`` (u64 timestamp || 64-byte signature); ML-DSA-44 ``subtree/v1``
-  (type 0x06) is verified with :class:`saihm.translog.checkpoint.MLDSA44Verifier`.
+  (type 0x06) is signed by :class:`SubtreeV1Signer` and verified with
+  :class:`saihm.translog.checkpoint.MLDSA44Verifier`.
 - c2sp.org/tlog-witness "add-checkpoint": the request body (``old <size>``, at most 63 base64
   consistency proof lines, an empty line, the signed checkpoint) and the response body (one or
   more note signature lines).
@@ -17,6 +18,7 @@ Nothing here touches the network or the disk.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import struct
 import time
@@ -27,7 +29,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from saihm.errors import MalformedInput
-from saihm.translog.checkpoint import MLDSA44, Checkpoint, MLDSA44Verifier
+from saihm.mldsa import mldsa44_from_seed, mldsa44_public_bytes
+from saihm.translog.checkpoint import MLDSA44, Checkpoint, MLDSA44Verifier, cosigned_message
 from saihm.translog.note import (
     MAX_SIGNATURES,
     NoteError,
@@ -47,6 +50,7 @@ __all__ = [
     "AddCheckpoint",
     "CosignatureV1Signer",
     "CosignatureV1Verifier",
+    "SubtreeV1Signer",
     "add_checkpoint_body",
     "append_cosignatures",
     "cosignature_timestamp",
@@ -158,6 +162,59 @@ class CosignatureV1Signer:
         stamp = int(self._clock()) if timestamp is None else timestamp  # type: ignore[operator]
         signature = self._key.sign(cosignature_v1_message(body, stamp))
         blob = base64.b64encode(self.key_id + struct.pack(">Q", stamp) + signature).decode()
+        return f"{_DASH}{self.name} {blob}\n".encode()
+
+
+class SubtreeV1Signer:
+    """A witness's ML-DSA-44 cosigning key: ``subtree/v1`` checkpoint cosignatures (type
+    0x06, c2sp.org/tlog-cosignature "ML-DSA-44 signed message", start = 0), stamped now."""
+
+    def __init__(self, name: str, seed: bytes, *, clock: object = time.time) -> None:
+        if len(seed) != 32:
+            raise NoteError("ML-DSA-44 seed must be 32 bytes")
+        self.name = check_key_name(name)
+        self._seed = seed
+        self._key = mldsa44_from_seed(seed)
+        self.verifier = MLDSA44Verifier(name, mldsa44_public_bytes(self._key))
+        self.key_id = self.verifier.key_id
+        self._clock = clock
+
+    @classmethod
+    def generate(cls, name: str) -> SubtreeV1Signer:
+        """A fresh key under ``name``."""
+        return cls(name, os.urandom(32))
+
+    @classmethod
+    def from_skey(cls, skey: str) -> SubtreeV1Signer:
+        """Parse ``PRIVATE+KEY+<name>+<hex id>+<base64(0x06 || seed)>``; raise ``NoteError``."""
+        parts = skey.strip().split("+", 4)
+        if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
+            raise NoteError("witness key must be PRIVATE+KEY+<name>+<id>+<base64>")
+        material = b64decode_strict(parts[4])
+        if len(material) != 33 or material[0] != MLDSA44:
+            raise NoteError("not an ML-DSA-44 private key")
+        signer = cls(parts[2], material[1:])
+        if signer.key_id.hex() != parts[3]:
+            raise NoteError("witness key ID does not match the key")
+        return signer
+
+    def skey(self) -> str:
+        """The private key string (a secret: store it with mode 0600)."""
+        material = base64.b64encode(bytes([MLDSA44]) + self._seed).decode()
+        return f"PRIVATE+KEY+{self.name}+{self.key_id.hex()}+{material}"
+
+    def vkey(self) -> str:
+        """The public verifier key to give to log clients."""
+        return self.verifier.vkey()
+
+    def cosign(self, body: bytes, timestamp: int | None = None) -> bytes:
+        """The note signature line cosigning the checkpoint ``body`` (u64 timestamp ||
+        2,420-byte ML-DSA-44 signature, empty context)."""
+        cp = Checkpoint.parse(body)
+        stamp = int(self._clock()) if timestamp is None else timestamp  # type: ignore[operator]
+        message = cosigned_message(self.name, stamp, cp.origin, cp.size, cp.root_hash)
+        signature = struct.pack(">Q", stamp) + self._key.sign(message, b"")
+        blob = base64.b64encode(self.key_id + signature).decode()
         return f"{_DASH}{self.name} {blob}\n".encode()
 
 

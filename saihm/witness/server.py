@@ -11,7 +11,9 @@ checkpoint, and answers as the spec says, in the spec's order:
   size of the latest checkpoint cosigned for that origin, and when the sizes match but the roots
   differ (a fork);
 - 422 when the consistency proof does not verify (a fork, or a bad proof);
-- 200 with the witness's cosignature line(s) otherwise, after the new head is on disk.
+- 200 with the witness's cosignature lines otherwise, after the new head is on disk: an Ed25519
+  ``cosignature/v1`` line (type 0x04) and, when the key file holds one, an ML-DSA-44
+  ``subtree/v1`` line (type 0x06), both under the witness's name.
 
 Refused requests that carry a valid log signature are kept as evidence in the state directory.
 Errors other than 409 are ``{"error": code}`` JSON, as everywhere in saihm.
@@ -25,6 +27,7 @@ import hashlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -35,10 +38,10 @@ from saihm.errors import MalformedInput, SaihmError
 from saihm.translog import Checkpoint, NoteError, ProofError, verify_consistency
 from saihm.translog.checkpoint import verifier_from_key
 from saihm.translog.note import Verifier, open_note
-from saihm.translog.witness import CosignatureV1Signer, parse_add_checkpoint
+from saihm.translog.witness import CosignatureV1Signer, SubtreeV1Signer, parse_add_checkpoint
 from saihm.witness.state import Head, WitnessState
 
-__all__ = ["Witness", "create_witness_app", "load_or_create_key", "main"]
+__all__ = ["Witness", "create_witness_app", "load_keys", "load_or_create_key", "main"]
 
 KEY_FILE = "witness.key"
 VKEY_FILE = "witness.vkey"
@@ -68,10 +71,20 @@ class Witness:
     """The witness's logic over its state, key and configured logs (no HTTP in here)."""
 
     def __init__(
-        self, state: WitnessState, signer: CosignatureV1Signer, log_keys: Sequence[str]
+        self,
+        state: WitnessState,
+        signer: CosignatureV1Signer,
+        log_keys: Sequence[str],
+        *,
+        mldsa44: SubtreeV1Signer | None = None,
     ) -> None:
         self.state = state
         self.signer = signer
+        self.signers: list[CosignatureV1Signer | SubtreeV1Signer] = [signer]
+        if mldsa44 is not None:
+            if mldsa44.name != signer.name:
+                raise MalformedInput("the witness's two keys must have the same name")
+            self.signers.append(mldsa44)
         self.logs: dict[str, list[Verifier]] = {}
         for vkey in log_keys:
             verifier = verifier_from_key(vkey)
@@ -124,7 +137,8 @@ class Witness:
                     raise Refused(422, "bad_consistency_proof") from err
             # Cosign inside the transaction, so the statement "this is the largest consistent
             # tree I have seen" is true at the time it is stamped.
-            lines.append(self.signer.cosign(text))
+            stamp = int(time.time())
+            lines.extend(signer.cosign(text, stamp) for signer in self.signers)
             return Head(checkpoint.origin, checkpoint.size, checkpoint.root_hash)
 
         try:
@@ -182,15 +196,29 @@ def create_witness_app(witness: Witness) -> web.Application:
     return app
 
 
+def load_keys(path: Path) -> tuple[CosignatureV1Signer, SubtreeV1Signer | None]:
+    """Read a witness key file: an Ed25519 ``cosignature/v1`` key line, then optionally an
+    ML-DSA-44 ``subtree/v1`` key line under the same name. Raises ``NoteError``."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    if not 1 <= len(lines) <= 2:
+        raise NoteError(f"{path} must hold one or two private key lines")
+    ed25519 = CosignatureV1Signer.from_skey(lines[0])
+    mldsa44 = SubtreeV1Signer.from_skey(lines[1]) if len(lines) == 2 else None
+    if mldsa44 is not None and mldsa44.name != ed25519.name:
+        raise NoteError(f"the keys in {path} have different names")
+    return ed25519, mldsa44
+
+
 def load_or_create_key(path: Path, name: str | None) -> tuple[CosignatureV1Signer, bool]:
     """Read the witness key at ``path``, or create it (mode 0600, never overwritten) under
-    ``name`` (default ``witness.localhost/<first 8 hex of SHA-256 of the public key>``).
+    ``name`` (default ``witness.localhost/<first 8 hex of SHA-256 of the Ed25519 key>``):
+    an Ed25519 key and an ML-DSA-44 key (:func:`load_keys`).
 
-    Returns (signer, created). Raises ``MalformedInput`` if ``name`` differs from the name of
-    an existing key, ``NoteError`` for a malformed key file.
+    Returns (the Ed25519 signer, created). Raises ``MalformedInput`` if ``name`` differs from
+    the name of an existing key, ``NoteError`` for a malformed key file.
     """
     if path.exists():
-        signer = CosignatureV1Signer.from_skey(path.read_text())
+        signer, _ = load_keys(path)
         if name is not None and name != signer.name:
             raise MalformedInput(f"the witness key at {path} is named {signer.name}, not {name}")
         return signer, False
@@ -201,10 +229,11 @@ def load_or_create_key(path: Path, name: str | None) -> tuple[CosignatureV1Signe
         digest = hashlib.sha256(private.public_key().public_bytes_raw()).hexdigest()
         name = f"witness.localhost/{digest[:8]}"
     signer = CosignatureV1Signer(name, private)
+    mldsa44 = SubtreeV1Signer.generate(name)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(signer.skey() + "\n")
+        f.write(signer.skey() + "\n" + mldsa44.skey() + "\n")
         f.flush()
         os.fsync(f.fileno())
     return signer, True
@@ -345,8 +374,11 @@ def main(args: argparse.Namespace | list[str]) -> int:
         keys = _log_keys(opts)
         _check_listen(opts)
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        signer, created = load_or_create_key(Path(opts.key or state_dir / KEY_FILE), opts.name)
-        (state_dir / VKEY_FILE).write_text(signer.vkey() + "\n")
+        key_path = Path(opts.key or state_dir / KEY_FILE)
+        signer, created = load_or_create_key(key_path, opts.name)
+        _, mldsa44 = load_keys(key_path)
+        vkeys = [signer.vkey()] + ([mldsa44.vkey()] if mldsa44 else [])
+        (state_dir / VKEY_FILE).write_text("".join(k + "\n" for k in vkeys))
         state = WitnessState(state_dir)
     except (SaihmError, NoteError) as err:
         print(f"saihm witness: error: {err}", file=sys.stderr)
@@ -358,12 +390,12 @@ def main(args: argparse.Namespace | list[str]) -> int:
         )
         return 2
     print(
-        f"saihm witness: {'created' if created else 'using'} key {signer.name}; "
-        f"verifier key:\n{signer.vkey()}",
+        f"saihm witness: {'created' if created else 'using'} key {signer.name}; verifier keys "
+        f"(Ed25519 cosignature/v1, then ML-DSA-44 subtree/v1):\n" + "\n".join(vkeys),
         flush=True,
     )
     try:
-        asyncio.run(_run(Witness(state, signer, keys), opts))
+        asyncio.run(_run(Witness(state, signer, keys, mldsa44=mldsa44), opts))
     except SaihmError as err:
         print(f"saihm witness: error: {err}", file=sys.stderr)
         return 2

@@ -324,3 +324,29 @@ def test_timestamps_are_big_endian_u64() -> None:
     body = Checkpoint(ORIGIN, 1, leaf_hash(b"a")).body()
     (sig,) = parse_note(b"x\n\n" + W1.cosign(body, timestamp=0x0102030405060708))[1]
     assert sig.signature[:8] == struct.pack(">Q", 0x0102030405060708)
+
+
+def test_the_mldsa44_witness_line_is_subtree_v1_checked_with_pqcrypto(log_keys) -> None:
+    """An ML-DSA-44 witness cosignature: the subtree/v1 message with the witness's name as
+    cosigner name and start = 0, verified by pqcrypto, an independent implementation."""
+    from pqcrypto.sign.ml_dsa_44 import verify as pq_verify
+
+    from saihm.translog.checkpoint import cosigned_message
+    from saihm.translog.witness import SubtreeV1Signer
+
+    signer = SubtreeV1Signer("witness.example/pq", bytes(range(32)), clock=lambda: NOW)
+    note = _note(log_keys)
+    body = note[: note.rindex(b"\n\n") + 1]
+    (sig,) = parse_note(b"x\n\n" + signer.cosign(body))[1]
+    name, kid, sig_type, public = parse_vkey(signer.vkey())
+    assert (name, kid, sig_type, len(public)) == (signer.name, sig.key_id, 0x06, 1312)
+    assert cosignature_timestamp(sig) == NOW and len(sig.signature) == 8 + 2420
+    message = cosigned_message(signer.name, NOW, ORIGIN, 42, leaf_hash(b"42"))
+    assert message.startswith(b"subtree/v1\n\x00" + bytes([len(signer.name)]))
+    pq_verify(public, message, sig.signature[8:], context=b"")
+    assert SubtreeV1Signer.from_skey(signer.skey()).vkey() == signer.vkey()
+    merged = append_cosignatures(note, [signer.cosign(body), W1.cosign(body)])
+    assert verify_cosignatures(merged, [signer.vkey(), W1.vkey()], 2, now=NOW) == [
+        signer.name,
+        W1.name,
+    ]

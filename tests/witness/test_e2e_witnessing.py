@@ -25,8 +25,9 @@ DEADLINE = 60
 
 
 @contextmanager
-def witness_serving(tmp: Path, data: Path) -> Iterator[tuple[str, str]]:
-    """``saihm witness serve`` for ``data``'s log; yields (URL, verifier key) once it answers."""
+def witness_serving(tmp: Path, data: Path, *, pq: bool = False) -> Iterator[tuple[str, str]]:
+    """``saihm witness serve`` for ``data``'s log; yields (URL, verifier key) once it answers:
+    its Ed25519 cosignature/v1 key, or with ``pq`` its ML-DSA-44 subtree/v1 key."""
     port = free_port()
     state = tmp / "witness"
     out, err = (tmp / "witness.out").open("w"), (tmp / "witness.err").open("w")
@@ -59,9 +60,10 @@ def witness_serving(tmp: Path, data: Path) -> Iterator[tuple[str, str]]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"witness did not start: {(tmp / 'witness.err').read_text()}")
             time.sleep(0.05)
-        vkey = (state / "witness.vkey").read_text().strip()
-        assert vkey in (tmp / "witness.out").read_text()  # printed on first run
-        yield url, vkey
+        ed25519, mldsa44 = (state / "witness.vkey").read_text().split()
+        printed = (tmp / "witness.out").read_text()
+        assert ed25519 in printed and mldsa44 in printed  # printed on first run
+        yield url, (mldsa44 if pq else ed25519)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -225,12 +227,12 @@ def test_two_workers_share_one_submitter_and_serve_the_same_cosigned_checkpoint(
     tmp_path,
 ) -> None:
     """With --workers 2 one worker submits (the lock), and whichever worker answers serves
-    the cosignature, since it is stored with the checkpoint; a monitor that trusts only
-    another witness raises the alarm."""
+    the cosignature, since it is stored with the checkpoint; here the operator trusts the
+    witness's ML-DSA-44 key. A monitor that trusts only another witness raises the alarm."""
     data = tmp_path / "d"
     with serving(tmp_path, "--data", str(data), "--origin", ORIGIN):
         pass
-    with witness_serving(tmp_path, data) as (witness_url, vkey):
+    with witness_serving(tmp_path, data, pq=True) as (witness_url, vkey):
         spec = f"{witness_url}={vkey}"
         with serving(tmp_path, "--data", str(data), "--witness", spec, "--workers", "2") as (
             _,

@@ -252,9 +252,31 @@ def test_state_survives_reopening(tmp_path, signer):
         again.close()
 
 
+def test_a_witness_with_both_keys_returns_both_lines(tmp_path, signer):
+    from saihm.translog.witness import SubtreeV1Signer
+
+    keys = _keys(ORIGIN_A)
+    pq = SubtreeV1Signer(signer.name, bytes(32))
+    state = WitnessState(tmp_path / "w")
+    try:
+        witness = Witness(state, signer, keys.verifier_keys(), mldsa44=pq)
+        log = FakeLog(keys, 4)
+        lines = witness.add_checkpoint(add_checkpoint_body(0, [], log.note()))
+        merged = log.note() + lines
+        assert len(parse_note(merged)[1]) == 4
+        for vkey in (signer.vkey(), pq.vkey()):
+            assert verify_cosignatures(merged, [vkey], 1) == [signer.name]
+    finally:
+        state.close()
+
+
 def test_the_key_is_created_once_mode_0600_and_its_name_cannot_change(tmp_path):
+    from saihm.witness.server import load_keys
+
     path = tmp_path / "state" / "witness.key"
     signer, created = load_or_create_key(path, None)
+    ed25519, mldsa44 = load_keys(path)
+    assert ed25519.vkey() == signer.vkey() and mldsa44.name == signer.name
     assert created and signer.name.startswith("witness.localhost/")
     assert path.stat().st_mode & 0o777 == 0o600
     again, created = load_or_create_key(path, None)
