@@ -14,6 +14,7 @@ checkpoint, partial tiles and lists that grow live for one second.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -253,8 +254,11 @@ async def _witnessing(app: web.Application) -> AsyncIterator[None]:
     app[SUBMITTER] = submitter
     task = asyncio.create_task(submitter.run())
     yield
+    # A request in flight to a slow witness is abandoned: shutting down never waits on one.
     submitter.stop()
-    await task
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def add_log_routes(app: web.Application) -> None:

@@ -169,6 +169,7 @@ class Submitter:
         self._load_status()
         self._stop = asyncio.Event()
         self._lock_fd: int | None = None
+        self._saved: dict[str, dict] | None = None
 
     # -- status ---------------------------------------------------------------------------
 
@@ -205,10 +206,15 @@ class Submitter:
         return out
 
     def _save_status(self) -> None:
+        """Write the status file when it changed (atomically: written beside, then renamed)."""
+        snapshot = self.snapshot()
+        if snapshot == self._saved:
+            return
+        self._saved = snapshot
         path = self.data_dir / STATUS_FILE
         tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps(self.snapshot(), indent=1, sort_keys=True))
+            tmp.write_text(json.dumps(snapshot, indent=1, sort_keys=True))
             tmp.replace(path)
         except OSError:
             log.warning("cannot write %s", path)
