@@ -126,3 +126,45 @@ def test_one_submitter_per_data_directory_across_processes(tmp_path) -> None:
     finally:
         first.communicate("\n", timeout=60)
     assert here._try_lock() is True
+
+
+async def test_a_hanging_witness_never_blocks_writes_or_checkpoints(
+    aiohttp_client, aiohttp_server, tmp_path
+) -> None:
+    """A witness that accepts the request and never answers: the operator keeps writing and
+    serving new checkpoints, the submitter has tried and not succeeded, and shutting the app
+    down does not wait for the witness."""
+    import asyncio
+
+    from aiohttp import web
+
+    from saihm.http.log_api import SUBMITTER
+
+    arrived = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        arrived.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    witness_app = web.Application()
+    witness_app.router.add_post("/add-checkpoint", hang)
+    witness = await aiohttp_server(witness_app)
+    spec = f"http://127.0.0.1:{witness.port}={W.vkey()}"
+    operator = open_operator(Config.for_data(tmp_path / "d", witnesses=(spec,)))
+    try:
+        app = create_app(operator)
+        client = await aiohttp_client(app)
+        await asyncio.wait_for(arrived.wait(), 30)  # the submitter is now stuck on the witness
+        sizes = []
+        for _ in range(3):
+            await asyncio.to_thread(operator.create_holder)
+            async with client.get("/log/checkpoint") as resp:
+                assert resp.status == 200
+                sizes.append(int((await resp.read()).split(b"\n")[1]))
+        assert sizes == sorted(set(sizes)) and len(sizes) == 3
+        status = app[SUBMITTER].status[W.name]
+        assert status.last_attempt is not None and status.last_success is None
+        await client.close()
+    finally:
+        operator.store.close()
