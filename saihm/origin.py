@@ -11,8 +11,9 @@ keys. Rules (docs/formats.md §2):
   key>``, unique per deployment because the key is;
 - a later start naming another origin is refused (:class:`~saihm.errors.Conflict`);
 - a data directory made before the origin was recorded (no ``origin`` file, already
-  initialised) keeps the first round's fixed origin ``saihm.localhost/log``, which its keys and
-  checkpoints carry, and records it on first open.
+  initialised) keeps the name its checkpoint keys carry, the first round's fixed origin
+  ``saihm.localhost/log``, and records it on first open; so does a copy restored without its
+  ``origin`` file.
 """
 
 from __future__ import annotations
@@ -79,9 +80,21 @@ def _initialised(data_dir: Path) -> bool:
     return (data_dir / "authority.pub").exists() or (data_dir / "lmdb" / "data.mdb").exists()
 
 
+def _keys_name(data_dir: Path) -> str:
+    """The key name in the data directory's public ``checkpoint-verifier-keys.txt`` (written
+    by every store since the first round), else :data:`LEGACY_ORIGIN`."""
+    try:
+        first = (data_dir / "checkpoint-verifier-keys.txt").read_text().split()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return LEGACY_ORIGIN
+    return check_origin(first.split("+", 1)[0])
+
+
 def recorded_origin(data_dir: str | Path) -> str | None:
-    """The origin recorded in ``data_dir``; :data:`LEGACY_ORIGIN` for a directory initialised
-    before origins were recorded; None for a directory not created yet.
+    """The origin recorded in ``data_dir``; for an initialised directory without an ``origin``
+    file (made before origins were recorded, or restored from a copy that left it out) the
+    name its checkpoint keys carry, which is :data:`LEGACY_ORIGIN` for every first-round
+    directory; None for a directory not created yet.
 
     Raises :class:`MalformedInput` if the ``origin`` file is not one valid origin line.
     """
@@ -89,7 +102,7 @@ def recorded_origin(data_dir: str | Path) -> str | None:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return LEGACY_ORIGIN if _initialised(Path(data_dir)) else None
+        return _keys_name(Path(data_dir)) if _initialised(Path(data_dir)) else None
     except UnicodeDecodeError as err:
         raise MalformedInput(f"{path} is not UTF-8") from err
     if not text.endswith("\n") or text.count("\n") != 1:

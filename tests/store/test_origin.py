@@ -193,3 +193,19 @@ def test_serve_refuses_another_origin_in_one_line(tmp_path) -> None:
     assert done.stderr.count("\n") == 1 and "origin cannot change" in done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_a_copy_restored_without_its_origin_file_keeps_its_own_origin(tmp_path) -> None:
+    """Without ``<data>/origin`` the origin is the key name the directory publishes, so a
+    backup that left the file out does not turn into saihm.localhost/log."""
+    data = tmp_path / "d"
+    operator = _open(data)
+    origin = operator.store.origin
+    operator.store.close()
+    (data / ORIGIN_FILE).unlink()
+    assert recorded_origin(data) == origin != LEGACY_ORIGIN
+    operator = _open(data)
+    try:
+        assert _served_origin(operator) == origin
+    finally:
+        operator.store.close()
