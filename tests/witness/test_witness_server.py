@@ -13,6 +13,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from saihm.translog import Checkpoint, LogKeys, leaf_hash
 from saihm.translog.note import parse_note
@@ -430,3 +432,68 @@ def test_bad_witness_specs_are_refused(spec, signer):
 def test_a_witness_url_may_hold_an_equals_sign(signer):
     endpoint = parse_witness(f"https://w.example/a=b={signer.vkey()}")
     assert (endpoint.url, endpoint.vkey) == ("https://w.example/a=b", signer.vkey())
+
+
+# -- hostile input -----------------------------------------------------------------------------
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_a_mutated_request_is_refused_with_a_spec_status_or_cosigned_and_never_crashes(
+    witness, data
+) -> None:
+    """Any byte edit, insertion or truncation of a valid request: 200 (only if it still
+    carries a valid, consistent checkpoint) or one of the spec's refusals; nothing else."""
+    log = FakeLog(_keys(ORIGIN_A), 12)
+    body = bytearray(add_checkpoint_body(0, [], log.note()))
+    for _ in range(data.draw(st.integers(1, 4))):
+        kind = data.draw(st.sampled_from(["flip", "insert", "cut"]))
+        at = data.draw(st.integers(0, len(body) - 1))
+        if kind == "flip":
+            body[at] ^= data.draw(st.integers(1, 255))
+        elif kind == "insert":
+            body[at:at] = data.draw(st.binary(min_size=1, max_size=3))
+        else:
+            del body[at:]
+            if not body:
+                body = bytearray(b"x")
+    before = witness.state.head(ORIGIN_A)
+    try:
+        witness.add_checkpoint(bytes(body))
+    except Refused as refused:
+        assert refused.status in (400, 403, 404, 409, 422)
+        assert witness.state.head(ORIGIN_A) == before
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "body", "error"),
+    [
+        (200, "text/plain", b"garbage\n", "malformed cosignature response"),
+        (200, "text/plain", b"\xe2\x80\x94 w " + b"A" * 70_000 + b"\n", "too large"),
+        (409, "text/x.tlog.size", b"ten\n", "malformed text/x.tlog.size"),
+        (409, "text/x.tlog.size", b"007\n", "malformed text/x.tlog.size"),
+        (409, "text/plain", b"5\n", "HTTP 409"),
+        (500, "application/json", b"{}", "HTTP 500"),
+        (404, "application/json", b"{}", "HTTP 404"),
+    ],
+)
+async def test_a_hostile_witness_answer_is_an_error_and_stores_nothing(
+    aiohttp_server, tmp_path, signer, status, kind, body, error
+) -> None:
+    from aiohttp import web
+
+    async def handler(request):
+        return web.Response(status=status, body=body, content_type=kind)
+
+    app = web.Application()
+    app.router.add_post("/add-checkpoint", handler)
+    server = await aiohttp_server(app)
+    log = FakeLog(_keys(ORIGIN_A), 3)
+    endpoint = parse_witness(f"http://127.0.0.1:{server.port}={signer.vkey()}")
+    submitter = Submitter(log, [endpoint], tmp_path)
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(WitnessError, match=error):
+            await submitter.submit_once(session, endpoint)
+    assert len(parse_note(log.stored[3])[1]) == 2
