@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,39 @@ async def test_a_hanging_witness_never_blocks_writes_or_checkpoints(
         await client.close()
     finally:
         operator.store.close()
+
+
+async def test_the_witnessed_monitor_is_stale_only_when_cosigning_stops(operator, tmp_path):
+    """With --witness the monitor follows the newest witnessed checkpoint, which trails a busy
+    log: entries beyond it are expected while it advances, and stale once it stops."""
+    import asyncio
+
+    from aiohttp.test_utils import TestServer
+
+    from saihm.audit.monitor import check_once
+
+    server = TestServer(create_app(operator), host="127.0.0.1")
+    await server.start_server()
+    url = str(server.make_url("")).rstrip("/")
+    state, keys = tmp_path / "monitor", [W.vkey()]
+    t0 = time.time()
+    try:
+
+        async def round_at(now: float):
+            return await asyncio.to_thread(
+                check_once, url, state, witnesses=keys, min_witnesses=1, now=now, max_stale=300
+            )
+
+        for step in range(3):  # cosigned, then the log moves on beyond the cosigned head
+            await asyncio.to_thread(operator.create_holder)
+            _cosign(operator)
+            await asyncio.to_thread(operator.create_holder)
+            operator.store.checkpoint_now()
+            result = await round_at(t0 + 1_000 * step)
+            assert result.ok, result.alarms
+        stuck = await round_at(t0 + 2_100)  # no new cosignature since the last round
+        assert stuck.ok
+        later = await round_at(t0 + 2_400)
+        assert any(a.startswith("stale") for a in later.alarms), later.alarms
+    finally:
+        await server.close()
