@@ -68,6 +68,8 @@ TIMEOUT = 10.0
 #: Largest response body read from a witness.
 MAX_RESPONSE = 64 * 1024
 STATUS_FILE = "witness-status.json"
+#: Seconds between rewrites of the status file when only ``lastCurrent`` moved.
+STATUS_REFRESH = 30.0
 LOCK_FILE = "witness-submit.lock"
 
 
@@ -129,6 +131,9 @@ class WitnessStatus:
     cosigned_size: int | None = None
     witness_size: int | None = None
     last_success: float | None = None
+    #: When the newest checkpoint was last seen carrying this witness's cosignature: recent
+    #: means the witness is keeping up, however long ago the log last grew.
+    last_current: float | None = None
     last_attempt: float | None = None
     last_error: str | None = None
     failures: int = 0
@@ -170,6 +175,7 @@ class Submitter:
         self._stop = asyncio.Event()
         self._lock_fd: int | None = None
         self._saved: dict[str, dict] | None = None
+        self._saved_at = 0.0
 
     # -- status ---------------------------------------------------------------------------
 
@@ -199,6 +205,7 @@ class Submitter:
                 "cosignedSize": d["cosigned_size"],
                 "witnessSize": d["witness_size"],
                 "lastSuccess": d["last_success"],
+                "lastCurrent": d["last_current"],
                 "lastAttempt": d["last_attempt"],
                 "lastError": d["last_error"],
                 "failures": d["failures"],
@@ -206,11 +213,13 @@ class Submitter:
         return out
 
     def _save_status(self) -> None:
-        """Write the status file when it changed (atomically: written beside, then renamed)."""
+        """Write the status file when it changed, or every :data:`STATUS_REFRESH` seconds while
+        only ``lastCurrent`` moves (atomically: written beside, then renamed)."""
         snapshot = self.snapshot()
-        if snapshot == self._saved:
+        steady = {name: {**st, "lastCurrent": None} for name, st in snapshot.items()}
+        if steady == self._saved and self.clock() - self._saved_at < STATUS_REFRESH:
             return
-        self._saved = snapshot
+        self._saved, self._saved_at = steady, self.clock()
         path = self.data_dir / STATUS_FILE
         tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.tmp")
         try:
@@ -287,12 +296,13 @@ class Submitter:
         checkpoint = Checkpoint.parse(text)
         mine = (endpoint.verifier.name, endpoint.verifier.key_id)
         if any((s.name, s.key_id) == mine for s in signatures):
+            status.last_current = self.clock()
             return False
         status.last_attempt = self.clock()
         lines = await self._add_checkpoint(session, endpoint, status, note, checkpoint)
         await asyncio.to_thread(self.source.add_cosignatures, checkpoint.size, lines)
         status.cosigned_size = status.witness_size = checkpoint.size
-        status.last_success = self.clock()
+        status.last_success = status.last_current = self.clock()
         status.last_error = None
         status.failures = 0
         return True

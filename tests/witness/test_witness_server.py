@@ -348,6 +348,7 @@ async def test_submitter_retries_from_the_witness_size_after_409(aiohttp_server,
         assert await submitter.submit_once(session, endpoint) is False  # already cosigned
     status = submitter.status[endpoint.name]
     assert (status.witness_size, status.cosigned_size, status.failures) == (25, 25, 0)
+    assert status.last_current >= status.last_success  # seen current after cosigning
     assert verify_cosignatures(log.stored[25], [witness.signer.vkey()], 1)
 
 
