@@ -11,6 +11,7 @@ checkpoint, and answers as the spec says, in the spec's order:
   size of the latest checkpoint cosigned for that origin, and when the sizes match but the roots
   differ (a fork);
 - 422 when the consistency proof does not verify (a fork, or a bad proof);
+- 503 when the state cannot be written (a full disk), with nothing cosigned;
 - 200 with the witness's cosignature lines otherwise, after the new head is on disk: an Ed25519
   ``cosignature/v1`` line (type 0x04) and, when the key file holds one, an ML-DSA-44
   ``subtree/v1`` line (type 0x06), both under the witness's name.
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+import lmdb
 from aiohttp import web
 
 from saihm.errors import MalformedInput, SaihmError
@@ -168,6 +170,10 @@ async def _add_checkpoint(request: web.Request) -> web.Response:
         lines = await asyncio.to_thread(witness.add_checkpoint, body)
     except Refused as refusal:
         return refusal.response()
+    except lmdb.Error as err:
+        # A full disk or map: nothing was stored and nothing is cosigned; the log retries.
+        print(f"saihm witness: state unavailable ({type(err).__name__})", file=sys.stderr)
+        return web.json_response({"error": "witness_storage_unavailable"}, status=503)
     return web.Response(body=lines, content_type="text/plain", charset="utf-8")
 
 

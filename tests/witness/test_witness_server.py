@@ -498,3 +498,17 @@ async def test_a_hostile_witness_answer_is_an_error_and_stores_nothing(
         with pytest.raises(WitnessError, match=error):
             await submitter.submit_once(session, endpoint)
     assert len(parse_note(log.stored[3])[1]) == 2
+
+
+async def test_a_full_state_disk_is_503_and_cosigns_nothing(client, witness, monkeypatch):
+    """The state cannot be written (full disk or map): the witness answers 503 and returns no
+    cosignature, since it "MUST persist the new checkpoint before responding"."""
+    import lmdb
+
+    def full(*args, **kwargs):
+        raise lmdb.MapFullError("full")
+
+    monkeypatch.setattr(witness.state, "advance", full)
+    log = FakeLog(_keys(ORIGIN_A), 4)
+    status, _, body = await _post(client, add_checkpoint_body(0, [], log.note()))
+    assert (status, body) == (503, b'{"error": "witness_storage_unavailable"}')
