@@ -190,9 +190,9 @@ def config_from(args: argparse.Namespace) -> Config:
     --witness); the origin is the one the data directory records."""
     options: dict[str, object] = {"origin": getattr(args, "origin", None)}
     if getattr(args, "witness", None):
-        from saihm.witness.submit import parse_witness
+        from saihm.witness.submit import parse_witnesses
 
-        options["witnesses"] = tuple(parse_witness(w).spec for w in args.witness)
+        options["witnesses"] = tuple(w.spec for w in parse_witnesses(args.witness))
     return Config.for_data(
         args.data,
         args.kek_dir,

@@ -246,10 +246,10 @@ async def get_keys(request: web.Request) -> web.Response:
 
 async def _witnessing(app: web.Application) -> AsyncIterator[None]:
     """Run the witness submitter (saihm/witness/submit.py) beside the server."""
-    from saihm.witness.submit import Submitter, parse_witness
+    from saihm.witness.submit import Submitter, parse_witnesses
 
     operator = app[OPERATOR]
-    endpoints = [parse_witness(spec) for spec in operator.config.witnesses]
+    endpoints = parse_witnesses(operator.config.witnesses)
     submitter = Submitter(operator.store, endpoints, operator.config.data_dir)
     app[SUBMITTER] = submitter
     task = asyncio.create_task(submitter.run())

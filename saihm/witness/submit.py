@@ -55,6 +55,7 @@ __all__ = [
     "WitnessEndpoint",
     "WitnessStatus",
     "parse_witness",
+    "parse_witnesses",
 ]
 
 log = logging.getLogger("saihm.witness")
@@ -122,6 +123,17 @@ def parse_witness(spec: str) -> WitnessEndpoint:
     )
 
 
+def parse_witnesses(specs: Sequence[str]) -> list[WitnessEndpoint]:
+    """Parse every ``URL=VKEY``; raise :class:`MalformedInput` for a bad one or for two that
+    name the same witness (each witness is one key of one name)."""
+    endpoints = [parse_witness(spec) for spec in specs]
+    names = [e.name for e in endpoints]
+    for name in names:
+        if names.count(name) > 1:
+            raise MalformedInput(f"two --witness options name the witness {name}")
+    return endpoints
+
+
 @dataclass
 class WitnessStatus:
     """What is known of one witness (``witness-status.json``; no secrets)."""
@@ -164,7 +176,7 @@ class Submitter:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
-        self.endpoints = list(endpoints)
+        self.endpoints = parse_witnesses([e.spec for e in endpoints])
         self.data_dir = data_dir
         self.interval = interval
         self.max_backoff = max_backoff
@@ -253,7 +265,12 @@ class Submitter:
 
     async def run(self) -> None:
         """Run until :meth:`stop`: wait for the submitter lock, then one loop per witness."""
-        while not self._stop.is_set() and not self._try_lock():
+        while not self._stop.is_set():
+            try:
+                if self._try_lock():
+                    break
+            except OSError as err:
+                log.warning("cannot open %s: %s", LOCK_FILE, err.strerror)
             await self._sleep(5 * self.interval)
         if self._stop.is_set():
             return

@@ -81,9 +81,16 @@ def test_add_cosignatures_needs_a_stored_checkpoint_and_well_formed_lines(operat
 
 
 def test_serve_refuses_a_bad_witness_option_in_one_line(tmp_path) -> None:
-    for spec in ("nothing", f"ftp://w.example={W.vkey()}", "http://127.0.0.1:1=bad+key+x"):
+    good = f"http://127.0.0.1:1={W.vkey()}"
+    for specs in (
+        ["nothing"],
+        [f"ftp://w.example={W.vkey()}"],
+        ["http://127.0.0.1:1=bad+key+x"],
+        [good, good.replace(":1=", ":2=")],  # one witness named twice
+    ):
+        options = [a for spec in specs for a in ("--witness", spec)]
         done = subprocess.run(
-            [SAIHM, "serve", "--data", str(tmp_path / "d"), "--port", "0", "--witness", spec],
+            [SAIHM, "serve", "--data", str(tmp_path / "d"), "--port", "0", *options],
             capture_output=True,
             text=True,
             timeout=60,
