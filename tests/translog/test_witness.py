@@ -271,28 +271,35 @@ def test_mldsa44_witness_cosignatures_count_too(log_keys) -> None:
 
 
 def go_open(note: bytes, vkeys: list[str]) -> bytes:
-    """golang.org/x/mod/sumdb/note Open, transcribed: split at the last blank line; every
-    signature line '— name base64' must be well formed; at most 100; lines of unknown keys
-    are ignored; a known key (type 0x01 only: Go's NewVerifier) must verify; one must."""
+    """golang.org/x/mod/sumdb/note ``Open``, transcribed step by step: valid UTF-8 without
+    control characters but newline; split at the last blank line; the signature block ends
+    in a newline; each line is ``— name base64`` with a valid name and at least 5 decoded
+    bytes; at most 100 lines; lines of unknown keys are ignored; a repeated known key is
+    dropped; a known key (type 0x01 only, Go's ``NewVerifier``) must verify; one must."""
+    text_all = note.decode("utf-8")  # raises on invalid UTF-8, as Open's rune loop rejects
+    assert not any(ord(c) < 0x20 and c != "\n" for c in text_all)
     known = {}
     for vkey in vkeys:
         name, kid, sig_type, key = parse_vkey(vkey)
         assert sig_type == 1, "Go's note verifier supports Ed25519 (0x01) keys only"
         known[(name, kid)] = Ed25519PublicKey.from_public_bytes(key)
     split = note.rindex(b"\n\n")
-    text, block = note[: split + 1], note[split + 2 :]
-    verified = 0
-    lines = block.split(b"\n")[:-1]
-    assert len(lines) <= 100
-    for line in lines:
+    text, sigs = note[: split + 1], note[split + 2 :]
+    assert sigs and sigs.endswith(b"\n")
+    seen, verified, count = set(), 0, 0
+    for line in sigs.split(b"\n")[:-1]:
         assert line.startswith(DASH.encode())
-        name, b64 = line[len(DASH.encode()) :].decode().split(" ", 1)
+        name, _, b64 = line[len(DASH.encode()) :].decode().partition(" ")
         sig = base64.b64decode(b64, validate=True)
-        assert len(sig) >= 5 and name and "+" not in name
+        valid_name = name and not any(c.isspace() for c in name) and "+" not in name
+        assert valid_name and b64 and len(sig) >= 5
+        count += 1
+        assert count <= 100
         verifier = known.get((name, sig[:4]))
-        if verifier is None:
-            continue
-        verifier.verify(sig[4:], text)  # raises on a bad signature, as Go's Open errors
+        if verifier is None or (name, sig[:4]) in seen:
+            continue  # unknown keys are ignored; repeats of a known key are dropped
+        seen.add((name, sig[:4]))
+        verifier.verify(sig[4:], text)  # raises on a bad signature, as Open errors
         verified += 1
     assert verified >= 1
     return text

@@ -51,6 +51,10 @@ async def test_the_checkpoint_is_served_with_its_cosignatures(aiohttp_client, op
     keys = operator.store.log_keys.verifier_keys()
     assert verify_checkpoint(served, keys, "op.example/log").size == operator.store.size()
     assert verify_cosignatures(served, [W.vkey()], 1) == [W.name]
+    # Go's sumdb/note rules open what is served with the log's Ed25519 key alone.
+    from tests.translog.test_witness import go_open
+
+    assert go_open(served, [keys[0]]) == served[: served.rindex(b"\n\n") + 1]
 
 
 async def test_witnessed_asks_for_the_newest_cosigned_checkpoint(aiohttp_client, operator) -> None:
