@@ -216,3 +216,30 @@ async def test_the_witnessed_monitor_is_stale_only_when_cosigning_stops(operator
         assert any(a.startswith("stale") for a in later.alarms), later.alarms
     finally:
         await server.close()
+
+
+def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_path, capsys):
+    """Cosignatures are stored with the checkpoint, so ``saihm export`` carries them and
+    ``saihm verify BUNDLE --witness`` counts them (docs/formats.md §2)."""
+    from saihm.audit import cli
+
+    data = tmp_path / "d"
+    operator = open_operator(Config.for_data(data, origin="op.example/log"), checkpointer=False)
+    try:
+        operator.create_holder()
+        _cosign(operator)
+    finally:
+        operator.store.close()
+    bundle = tmp_path / "audit.saihm"
+    assert cli.export(["--data", str(data), "--out", str(bundle)]) == 0
+    capsys.readouterr()
+    assert cli.verify([str(bundle), "--no-progress", "--witness", W.vkey()]) == 0
+    assert "cosigned by w.example/one (1 required)" in capsys.readouterr().out
+    other = CosignatureV1Signer("w.example/two", Ed25519PrivateKey.generate()).vkey()
+    argv = [str(bundle), "--no-progress", "--witness", W.vkey(), "--witness", other]
+    assert cli.verify([*argv, "--min-witnesses", "2"]) == 1
+    assert "[witnesses] 1 of the given witnesses cosigned" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as usage:  # more than the keys given: a usage error
+        cli.verify([*argv, "--min-witnesses", "3"])
+    assert usage.value.code == 2
+    assert "--min-witnesses must be" in capsys.readouterr().err
