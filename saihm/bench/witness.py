@@ -24,7 +24,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 
-import lmdb
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saihm.translog import Checkpoint, LogKeys, MerkleTree, verify_consistency
@@ -96,12 +95,7 @@ def run(args: list[str]) -> Iterator[dict]:
             ("witness_add_checkpoint_nosync_per_s", False),
         )
         for name, sync in runs:
-            state = WitnessState(os.path.join(tmp, f"state-{sync}"))
-            if not sync:
-                state.env.close()
-                state.env = _nosync(os.path.join(tmp, f"state-{sync}", "lmdb"))
-                state._heads = state.env.open_db(b"heads")
-                state._evidence = state.env.open_db(b"evidence")
+            state = WitnessState(os.path.join(tmp, f"state-{sync}"), sync=sync)
             witness = Witness(state, ed25519, keys.verifier_keys(), mldsa44=mldsa44)
             first = requests[0]
             witness.add_checkpoint(add_checkpoint_body(0, [], _note_at(keys, tree, first[0])))
@@ -118,11 +112,6 @@ def run(args: list[str]) -> Iterator[dict]:
 
 def _note_at(keys: LogKeys, tree: MerkleTree, size: int) -> bytes:
     return keys.sign(Checkpoint(_ORIGIN, size, tree.root(size)))
-
-
-def _nosync(path: str) -> lmdb.Environment:
-
-    return lmdb.open(path, max_dbs=4, map_size=1 << 30, sync=False, metasync=False)
 
 
 def _rate(fn: Callable[[int], object], seconds: float, limit: int, *, cycle: bool = True) -> float:

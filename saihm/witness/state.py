@@ -47,10 +47,14 @@ class Head:
 class WitnessState:
     """Per-origin heads in ``<directory>/lmdb``; safe to share between processes."""
 
-    def __init__(self, directory: str | Path, *, map_size: int = 1 << 30) -> None:
+    def __init__(
+        self, directory: str | Path, *, map_size: int = 1 << 30, sync: bool = True
+    ) -> None:
+        """Open (creating) the state. ``sync=False`` skips the fsync of each commit and is
+        for ``saihm bench witness`` only: a witness must persist before it answers."""
         path = Path(directory) / "lmdb"
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.env = lmdb.open(str(path), max_dbs=4, map_size=map_size, sync=True)
+        self.env = lmdb.open(str(path), max_dbs=4, map_size=map_size, sync=sync, metasync=sync)
         self._heads = self.env.open_db(_HEADS)
         self._evidence = self.env.open_db(_EVIDENCE)
 
