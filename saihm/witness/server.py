@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
 import os
 import signal
 import sys
@@ -178,6 +179,26 @@ async def _add_checkpoint(request: web.Request) -> web.Response:
 
 
 @web.middleware
+async def _access_log(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    """One JSON line per request on stderr: time, method, path, status, ms (no bodies)."""
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    finally:
+        line = {
+            "time": round(time.time(), 3),
+            "method": request.method[:16],
+            "path": request.rel_url.path[:200],
+            "status": status,
+            "ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+        print(json.dumps(line), file=sys.stderr, flush=True)
+
+
+@web.middleware
 async def _errors(request: web.Request, handler):  # type: ignore[no-untyped-def]
     try:
         return await handler(request)
@@ -196,7 +217,7 @@ async def _errors(request: web.Request, handler):  # type: ignore[no-untyped-def
 
 def create_witness_app(witness: Witness) -> web.Application:
     """The witness's aiohttp application: ``POST /add-checkpoint`` only."""
-    app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors])
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_access_log, _errors])
     app[WITNESS] = witness
     app.router.add_post("/add-checkpoint", _add_checkpoint)
     return app

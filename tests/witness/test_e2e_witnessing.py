@@ -146,6 +146,15 @@ def test_witnessed_round_trip_then_rollback_and_fork_are_refused_and_detected(tm
             # The round trip: the served note is the log's checkpoint plus the witness's line.
             assert verify_checkpoint(note, log_keys, ORIGIN).size == size
             assert verify_cosignatures(note, [vkey], 1) == ["w.example/w1"]
+            logged = [
+                json.loads(line)
+                for line in (tmp_path / "witness.err").read_text().splitlines()
+                if line.startswith("{")
+            ]
+            assert {"path": "/add-checkpoint", "status": 200} in [
+                {"path": e["path"], "status": e["status"]} for e in logged
+            ]
+            assert all(set(e) == {"time", "method", "path", "status", "ms"} for e in logged)
             status, plain = fetch(url + "log/checkpoint")
             assert status == 200 and verify_checkpoint(plain, log_keys, ORIGIN).size == size
             watched = _saihm(
