@@ -134,6 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
     _data(rebuild)
     rebuild.set_defaults(handler=_cmd_rebuild)
 
+    backup = commands.add_parser(
+        "backup",
+        help="a consistent, compacted copy of the data directory without KEKs (safe while serving)",
+        description="Copy the data directory to DEST (which must not exist): LMDB from one "
+        "read snapshot, compacted, plus the other files of the data directory; never the KEK "
+        "directory. Restore: docs/operations.md 'Backups and restore'.",
+    )
+    _data(backup)
+    backup.add_argument("dest", metavar="DEST", help="the new backup directory")
+    backup.set_defaults(handler=_delegate("saihm.backup", "main"))
+
     for name, text in DELEGATED_HELP.items():
         sub = commands.add_parser(name, help=text, add_help=False)
         sub.add_argument("rest", nargs=argparse.REMAINDER)
