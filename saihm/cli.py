@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import errno
 import importlib
 import json
 import os
@@ -512,12 +511,9 @@ def missing_extra(err: ModuleNotFoundError) -> str | None:
 
 def os_error_text(err: OSError) -> str:
     """One line for an OS error: what failed and on which file, without ``[Errno N]``."""
-    reason = err.strerror or (os.strerror(err.errno) if err.errno else type(err).__name__)
-    if err.errno == errno.ENOSPC:
-        reason = "no space left on the device (nothing was changed by the failed write)"
-    if err.filename is not None:
-        return f"{err.filename}: {reason}"
-    return reason
+    from saihm.errors import os_message
+
+    return os_message(err)
 
 
 def quiet_broken_pipe() -> int:

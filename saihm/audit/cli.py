@@ -8,11 +8,12 @@ a check failed, 2 for bad usage or unreadable input.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
 
-from saihm.errors import SaihmError
+from saihm.errors import SaihmError, message
 
 __all__ = ["export", "monitor", "replay", "verify"]
 
@@ -48,7 +49,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     try:
         bundle = read_data_dir(opts.data, with_cells=opts.with_cells)
     except (SaihmError, OSError) as err:
-        print(f"saihm export: {err}", file=sys.stderr)
+        print(f"saihm export: {message(err)}", file=sys.stderr)
         return 2
     for index, what in bundle.read_problems:
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
@@ -79,6 +80,10 @@ def verify(args: argparse.Namespace | list[str]) -> int:
     opts = parser.parse_args(_rest(args))
     if (opts.bundle is None) == (opts.data is None):
         parser.error("give exactly one of FILE or --data DIR")
+    if opts.second_implementation and importlib.util.find_spec("pqcrypto") is None:
+        hint = "--second-implementation needs the optional pqcrypto package"
+        print(f"saihm verify: {hint}: pip install 'saihm[audit]'", file=sys.stderr)
+        return 2
     from saihm.audit.bundle import read_bundle
     from saihm.audit.datadir import read_data_dir
     from saihm.audit.progress import progress
@@ -91,7 +96,7 @@ def verify(args: argparse.Namespace | list[str]) -> int:
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]
     except (SaihmError, OSError) as err:
-        print(f"saihm verify: {err}", file=sys.stderr)
+        print(f"saihm verify: {message(err)}", file=sys.stderr)
         return 2
     with progress(not opts.no_progress) as bar:
         report = verify_bundle(

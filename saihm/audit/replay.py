@@ -28,7 +28,7 @@ import lmdb
 from saihm.audit.bundle import read_bundle
 from saihm.audit.derive import Derived
 from saihm.audit.progress import progress
-from saihm.errors import SaihmError
+from saihm.errors import SaihmError, message
 from saihm.events import Operation, Receipt
 
 __all__ = ["main", "receipt_json"]
@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
         out = Path(opts.out)
         sink = _Lmdb(out, len(bundle.leaves)) if opts.format == "lmdb" else _Jsonl(out)
     except (SaihmError, OSError, lmdb.Error) as err:
-        print(f"saihm replay: {err}", file=sys.stderr)
+        print(f"saihm replay: {message(err)}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     derived, holders, skipped = Derived(), {}, 0

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from saihm.config import Config
-from saihm.errors import MalformedInput, SaihmError
+from saihm.errors import MalformedInput, NotFound, SaihmError
 from saihm.provider.models import GraphQuery, MemoryContext, MemoryQuery
 from saihm.provider.records import parse_store, validation_message
 
@@ -151,6 +151,9 @@ def _run(ns: argparse.Namespace) -> int:
     from saihm.provider.vault import LocalVault
 
     config = Config.for_data(ns.data, ns.kek_dir, ns.authority_dir, ns.log_keys_dir)
+    if not config.authority_public_key_file.is_file():
+        # Only `saihm serve` creates a data directory: a typo must not make a new store.
+        raise NotFound(f"data directory {ns.data} does not exist or is not a saihm data directory")
     operator = open_operator(config, checkpointer=False)
     try:
         needs_authority = ns.action in ("init", "grant", "store")
