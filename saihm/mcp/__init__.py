@@ -31,15 +31,19 @@ An MCP host starts this program and speaks MCP over its stdin and stdout (docs/m
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """``saihm-mcp [--help] [--version]``: both answer at once, without reading stdin."""
-    from saihm import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        installed = version("saihm")
+    except PackageNotFoundError:
+        installed = "unknown"
     parser = argparse.ArgumentParser(
         prog="saihm-mcp",
         description="The SAIHM custodial MCP client: the protocol's eight tools over stdio.",
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"saihm-mcp {__version__}")
+    parser.add_argument("--version", action="version", version=f"saihm-mcp {installed}")
     return parser.parse_args(sys.argv[1:] if argv is None else argv)
 
 
