@@ -6,6 +6,7 @@ A leaf module (no saihm imports), so the audit commands can use it without impor
 from __future__ import annotations
 
 import argparse
+import copy
 
 __all__ = ["DefaultsFormatter", "default_text"]
 
@@ -30,7 +31,15 @@ def default_text(action: argparse.Action) -> str | None:
 
 class DefaultsFormatter(argparse.RawDescriptionHelpFormatter):
     """Appends ``(default: ...)`` to an option's help unless the help already names its
-    default; keeps descriptions and epilogs as written."""
+    default (an option with no help at all gets one that states the default); keeps
+    descriptions and epilogs as written."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        shown = default_text(action) if action.help is None else None
+        if shown is not None:
+            action = copy.copy(action)
+            action.help = f"default: {shown.replace('%', '%%')}"
+        return super()._format_action(action)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help

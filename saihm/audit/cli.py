@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from saihm.errors import SaihmError, message
+from saihm.helpformat import DefaultsFormatter
 
 __all__ = ["export", "monitor", "replay", "verify"]
 
@@ -34,6 +35,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     """``saihm export --data DIR --out FILE [--with-cells]``."""
     parser = argparse.ArgumentParser(
         prog="saihm export",
+        formatter_class=DefaultsFormatter,
         description="Write a self-contained audit bundle (docs/formats.md §5): every leaf, "
         "checkpoint, the log's verifier keys, the authority public key and the published "
         "erasure list and tallies. No plaintext, DEK, KEK, seed, token or session tag.",
@@ -64,6 +66,7 @@ def verify(args: argparse.Namespace | list[str]) -> int:
     """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
     parser = argparse.ArgumentParser(
         prog="saihm verify",
+        formatter_class=DefaultsFormatter,
         description="Verify an audit bundle (or a data directory, read-only) without trusting "
         "the operator. Exit 0 only when every check holds.",
     )

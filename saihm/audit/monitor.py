@@ -32,6 +32,7 @@ from pathlib import Path
 
 from saihm.errors import SaihmError
 from saihm.events import Operation, Receipt, verify_receipt
+from saihm.helpformat import DefaultsFormatter
 from saihm.translog import (
     NoteError,
     ProofError,
@@ -275,6 +276,7 @@ def main(argv: list[str]) -> int:
     """``saihm monitor URL --state DIR [--interval S] [--once] [--spot-check N] ...``."""
     parser = argparse.ArgumentParser(
         prog="saihm monitor",
+        formatter_class=DefaultsFormatter,
         description="Mirror a SAIHM log's checkpoints; alarm on rollback, fork, inconsistent "
         "proof, bad signature or a stale log. With --once, exit 1 on any alarm.",
     )

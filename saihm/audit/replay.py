@@ -30,6 +30,7 @@ from saihm.audit.derive import Derived
 from saihm.audit.progress import progress
 from saihm.errors import SaihmError, message
 from saihm.events import Operation, Receipt
+from saihm.helpformat import DefaultsFormatter
 
 __all__ = ["main", "receipt_json"]
 
@@ -128,6 +129,7 @@ def main(argv: list[str]) -> int:
     """``saihm replay FILE --out DIR [--format lmdb|jsonl]``; prints events/s at the end."""
     parser = argparse.ArgumentParser(
         prog="saihm replay",
+        formatter_class=DefaultsFormatter,
         description="Rebuild the public projections of an audit bundle (receipts by subject, "
         "holder and operation; erasure list; tallies; contract and grant events).",
     )
