@@ -3,8 +3,10 @@ KEKs (DESIGN.md "Pinned additions"; docs/operations.md "Backups and restore").
 
 The LMDB environment is copied with ``Environment.copy(path, compact=True, txn=...)`` inside one
 read transaction: the copy is the snapshot that transaction sees, whatever a running server
-writes meanwhile, and holds no free pages (so no stale copy of a destroyed wrapped DEK that
-was still in a free page). The other files of the data directory (``authority.pub``, the
+writes meanwhile, without LMDB's free pages. A live page can still hold the slack a deleted
+record left, so the bytes of a destroyed wrapped DEK may be in a backup: erasure rests on the
+KEK generation they are wrapped under being retired, not on the copy (docs/formats.md §4).
+The other files of the data directory (``authority.pub``, the
 published verifier keys and, where they are kept there, the log keys) are copied beside it.
 The KEK directory is never copied, even when it was placed inside the data directory: a backup
 is ciphertext and wrapped keys only.
