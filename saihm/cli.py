@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from saihm import __version__
-from saihm.config import DAY, Config
+from saihm.config import Config
 from saihm.errors import SaihmError
 from saihm.helpformat import DefaultsFormatter
 
@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _policy_default(name: str) -> object:
+    """The default of a Config policy field: the dataclass is the one place it is written."""
+    (field,) = [f for f in dataclasses.fields(Config) if f.name == name]
+    return field.default
+
+
 def _serve_policy(serve: argparse.ArgumentParser) -> None:
     """The config file and the operator's published policy (saihm.config.Config fields)."""
     serve.add_argument(
@@ -172,47 +178,45 @@ def _serve_policy(serve: argparse.ArgumentParser) -> None:
         "command line > environment > file > default (docs/operations.md)",
     )
     onoff = argparse.BooleanOptionalAction
-    serve.add_argument(
-        "--governance", action=onoff, default=True, help="offer the governance tools"
-    )
-    serve.add_argument(
-        "--recall-receipts", action=onoff, default=True, help="log a RECALL receipt per recall"
-    )
-    serve.add_argument(
-        "--status-receipts", action=onoff, default=True, help="log a STATUS receipt per status"
-    )
+    for option, text in (
+        ("--governance", "offer the governance tools"),
+        ("--recall-receipts", "log a RECALL receipt per recall"),
+        ("--status-receipts", "log a STATUS receipt per status"),
+    ):
+        default = _policy_default(option[2:].replace("-", "_"))
+        serve.add_argument(option, action=onoff, default=default, help=text)
     serve.add_argument(
         "--checkpoint-interval",
         type=float,
-        default=1.0,
+        default=_policy_default("checkpoint_interval"),
         metavar="SECONDS",
         help="seconds between signed checkpoints while the log grows",
     )
     serve.add_argument(
         "--kek-rotation-hours",
         type=int,
-        default=24,
+        default=_policy_default("kek_rotation_hours"),
         metavar="HOURS",
         help="hours between KEK retirements (0: no schedule; governable)",
     )
     serve.add_argument(
         "--voting-window",
         type=int,
-        default=7 * DAY,
+        default=_policy_default("voting_window"),
         metavar="SECONDS",
         help="how long a governance proposal stays open",
     )
     serve.add_argument(
         "--temporary-default-ttl",
         type=int,
-        default=DAY,
+        default=_policy_default("temporary_default_ttl"),
         metavar="SECONDS",
         help="TEMPORARY contract lifetime when none is given (governable)",
     )
     serve.add_argument(
         "--service-window-ms",
         type=int,
-        default=2_000,
+        default=_policy_default("service_window_ms"),
         metavar="MS",
         help="a call answered within this many ms counts as served in time (status prs)",
     )

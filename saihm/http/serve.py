@@ -57,7 +57,26 @@ def _check(args: argparse.Namespace) -> bool:
         raise MalformedInput("--workers must be at least 1")
     if args.max_body < 1:
         raise MalformedInput("--max-body must be positive")
+    _check_policy(args)
     return tls
+
+
+#: The serve policy options and the values each accepts (a zero checkpoint interval would spin).
+POLICY_RANGES = {
+    "checkpoint_interval": (0.001, 86_400.0),
+    "kek_rotation_hours": (0, 168),
+    "voting_window": (1, 10 * 365 * 86_400),
+    "temporary_default_ttl": (1, 86_400),
+    "service_window_ms": (0, 3_600_000),
+}
+
+
+def _check_policy(args: argparse.Namespace) -> None:
+    for name, (low, high) in POLICY_RANGES.items():
+        value = getattr(args, name, None)
+        if value is not None and not low <= value <= high:
+            option = "--" + name.replace("_", "-")
+            raise MalformedInput(f"{option} must be {low}..{high}, not {value}")
 
 
 def tls_context(cert: str, key: str) -> ssl.SSLContext:

@@ -96,6 +96,15 @@ def test_an_unknown_key_or_a_bad_value_is_one_line_naming_it_and_creates_nothing
     assert "no such file" in _serve_fails(tmp_path, "--config", "missing.toml").stderr
     assert "$SAIHM_WORKERS" in _serve_fails(tmp_path, env={"SAIHM_WORKERS": "two"}).stderr
     assert "$SAIHM_GOVERNANCE" in _serve_fails(tmp_path, env={"SAIHM_GOVERNANCE": "maybe"}).stderr
+    # Values of the right type but outside what the policy allows are refused the same way.
+    (tmp_path / "spin.toml").write_text("checkpoint-interval = 0\n")
+    assert "--checkpoint-interval must be" in _serve_fails(tmp_path, "--config", "spin.toml").stderr
+    env = {"SAIHM_TEMPORARY_DEFAULT_TTL": "0"}
+    assert "--temporary-default-ttl must be" in _serve_fails(tmp_path, env=env).stderr
+    assert (
+        "--kek-rotation-hours must be"
+        in _serve_fails(tmp_path, "--kek-rotation-hours", "-1").stderr
+    )
 
 
 def test_health_readiness_and_metrics_answer_on_the_serving_port(tmp_path):
