@@ -55,7 +55,9 @@ class Config:
         """The configuration for one data directory, with the default sibling directories.
 
         The origin is the one the data directory records; an ``origin`` option that names
-        another raises :class:`~saihm.errors.Conflict` (an origin cannot change).
+        another raises :class:`~saihm.errors.Conflict` (an origin cannot change). ``witnesses``
+        (``URL=VKEY`` strings) are checked and normalised; a bad one, or two naming one witness,
+        raises :class:`~saihm.errors.MalformedInput`.
         """
         from saihm.origin import check_origin, recorded_origin
 
@@ -72,6 +74,12 @@ class Config:
                     "another (a log's origin cannot change)"
                 )
         options["origin"] = recorded if recorded is not None else requested
+        if options.get("witnesses"):
+            from saihm.witness.submit import parse_witnesses
+
+            specs = options["witnesses"]
+            assert isinstance(specs, (list, tuple))
+            options["witnesses"] = tuple(w.spec for w in parse_witnesses(specs))
         kek = Path(kek_dir).absolute() if kek_dir else data.parent / "kek"
         authority = Path(authority_dir).absolute() if authority_dir else data.parent / "authority"
         log_keys = Path(log_keys_dir).absolute() if log_keys_dir else data / "log-keys"

@@ -40,8 +40,10 @@ LMDB_OPEN_ALLOWED = {
     "public bundle: receipts, keys, erasures, tallies; never a data directory, no cells",
     "saihm/witness/state.py": "a witness's own state directory (per-origin size and root of "
     "the latest cosigned checkpoint); never a data directory, no cells or keys",
+    "saihm/backup.py": "saihm backup: copies one read snapshot of a data directory "
+    "(readonly=True, env.copy); never decrypts, never reads a KEK",
 }
-READONLY_REQUIRED = {"saihm/audit/datadir.py"}
+READONLY_REQUIRED = {"saihm/audit/datadir.py", "saihm/backup.py"}
 
 # Functions that produce plaintext (or the key to it) from a stored cell.
 PLAINTEXT_FUNCTIONS = {"decrypt", "decrypt_bytes", "open_cell"}
