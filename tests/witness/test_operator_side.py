@@ -243,3 +243,28 @@ def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_pat
         cli.verify([*argv, "--min-witnesses", "3"])
     assert usage.value.code == 2
     assert "--min-witnesses must be" in capsys.readouterr().err
+
+
+def test_origin_and_witnesses_come_from_the_environment_and_the_config_file(tmp_path) -> None:
+    """--origin and --witness are serve options like any other: SAIHM_ORIGIN, SAIHM_WITNESS
+    (a JSON array for several) and the TOML keys ``origin`` and ``witness`` reach Config, and
+    a bad witness there is the same one-line refusal as on the command line."""
+    import json as _json
+
+    from saihm.cli import build_parser, config_from, subparser
+    from saihm.settings import SettingsError, parse_with_settings
+
+    serve = subparser(build_parser(), "serve")
+    data = str(tmp_path / "d")
+    one = f"http://127.0.0.1:7380={W.vkey()}"
+    two = f"https://w2.example/a={CosignatureV1Signer.generate('w.example/two').vkey()}"
+    env = {"SAIHM_ORIGIN": "env.example/log", "SAIHM_WITNESS": _json.dumps([one, two])}
+    config = config_from(parse_with_settings(serve, ["--data", data], env))
+    assert (config.origin, config.witnesses) == ("env.example/log", (one, two))
+    path = tmp_path / "serve.toml"
+    path.write_text(f'origin = "file.example/log"\nwitness = ["{one}"]\n')
+    config = config_from(parse_with_settings(serve, ["--data", data, "--config", str(path)], {}))
+    assert (config.origin, config.witnesses) == ("file.example/log", (one,))
+    with pytest.raises(SettingsError, match=r"\$SAIHM_WITNESS"):
+        parse_with_settings(serve, ["--data", data], {"SAIHM_WITNESS": "not-a-witness"})
+    assert not (tmp_path / "d").exists()
