@@ -120,10 +120,12 @@ async def _serve(
 ) -> None:
     from saihm.compose import open_operator
     from saihm.http.app import create_app
+    from saihm.http.guard import GuardedAppRunner
 
     operator = open_operator(config)
     try:
-        runner = web.AppRunner(
+        # The guarded runner answers parser refusals with JSON and logs no header value.
+        runner = GuardedAppRunner(
             create_app(operator, client_max_size=max_body), access_log=None, handle_signals=False
         )
         await runner.setup()

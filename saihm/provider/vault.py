@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from saihm.authority import Authority
+from saihm.authority import Authority, check_token_fits
 from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
 from saihm.events import CapabilityScope, Operation
 from saihm.operator import Operator
@@ -139,6 +139,15 @@ class LocalVault:
         if mode is not None:
             authority = self._authority()
             expires_at = self._now() + ttl
+            # Refuse before GRANT is logged a token no server could read (saihm.authority).
+            draft = CapabilityScope(
+                sessions="all",
+                namespaces=tuple(namespaces),
+                grant_id=bytes(32),
+                consumer=consumer,
+                mode=mode,
+            )
+            check_token_fits(self.meta.holder_id, bytes(32), draft, expires_at)
             grant_id, _ = self.operator.grant(self.meta.holder_id, list(namespaces), expires_at)
             scope = CapabilityScope(
                 sessions="all", namespaces=tuple(namespaces), grant_id=grant_id,
