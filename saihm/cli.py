@@ -78,6 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body", type=int, default=1 << 20, metavar="BYTES",
         help="largest accepted request body (default 1 MiB)",
     )  # fmt: skip
+    serve.add_argument(
+        "--rate-limit",
+        type=float,
+        metavar="PER_SECOND",
+        help="calls per second each token may make, per worker (default 50; 0 disables)",
+    )
+    serve.add_argument(
+        "--rate-burst",
+        type=int,
+        metavar="CALLS",
+        help="calls a token may make at once before the rate applies (default 200)",
+    )
+    serve.add_argument(
+        "--pending-max",
+        type=int,
+        metavar="N",
+        help="pending memory proposals held per consumer (default 100)",
+    )
+    serve.add_argument(
+        "--pending-ttl",
+        type=int,
+        metavar="SECONDS",
+        help="lifetime of a pending memory proposal (default 604800, 7 days)",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)

@@ -219,15 +219,20 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     ``client_max_size`` bounds every request body (413 "too_large" above it).
     """
     from saihm.http.governance import governance
+    from saihm.http.limits import TokenBuckets, rate_limit_middleware
     from saihm.http.log_api import add_log_routes
     from saihm.provider.http import add_routes as add_memory_routes
     from saihm.provider.vault import LocalVault
 
     if client_max_size < 1:
         raise ValueError("client_max_size must be positive")
+    config = operator.config
+    limiter = rate_limit_middleware(
+        TokenBuckets(config.rate_limit, config.rate_burst), operator.store.authority_public_key
+    )
     app = web.Application(
         client_max_size=client_max_size,
-        middlewares=[access_log_middleware, error_middleware],
+        middlewares=[access_log_middleware, limiter, error_middleware],
     )
     app[OPERATOR] = operator
     app[MAX_BODY] = client_max_size

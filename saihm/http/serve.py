@@ -198,12 +198,13 @@ def main(args: argparse.Namespace) -> int:
     """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
     from saihm.cli import config_from
     from saihm.compose import initialise
+    from saihm.http.limits import with_serve_limits
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
         tls = _check(args)
         context = tls_context(args.tls_cert, args.tls_key) if tls else None
-        config = config_from(args)
+        config = with_serve_limits(config_from(args), args)
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)
