@@ -30,7 +30,11 @@ CAP, TTL = 3, 1_000
 @pytest.fixture
 def bounded(tmp_path: Path):
     config = Config.for_data(
-        tmp_path / "data", tmp_path / "kek", tmp_path / "authority", pending_max=CAP, pending_ttl=TTL
+        tmp_path / "data",
+        tmp_path / "kek",
+        tmp_path / "authority",
+        pending_max=CAP,
+        pending_ttl=TTL,
     )
     authority = initialise(config)
     clock = Clock()
