@@ -194,6 +194,10 @@ async def read_bounded(request: web.Request) -> bytes:
         return await request.read()
     except web.HTTPRequestEntityTooLarge as err:
         raise TooLarge("request body too large") from err
+    except web.RequestPayloadError as err:
+        # A body whose framing breaks after the handler started (a bad chunk, a short body):
+        # the client's fault, and the message (which quotes the bytes) is not kept.
+        raise MalformedInput("the request body is malformed") from err
 
 
 async def binding(request: web.Request) -> web.Response:
