@@ -37,7 +37,7 @@ class GovernanceTools(ToolBase):
 
     def _propose(self, access: Access, params: object) -> dict:
         p = P.check_params(params, {"scope", "paramKey", "proposedValue"}, {"scope"})
-        scope = P.text(p, "scope")
+        scope = P.text(p, "scope", code="unknown_scope")
         if scope not in SCOPES:
             raise MalformedInput("unknown proposal scope", code="unknown_scope")
         key = P.text(p, "paramKey", nullable=True)
