@@ -32,11 +32,11 @@ def check_contract_terms(
     """Apply the protocol's contract rules to proposed terms.
 
     Raises ``MalformedInput`` with code ``invalid_grantee`` (empty list, an entry not 32 bytes,
-    or a duplicate), ``shard_not_found`` (empty list or an entry not 32 bytes, or a duplicate: the protocol's
-    only shard code),
-    ``invalid_mode``, ``invalid_scope`` ("write" and "readwrite" are reserved; only "read" is
-    defined) or ``invalid_expiry`` (TEMPORARY: timestamp < expiresAt <= timestamp + 86400;
-    PERMANENT: expiresAt = 0; SYNDICATE: 0 or later than timestamp).
+    or a duplicate), ``shard_not_found`` (empty list, an entry not 32 bytes, or a duplicate:
+    the protocol's only shard code), ``invalid_mode``, ``invalid_scope`` ("write" and
+    "readwrite" are reserved; only "read" is defined) or ``invalid_expiry`` (TEMPORARY:
+    timestamp < expiresAt <= timestamp + 86400; PERMANENT: expiresAt = 0; SYNDICATE: 0 or later
+    than timestamp).
     """
     if not grantee_ids or any(not isinstance(g, bytes) or len(g) != 32 for g in grantee_ids):
         raise MalformedInput("each grantee must be a 32-byte holderId", code="invalid_grantee")

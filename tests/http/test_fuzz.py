@@ -409,6 +409,17 @@ def test_the_known_500s_are_4xx(server):
     assert (status, json.loads(raw)) == (400, {"error": "shard_not_found"})
 
 
+def test_a_proposed_value_too_big_for_a_log_leaf_is_400_not_503(server):
+    """Found by this fuzzer: a 70,000-character proposedValue made a PROPOSE receipt over the
+    log's 64 KiB leaf bound, which failed inside the write (503)."""
+    params = {"scope": "emission_param", "paramKey": "kek_rotation_hours"}
+    for value in ("x" * 257, "x" * 70_000):
+        body = _dumps(
+            {"method": "saihm_governance_propose", "params": {**params, "proposedValue": value}}
+        )
+        assert check(server, "POST", "/", body, server.token) == 400
+
+
 def test_fuzz_counts():
     """The note's figures: examples run and 500s seen (must be 0)."""
     print(f"\nfuzz: {COUNTS['examples']} examples, {COUNTS['500s']} answers of 500")
