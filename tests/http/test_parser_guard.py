@@ -12,6 +12,7 @@ malformed request, then the server's stdout and stderr are scanned for the token
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -130,7 +131,17 @@ def _leaks(token: str, text: str) -> list[str]:
     return [token[i : i + 16] for i in range(len(token) - 15) if token[i : i + 16] in text]
 
 
-def test_parser_refusals_answer_json_and_never_log_the_token(tmp_path: Path):
+@pytest.fixture(params=["llhttp", "python"])
+def parser(request, monkeypatch):
+    """Both of aiohttp's request parsers: the C one (llhttp) and the pure-Python fallback."""
+    if request.param == "python":
+        monkeypatch.setenv("AIOHTTP_NO_EXTENSIONS", "1")
+    else:
+        monkeypatch.delenv("AIOHTTP_NO_EXTENSIONS", raising=False)
+    return request.param
+
+
+def test_parser_refusals_answer_json_and_never_log_the_token(tmp_path: Path, parser):
     data = tmp_path / "data"
     with serving(tmp_path, "--data", str(data)) as (_proc, url):
         port = int(url.rsplit(":", 1)[1].strip("/"))
@@ -153,7 +164,7 @@ def test_parser_refusals_answer_json_and_never_log_the_token(tmp_path: Path):
     assert "Traceback" not in logs
 
 
-def test_a_refusal_log_line_names_the_exception_class_and_status_only(tmp_path: Path):
+def test_a_refusal_log_line_names_the_exception_class_and_status_only(tmp_path: Path, parser):
     data = tmp_path / "data"
     with serving(tmp_path, "--data", str(data)) as (_proc, url):
         port = int(url.rsplit(":", 1)[1].strip("/"))
@@ -162,7 +173,10 @@ def test_a_refusal_log_line_names_the_exception_class_and_status_only(tmp_path: 
     lines = [
         line for line in (tmp_path / "serve.err").read_text().splitlines() if "HTTP parser" in line
     ]
-    assert lines == ["refused a request the HTTP parser could not read: BadHttpMessage (400)"]
+    assert len(lines) == 1
+    assert re.fullmatch(
+        r"refused a request the HTTP parser could not read: [A-Za-z]+ \(400\)", lines[0]
+    )
 
 
 def test_the_longest_issuable_token_is_read_by_the_server(tmp_path: Path):
