@@ -420,6 +420,58 @@ def test_a_proposed_value_too_big_for_a_log_leaf_is_400_not_503(server):
         assert check(server, "POST", "/", body, server.token) == 400
 
 
+LOG_PATHS = [
+    "/log/tile/{a}",
+    "/log/tile/{a}/{b}",
+    "/log/v1/entries?{q}",
+    "/log/v1/proof/inclusion?{q}",
+    "/log/v1/proof/consistency?{q}",
+    "/log/v1/receipts?{q}",
+    "/log/v1/receipts/{a}",
+    "/log/v1/erasures?{q}",
+]
+QUERY_NAMES = [
+    "start",
+    "end",
+    "index",
+    "size",
+    "size1",
+    "size2",
+    "hash",
+    "leafHash",
+    "cursor",
+    "limit",
+    "subjectId",
+    "holderId",
+    "operation",
+    "after",
+]
+
+
+def test_fuzz_public_log_never_answers_500(server):
+    """The public log API too: any path segment and query answers below 500, and every
+    failure is a JSON ``{"error": code}`` from docs/formats.md."""
+    from urllib.parse import quote, urlencode
+
+    segment = st.one_of(
+        ANY_TEXT, st.integers().map(str), HUGE.map(str), st.sampled_from(server.ids)
+    )
+    query = st.dictionaries(st.sampled_from(QUERY_NAMES), segment, max_size=4)
+
+    @settings(SETTINGS, max_examples=80 * EXAMPLES)
+    @given(template=st.sampled_from(LOG_PATHS), a=segment, b=segment, q=query)
+    def run(template, a, b, q):
+        safe = {k: v.encode("utf-8", "surrogatepass") for k, v in q.items()}
+        path = template.format(
+            a=quote(a.encode("utf-8", "surrogatepass"), safe=""),
+            b=quote(b.encode("utf-8", "surrogatepass"), safe=""),
+            q=urlencode(safe),
+        )
+        check(server, "GET", path, None, None)
+
+    run()
+
+
 def test_fuzz_counts():
     """The note's figures: examples run and 500s seen (must be 0)."""
     print(f"\nfuzz: {COUNTS['examples']} examples, {COUNTS['500s']} answers of 500")

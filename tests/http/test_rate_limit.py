@@ -193,3 +193,19 @@ def test_serve_refuses_nonsense_limits_in_one_line(tmp_path, option):
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_saihm_serve_applies_its_rate_options(tmp_path):
+    from tests.support.serve import holder_create, post, serving
+
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data), "--rate-limit", "0.001", "--rate-burst", "2") as (
+        _proc,
+        url,
+    ):
+        token = holder_create(data)["token"]
+        answers = [post(url, token, "saihm_status", {}) for _ in range(3)]
+        assert [status for status, _ in answers] == [200, 200, 429]
+        assert answers[2][1] == {"error": "rate_limited"}
+        other = holder_create(data)["token"]
+        assert post(url, other, "saihm_status", {})[0] == 200
