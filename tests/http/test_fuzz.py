@@ -14,6 +14,7 @@ kept in ``COUNTS`` and printed by ``test_fuzz_counts`` (``pytest -s``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import json
 import os
@@ -37,11 +38,12 @@ COUNTS: Counter[str] = Counter()
 FORMATS = Path(__file__).resolve().parents[2] / "docs" / "formats.md"
 
 
-def documented_codes() -> set[str]:
+@functools.cache
+def documented_codes() -> frozenset[str]:
     """Every error code docs/formats.md's "Error codes" section names."""
     text = FORMATS.read_text()
     section = re.split(r"^## [0-9. ]*Error codes$", text, flags=re.M)[1].split("\n## ", 1)[0]
-    return set(re.findall(r"`([a-z_]+)`", section))
+    return frozenset(re.findall(r"`([a-z_]+)`", section))
 
 
 # -- the server ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import pytest
 
 from saihm.events.capability import HEADER_FIELD_MAX
 from saihm.http.guard import REQUEST_LINE_MAX, parser_error_status
-from tests.support.serve import holder_create, post, serving
+from tests.support.serve import fetch, holder_create, post, serving
 
 RECV_SECONDS = 10
 
@@ -157,6 +157,10 @@ def test_parser_refusals_answer_json_and_never_log_the_token(tmp_path: Path, par
             assert token[:16].encode() not in body, name
         # the server is still serving after every refusal
         assert post(url, token, "saihm_status", {})[0] == 200
+        # a token in a query string or a header of an accepted request is not logged either
+        # (the access log writes the path only, aiohttp's own access log is off)
+        status, _ = fetch(url + "log/checkpoint?token=" + token, headers={"X-Token": token})
+        assert status == 200
     logs = (tmp_path / "serve.err").read_text() + (tmp_path / "serve.out").read_text()
     assert _leaks(token, logs) == []
     refusals = [line for line in logs.splitlines() if "HTTP parser could not read" in line]
