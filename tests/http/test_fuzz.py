@@ -422,6 +422,48 @@ def test_a_proposed_value_too_big_for_a_log_leaf_is_400_not_503(server):
         assert check(server, "POST", "/", body, server.token) == 400
 
 
+B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def test_fuzz_bearer_tokens_never_answer_500(server):
+    """Arbitrary bearer tokens: base64url text, the base64url of arbitrary bytes and of
+    arbitrary CBOR, and a real token with one character changed."""
+    import base64
+
+    import cbor2
+
+    def b64(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    cbor = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.binary(max_size=40) | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.integers(0, 7), inner),
+        max_leaves=12,
+    ).map(lambda v: b64(cbor2.dumps(v)))
+
+    @st.composite
+    def flipped(draw):
+        i = draw(st.integers(0, len(server.token) - 1))
+        c = draw(st.sampled_from(B64URL))
+        return server.token[:i] + c + server.token[i + 1 :]
+
+    tokens = st.one_of(
+        st.text(B64URL, min_size=1, max_size=200),
+        st.binary(max_size=300).map(b64),
+        cbor,
+        flipped(),
+        st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=60),
+    )
+
+    @settings(SETTINGS, max_examples=80 * EXAMPLES)
+    @given(token=tokens, route=st.sampled_from(["/", "/memory/v1/query"]))
+    def run(token, route):
+        body = {"method": "saihm_status", "params": {}} if route == "/" else {"consumer": "agent"}
+        check(server, "POST", route, _dumps(body), token)
+
+    run()
+
+
 LOG_PATHS = [
     "/log/tile/{a}",
     "/log/tile/{a}/{b}",
