@@ -133,13 +133,11 @@ class LocalVault:
             raise MalformedInput("a memory grant names at least one namespace")
         if ttl <= 0:
             raise MalformedInput("a grant's lifetime must be positive")
-        self.revoke(consumer, missing_ok=True)
-        entry: dict = {"sections": list(sections), "mode": mode, "namespaces": list(namespaces)}
-        token = None
+        expires_at = self._now() + ttl
+        authority = self._authority() if mode is not None else None
         if mode is not None:
-            authority = self._authority()
-            expires_at = self._now() + ttl
-            # Refuse before GRANT is logged a token no server could read (saihm.authority).
+            # Refuse a token no server could read before anything changes: before the earlier
+            # grant is withdrawn and before GRANT is logged (saihm.authority).
             draft = CapabilityScope(
                 sessions="all",
                 namespaces=tuple(namespaces),
@@ -148,6 +146,10 @@ class LocalVault:
                 mode=mode,
             )
             check_token_fits(self.meta.holder_id, bytes(32), draft, expires_at)
+        self.revoke(consumer, missing_ok=True)
+        entry: dict = {"sections": list(sections), "mode": mode, "namespaces": list(namespaces)}
+        token = None
+        if authority is not None and mode is not None:
             grant_id, _ = self.operator.grant(self.meta.holder_id, list(namespaces), expires_at)
             scope = CapabilityScope(
                 sessions="all", namespaces=tuple(namespaces), grant_id=grant_id,

@@ -253,3 +253,38 @@ def test_a_sweep_in_another_process_destroys_expired_proposals(tmp_path: Path):
             assert not any(store.keyring.has_dek(txn, c) for c in cells)
     finally:
         store.close()
+
+
+# -- over HTTP, and the consumer grant's token length --------------------------------------
+
+
+async def test_store_over_the_cap_answers_409_pending_full_over_http(aiohttp_client, bounded):
+    from saihm.http.app import create_app
+
+    vault, store, _ = bounded
+    _, token = vault.grant("agent", ["notes"], "write")
+    client = await aiohttp_client(create_app(vault.operator))
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"consumer": "agent", "namespace": "notes", "content": {"f": 1}}
+    for _ in range(CAP):
+        async with client.post("/memory/v1/store", json=body, headers=headers) as resp:
+            assert resp.status == 200
+    held = _held(store)
+    async with client.post("/memory/v1/store", json=body, headers=headers) as resp:
+        assert resp.status == 409
+        assert await resp.json() == {"error": "pending_full"}
+    assert _held(store) == held
+
+
+def test_a_consumer_grant_whose_token_would_not_fit_changes_nothing(bounded):
+    from saihm.errors import MalformedInput
+
+    vault, store, _ = bounded
+    _, first = vault.grant("agent", ["notes"], "read")
+    leaves = store.size()
+    names = [f"ns-{i:02d}-" + "x" * 200 for i in range(50)]
+    with pytest.raises(MalformedInput) as refused:
+        vault.grant("agent", names, "read")
+    assert refused.value.code == "token_too_long"
+    assert store.size() == leaves  # neither UNGRANT of the earlier grant nor GRANT
+    assert vault.for_consumer(first).status().consumer == "agent"  # the earlier grant stands
