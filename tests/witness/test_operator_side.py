@@ -69,9 +69,11 @@ async def test_witnessed_asks_for_the_newest_cosigned_checkpoint(aiohttp_client,
     assert len(parse_note(newest)[1]) == 2
     async with client.get("/log/checkpoint?witnessed=1") as resp:
         assert resp.status == 200 and await resp.read() == cosigned
-    for query in ("witnessed=0", "witnessed=yes", "witnessed=1&witnessed=1", "size=3"):
+    for query in ("witnessed=0", "witnessed=yes", "witnessed=1&witnessed=1", "witnessed="):
         async with client.get(f"/log/checkpoint?{query}") as resp:
             assert (resp.status, await resp.json()) == (400, {"error": "bad_request"})
+    async with client.get("/log/checkpoint?size=3") as resp:  # other parameters: ignored
+        assert resp.status == 200 and await resp.read() == newest
 
 
 def test_add_cosignatures_needs_a_stored_checkpoint_and_well_formed_lines(operator) -> None:
