@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
-from saihm.config import Config
-from saihm.errors import SaihmError
+from saihm.config import STORAGE_OPTIONS, Config
+from saihm.errors import MalformedInput, SaihmError
 
 if TYPE_CHECKING:
     from saihm.events import CapabilityScope
@@ -78,6 +78,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body", type=int, default=1 << 20, metavar="BYTES",
         help="largest accepted request body (default 1 MiB)",
     )  # fmt: skip
+    serve.add_argument(
+        "--map-size",
+        type=int,
+        metavar="BYTES",
+        help="initial LMDB map size (default 8 GiB); it grows by doubling as needed",
+    )
+    serve.add_argument(
+        "--map-size-max",
+        type=int,
+        metavar="BYTES",
+        help="ceiling of the LMDB map; beyond it writes are refused with 503 (default 256 GiB)",
+    )
+    serve.add_argument(
+        "--min-free-disk",
+        type=int,
+        metavar="BYTES",
+        help="free bytes the data volume keeps; below it writes are refused with 503 "
+        "(default 256 MiB; 0 disables)",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
@@ -171,9 +190,21 @@ def _bench_names() -> tuple[str, ...]:
 
 
 def config_from(args: argparse.Namespace) -> Config:
-    """The Config for a command's --data/--kek-dir/--authority-dir."""
+    """The Config for a command's --data/--kek-dir/--authority-dir (and storage limits)."""
+    limits = {
+        name: getattr(args, name)
+        for name in STORAGE_OPTIONS
+        if getattr(args, name, None) is not None
+    }
+    for name, value in limits.items():
+        if value < 0 or (value == 0 and name != "min_free_disk"):
+            raise MalformedInput(f"--{name.replace('_', '-')} must be a positive number of bytes")
     return Config.for_data(
-        args.data, args.kek_dir, args.authority_dir, getattr(args, "log_keys_dir", None)
+        args.data,
+        args.kek_dir,
+        args.authority_dir,
+        getattr(args, "log_keys_dir", None),
+        **limits,
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DAY = 86_400
+STORAGE_OPTIONS = ("map_size", "map_size_max", "min_free_disk")  # serve --map-size ... (bytes)
 
 
 @dataclass(frozen=True)
