@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--map-size",
         type=int,
         metavar="BYTES",
-        help="initial LMDB map size (default 8 GiB); it grows by doubling as needed",
+        help="initial LMDB map size, at least 1 MiB (default 8 GiB); it doubles as needed",
     )
     serve.add_argument(
         "--map-size-max",
@@ -197,8 +197,9 @@ def config_from(args: argparse.Namespace) -> Config:
         if getattr(args, name, None) is not None
     }
     for name, value in limits.items():
-        if value < 0 or (value == 0 and name != "min_free_disk"):
-            raise MalformedInput(f"--{name.replace('_', '-')} must be a positive number of bytes")
+        least = 0 if name == "min_free_disk" else 1 << 20
+        if value < least:
+            raise MalformedInput(f"--{name.replace('_', '-')} must be at least {least} bytes")
     return Config.for_data(
         args.data,
         args.kek_dir,
@@ -322,7 +323,7 @@ def _cmd_kek_rotate(args: argparse.Namespace) -> int:
 
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        version = operator.store.rotate_kek()
+        version = operator.store.rotate_kek(wait=300)
     finally:
         operator.store.close()
     _print({"kekVersion": version})
