@@ -37,7 +37,8 @@ class _Gate:
     """Shared holders (open transactions) versus one exclusive holder (a map resize)."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
         self._holders = 0
         self._resizing = False
         self._local = threading.local()
@@ -46,21 +47,23 @@ class _Gate:
         return getattr(self._local, "depth", 0)
 
     def enter(self) -> None:
-        depth = self.depth()
-        if depth == 0:
-            with self._cv:
+        local = self._local
+        depth = getattr(local, "depth", 0)
+        if not depth:
+            with self._lock:
                 while self._resizing:
                     self._cv.wait()
                 self._holders += 1
-        self._local.depth = depth + 1
+        local.depth = depth + 1
 
     def leave(self) -> None:
-        depth = self.depth() - 1
-        self._local.depth = depth
-        if depth == 0:
-            with self._cv:
+        local = self._local
+        depth = local.depth - 1
+        local.depth = depth
+        if not depth:
+            with self._lock:
                 self._holders -= 1
-                if self._holders == 0:
+                if self._resizing and not self._holders:
                     self._cv.notify_all()
 
     @contextmanager

@@ -160,3 +160,35 @@ def test_the_lock_is_per_kek_directory_and_released_after_a_failed_rotation(
     assert kek_dir.live_versions() == [1] and kek_dir.current_version == 1
     assert keyring.rotate(wait=0) == 2
     assert _all_readable(env, keyring, deks)
+
+
+def test_a_writer_cannot_wrap_while_a_generation_is_being_retired(env, keyring, kek_dir):
+    """The check and the retirement hold LMDB's write lock: a writer arriving meanwhile waits,
+    then wraps under the generation in force, which is never the one just retired."""
+    deks = _fill(env, keyring, 3)
+    retiring, wrote = threading.Event(), threading.Event()
+    cell_id, dek = os.urandom(32), new_dek()
+    version: dict[str, int] = {}
+    deks_db = env.open_db(b"deks")
+
+    def writer() -> None:
+        assert retiring.wait(WAIT)
+        with env.begin(write=True) as txn:
+            keyring.put_dek(txn, cell_id, dek)
+            raw = bytes(txn.get(cell_id, db=deks_db))
+            version["v"] = struct.unpack(">I", raw[:4])[0]
+        wrote.set()
+
+    def hook(step: str) -> None:
+        if step == "retire_recorded":
+            retiring.set()
+            assert not wrote.wait(0.5)  # the writer is held at LMDB's write lock
+
+    w = threading.Thread(target=writer)
+    w.start()
+    assert keyring.rotate(hook=hook) == 2
+    w.join(WAIT)
+    assert wrote.is_set() and version == {"v": 2}
+    assert kek_dir.retired_versions() == [1]
+    deks[cell_id] = dek
+    assert _all_readable(env, keyring, deks)
