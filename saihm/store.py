@@ -213,9 +213,11 @@ class Store(GroupCommit, PublicLog):
         This is the schedule that bounds when an erasure becomes cryptographically complete
         (docs/formats.md §4). The age is read from the KEK directory, so every worker and every
         restart agrees on it; 0 hours disables the schedule; ``now`` defaults to the store's
-        clock. Of the processes sharing the KEK directory exactly one rotates: the age is
-        checked again under the rotation lock, and a process that finds the lock held skips
-        this tick. Returns the new generation, or None.
+        clock. It is also due while a generation older than the one in force is still live (an
+        interrupted rotation), so that retirement completes at once. Of the processes sharing
+        the KEK directory exactly one rotates: the age is checked again under the rotation
+        lock, and a process that finds the lock held skips this tick. Returns the new
+        generation, or None.
         """
         hours = self.config.kek_rotation_hours
         if hours <= 0:
@@ -223,6 +225,10 @@ class Store(GroupCommit, PublicLog):
         now = self.clock() if now is None else now
 
         def due() -> bool:
+            # Also due at once while an older generation is live: a rotation that failed or
+            # was killed part-way is completed on the next tick, not a period later.
+            if len(self.kek_dir.live_versions()) > 1:
+                return True
             issued = self.kek_dir.issued_at(self.kek_dir.current_version)
             return now - issued >= hours * 3600
 
@@ -529,6 +535,7 @@ class Store(GroupCommit, PublicLog):
             except lmdb.MapFullError:
                 if attempt or not self.env.grow():
                     raise Unavailable("storage full: the KEK re-wrap did not fit") from None
+                due = None  # the first attempt issued a generation: finish it unconditionally
         return None  # pragma: no cover
 
     def _rotation_step(self, step: str) -> None:

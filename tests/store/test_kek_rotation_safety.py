@@ -226,3 +226,21 @@ def test_kill_9_at_each_step_of_rotation_loses_nothing_and_the_next_completes(wo
         with pytest.raises(UnwrapError):
             unwrap(kek, scene["stale"][4:])
     assert _recalled(world, scene["alice"]) == ["alice keeps"]
+
+
+def test_the_schedule_completes_an_interrupted_rotation_at_once(world) -> None:
+    """A rotation killed after its re-wrap leaves an older generation live; the next tick of
+    the schedule rotates at once (not a period later), so the erasures it covers complete."""
+    scene = _scene(world)
+    proc = _start(world, "crash_rotate", step="rotate.rewrapped")
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    kek_dir = world.store.kek_dir
+    assert len(kek_dir.live_versions()) == 2
+    world.clock.now = kek_dir.issued_at(kek_dir.current_version) + 60  # not due by age
+    version = world.store.rotate_kek_if_due()
+    assert version is not None and kek_dir.live_versions() == [version]
+    assert world.store.rotate_kek_if_due() is None  # and then not again
+    for kek in _kek_windows(kek_dir.path):
+        with pytest.raises(UnwrapError):
+            unwrap(kek, scene["stale"][4:])
