@@ -224,10 +224,15 @@ class Store(GroupCommit, PublicLog):
             return None
         now = self.clock() if now is None else now
 
+        # Also due at once while an older generation is live: a rotation that failed or was
+        # killed part-way is completed on the next tick, not a period later; unless the last
+        # attempt found keys it could not re-wrap (damaged entries keep their generation
+        # live), which a rotation every tick would not mend.
+        job = self.jobs.snapshot()[KEK_JOB]
+        finish = not (job["consecutive_failures"] and job["last_error"] == KeyringError.code)
+
         def due() -> bool:
-            # Also due at once while an older generation is live: a rotation that failed or
-            # was killed part-way is completed on the next tick, not a period later.
-            if len(self.kek_dir.live_versions()) > 1:
+            if finish and len(self.kek_dir.live_versions()) > 1:
                 return True
             issued = self.kek_dir.issued_at(self.kek_dir.current_version)
             return now - issued >= hours * 3600

@@ -13,13 +13,14 @@ the wrapped DEK (LMDB free pages, backups, replicas) was wrapped under a retired
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from saihm.errors import Conflict, MalformedInput, NotFound
-from saihm.keyring.errors import KeyringError
+from saihm.keyring.errors import KeyringError, UnwrapError
 from saihm.keyring.kekdir import KekDirectory
 from saihm.keyring.lock import rotation_lock
 from saihm.keyring.wrap import unwrap, wrap
@@ -27,6 +28,7 @@ from saihm.keyring.wrap import unwrap, wrap
 __all__ = ["Keyring", "new_dek", "new_holder_seed", "rotate"]
 
 _KEY_BYTES = 32
+log = logging.getLogger("saihm.keyring")
 
 
 def new_holder_seed() -> bytes:
@@ -132,18 +134,22 @@ class Keyring:
                     yield db, bytes(key), bytes(value)
 
     def versions_in_use(self, txn: Any) -> dict[int, int]:
-        """How many wrapped keys each generation currently wraps."""
+        """How many wrapped keys name each generation (a value too short to name one counts
+        under -1)."""
         counts: dict[int, int] = {}
         for _db, _key, value in self._entries(txn):
-            (v,) = struct.unpack(">I", value[:4])
+            v = struct.unpack(">I", value[:4])[0] if len(value) >= 4 else -1
             counts[v] = counts.get(v, 0) + 1
         return counts
 
-    def rewrap_all(self, txn: Any, to_version: int) -> int:
+    def rewrap_all(self, txn: Any, to_version: int, damaged: list[bytes] | None = None) -> int:
         """Re-wrap every stored DEK and seed not under ``to_version``; returns how many.
 
-        ``txn`` must be a write transaction. Raises ``KekUnavailable`` if an old or the target
-        generation is unavailable (nothing is then committed by a caller that aborts).
+        ``txn`` must be a write transaction. A stored value that does not unwrap (wrong length,
+        a generation retired or never issued, a failed RFC 3394 integrity check) is left as it
+        is and its key appended to ``damaged``: it is unreadable already, and one damaged entry
+        must not stop every later rotation (and with it every erasure). Raises
+        ``KekUnavailable`` if the target generation is unavailable.
         """
         target = self.kek_dir.kek(to_version)
         prefix = struct.pack(">I", to_version)
@@ -154,7 +160,13 @@ class Keyring:
                     value = bytes(value)
                     if value[:4] == prefix:
                         continue
-                    cur.put(bytes(key), prefix + wrap(target, self._unwrap(value)))
+                    try:
+                        key_bytes = self._unwrap(value)
+                    except (KeyringError, UnwrapError):
+                        if damaged is not None:
+                            damaged.append(bytes(key))
+                        continue
+                    cur.put(bytes(key), prefix + wrap(target, key_bytes))
                     count += 1
         return count
 
@@ -191,13 +203,19 @@ class Keyring:
             step("locked")
             version = self.kek_dir.new_generation(issued_at)
             step("issued")
+            damaged: list[bytes] = []
             with self._env.begin(write=True) as txn:
-                self.rewrap_all(txn, version)
+                self.rewrap_all(txn, version, damaged)
             step("rewrapped")
             stale = self.retire_unused(hook=step)
             step("retired")
+        if damaged:
+            log.error(
+                "KEK rotation: %d stored wrapped keys do not unwrap; left as they are", len(damaged)
+            )
         if stale:
-            raise KeyringError("keys remain under an older KEK generation; not retiring it")
+            kept = ", ".join(str(v) for v in sorted(stale))
+            raise KeyringError(f"keys remain under older KEK generation(s) {kept}; kept live")
         return version
 
     def retire_unused(self, hook: Callable[[str], None] | None = None) -> dict[int, int]:
@@ -207,14 +225,18 @@ class Keyring:
         write transaction, which excludes every writer for their duration, and every writer
         reads the generation in force inside its own write transaction
         (``KekDirectory.current_kek``): a key wrapped under a generation is therefore either
-        seen by the check, or wrapped under a newer one. Returns the older generations still in
-        use (none after a completed re-wrap) with their key counts; those are not retired.
+        seen by the check, or wrapped under a newer one. Returns the older live generations
+        still named by a stored key (none after a complete re-wrap; a damaged entry the re-wrap
+        could not open keeps its generation here) with their key counts; those are not retired.
         """
         with self._env.begin(write=True) as txn:
             in_use = self.versions_in_use(txn)
             current = self.kek_dir.current_version
-            stale = {v: n for v, n in in_use.items() if v != current}
-            for old in self.kek_dir.live_versions():
+            live = self.kek_dir.live_versions()
+            # Only a live generation can still unwrap anything; a value naming a retired or
+            # never-issued one is unreadable whatever is retired.
+            stale = {v: n for v, n in in_use.items() if v != current and v in live}
+            for old in live:
                 if old < current and old not in stale:
                     self.kek_dir.retire(old, hook)
         self.kek_dir.finish_retirements()

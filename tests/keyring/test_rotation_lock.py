@@ -192,3 +192,26 @@ def test_a_writer_cannot_wrap_while_a_generation_is_being_retired(env, keyring, 
     assert kek_dir.retired_versions() == [1]
     deks[cell_id] = dek
     assert _all_readable(env, keyring, deks)
+
+
+def test_damaged_wrapped_keys_do_not_stop_rotation_or_other_retirements(env, keyring, kek_dir):
+    """One damaged entry must not block every later rotation (and so every erasure): values
+    too short, naming a generation never issued, or failing the integrity check are left as
+    they are; only a live generation still named by one is kept."""
+    deks = _fill(env, keyring, 4)
+    deks_db = env.open_db(b"deks")
+    flipped = bytearray(struct.pack(">I", 1) + wrap(kek_dir.kek(1), new_dek()))
+    flipped[-1] ^= 1
+    with env.begin(write=True) as txn:
+        txn.put(b"s" * 32, b"\x00\x01", db=deks_db)
+        txn.put(b"n" * 32, struct.pack(">I", 0xFFFFFFF0) + os.urandom(40), db=deks_db)
+        txn.put(b"f" * 32, bytes(flipped), db=deks_db)
+    with pytest.raises(KeyringError, match="generation\\(s\\) 1;"):
+        keyring.rotate()
+    assert kek_dir.live_versions() == [1, 2]  # 1 is kept: a stored value still names it
+    assert _all_readable(env, keyring, deks)
+    with env.begin(write=True) as txn:
+        keyring.destroy(txn, b"f" * 32)  # what a forget of that cell does
+    assert keyring.rotate() == 3
+    assert kek_dir.live_versions() == [3] and kek_dir.retired_versions() == [1, 2]
+    assert _all_readable(env, keyring, deks)

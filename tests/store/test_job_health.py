@@ -153,3 +153,28 @@ def test_the_schedule_reads_the_store_clock(world):
     assert kek_dir.issued_at(first + 1) == world.clock.now  # recorded on the same clock
     world.clock.now += 3600
     assert world.store.rotate_kek_if_due() is None
+
+
+def test_a_rotation_kept_from_retiring_by_a_damaged_key_is_not_retried_every_tick(world):
+    """A damaged stored key keeps its generation live; the schedule records keyring_error and
+    waits for the next period instead of issuing a generation on every tick."""
+    import struct
+
+    from saihm.keyring import wrap
+
+    store, kek_dir = world.store, world.store.kek_dir
+    alice = world.holder()
+    world.call(alice, "saihm_remember", content="fine")
+    damaged = bytearray(struct.pack(">I", 1) + wrap(kek_dir.kek(1), b"k" * 32))
+    damaged[-1] ^= 1
+    deks = store.env.open_db(b"deks")
+    with store.env.begin(write=True) as txn:
+        txn.put(b"d" * 32, bytes(damaged), db=deks)
+    world.clock.now = kek_dir.issued_at(1) + 25 * 3600
+    assert not store.jobs.run("kek_rotation", store.rotate_kek_if_due, 0.0)
+    assert store.job_health()["kek_rotation"]["last_error"] == "keyring_error"
+    assert kek_dir.live_versions() == [1, 2]
+    _poll(lambda: store.jobs.due("kek_rotation"), "the backoff to pass")
+    assert store.jobs.run("kek_rotation", store.rotate_kek_if_due, 0.0)  # nothing due
+    assert kek_dir.current_version == 2
+    assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["fine"]
