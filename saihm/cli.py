@@ -126,6 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="submit each new checkpoint to this tlog-witness (submission URL and its "
         "verifier key; repeatable; default: none)",
     )
+    serve.add_argument(
+        "--map-size",
+        type=int,
+        metavar="BYTES",
+        help="initial LMDB map size, at least 1 MiB (default 8 GiB); it doubles as needed",
+    )
+    serve.add_argument(
+        "--map-size-max",
+        type=int,
+        metavar="BYTES",
+        help="ceiling of the LMDB map; beyond it writes are refused with 503 (default 256 GiB)",
+    )
+    serve.add_argument(
+        "--min-free-disk",
+        type=int,
+        metavar="BYTES",
+        help="free bytes the data volume keeps; below it writes are refused with 503 "
+        "(default 256 MiB; 0 disables)",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
@@ -466,7 +485,7 @@ def _cmd_kek_rotate(args: argparse.Namespace) -> int:
 
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        version = operator.store.rotate_kek()
+        version = operator.store.rotate_kek(wait=300)
     finally:
         operator.store.close()
     _print({"kekVersion": version})

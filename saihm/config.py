@@ -12,6 +12,10 @@ DAY = 86_400
 class Config:
     """Where things live and the operator's published policy.
 
+    ``map_size`` is the LMDB map a store opens with (bytes); it grows by doubling, when a write
+    needs more, up to ``map_size_max``; writes are refused (503) beyond it and whenever the data
+    volume has less than ``min_free_disk`` bytes free (docs/operations.md "Storage limits").
+
     ``kek_dir`` and ``authority_dir`` default to siblings of the data directory
     (``<data>/../kek``, ``<data>/../authority``) and ``log_keys_dir`` to ``<data>/log-keys``;
     production puts them on other volumes or machines (docs/operations.md).
@@ -30,6 +34,8 @@ class Config:
     witnesses: tuple[str, ...] = ()
     tier: str = "STANDARD"
     map_size: int = 8 << 30
+    map_size_max: int = 256 << 30
+    min_free_disk: int = 256 << 20
     checkpoint_interval: float = 1.0
     recall_receipts: bool = True
     status_receipts: bool = True

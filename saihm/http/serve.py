@@ -68,6 +68,10 @@ POLICY_RANGES = {
     "voting_window": (1, 10 * 365 * 86_400),
     "temporary_default_ttl": (1, 86_400),
     "service_window_ms": (0, 3_600_000),
+    # The LMDB map (docs/operations.md "Storage limits"): at least 1 MiB, at most 2^48 bytes.
+    "map_size": (1 << 20, 1 << 48),
+    "map_size_max": (1 << 20, 1 << 48),
+    "min_free_disk": (0, 1 << 60),
 }
 
 
