@@ -469,6 +469,21 @@ class Store(GroupCommit, PublicLog):
             return False
         return access.all_sessions or payload.session_id == access.session_id
 
+    def check_opens(self, txn: lmdb.Transaction, cell: Cell) -> None:
+        """Raise unless ``cell``'s wrapped DEK unwraps under a live KEK generation and opens
+        its ciphertext (saihm-protocol "Encryption envelope"); for ``saihm verify --data``.
+
+        Raises ``NotFound`` (no wrapped DEK), ``KekUnavailable`` or ``VerificationFailed``.
+        Nothing decrypted leaves this method.
+        """
+        decrypt(cell, self.keyring.dek(txn, cell.cell_id))
+
+    def memo_matches(self, txn: lmdb.Transaction, cell_id: bytes, cell_bytes: bytes) -> bool:
+        """False when a verified-cell memo is stored for ``cell_id`` and is not the memo of
+        ``cell_bytes`` (an absent memo only means the signature is checked on every read)."""
+        memo = txn.get(cell_id, db=self._db[MEMO])
+        return memo is None or hmac.compare_digest(memo, self._memo(cell_bytes))
+
     def _memo(self, cell_bytes: bytes) -> bytes:
         return hmac.new(self._memo_key, b"cell" + cell_bytes, "sha256").digest()
 
@@ -537,14 +552,14 @@ class Store(GroupCommit, PublicLog):
         ``compare``, its result over (live, live txn, fresh, fresh txn) is also returned, as
         ``"compared"`` (the fsck lists every difference this way).
         """
-        fresh_env = self._scratch_env(target)
+        fresh_env = self.scratch_env(target)
         compared = None
         try:
             fresh = Projections(fresh_env, self.record_seal)
             started = time.perf_counter()
             with self.env.begin() as live_txn:
                 size = self.tree.size(live_txn)
-                self._rebuild_from(live_txn, fresh, size, progress)
+                self.rebuild_from(live_txn, fresh, size, progress)
                 seconds = time.perf_counter() - started
                 with fresh_env.begin() as fresh_txn:
                     difference = P.first_difference(self.projections, live_txn, fresh, fresh_txn)
@@ -571,13 +586,13 @@ class Store(GroupCommit, PublicLog):
         every projection database, copies the rebuilt ones in, and applies any leaves appended
         since the snapshot. Returns ``{"events", "seconds", "replaced", "caughtUp"}``.
         """
-        fresh_env = self._scratch_env(target)
+        fresh_env = self.scratch_env(target)
         try:
             fresh = Projections(fresh_env, self.record_seal)
             started = time.perf_counter()
             with self.env.begin() as live_txn:
                 size = self.tree.size(live_txn)
-                self._rebuild_from(live_txn, fresh, size, progress)
+                self.rebuild_from(live_txn, fresh, size, progress)
             replaced = 0
             with self.env.begin(write=True) as txn, fresh_env.begin() as fresh_txn:
                 for name in Projections.DB_NAMES:
@@ -588,14 +603,15 @@ class Store(GroupCommit, PublicLog):
                             txn.put(key, value, db=db, append=True)
                             replaced += 1
                 grown = self.tree.size(txn)
-                self._rebuild_from(txn, self.projections, grown, None, start=size, live=txn)
+                self.rebuild_from(txn, self.projections, grown, None, start=size, live=txn)
             seconds = time.perf_counter() - started
         finally:
             fresh_env.close()
         caught_up = grown - size
         return {"events": grown, "seconds": seconds, "replaced": replaced, "caughtUp": caught_up}
 
-    def _scratch_env(self, target: Path) -> lmdb.Environment:
+    def scratch_env(self, target: Path) -> lmdb.Environment:
+        """A fresh, non-durable LMDB environment at ``target`` sized for the projections."""
         target.mkdir(parents=True, exist_ok=False)
         # The scratch environment is compared or copied, then thrown away: it needs no durable
         # commits.
@@ -608,7 +624,7 @@ class Store(GroupCommit, PublicLog):
             writemap=True,
         )
 
-    def _rebuild_from(
+    def rebuild_from(
         self,
         live_txn: lmdb.Transaction,
         into: Projections,

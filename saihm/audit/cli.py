@@ -10,9 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from saihm.errors import SaihmError
+
+if TYPE_CHECKING:
+    from saihm.audit.progress import Progress
+    from saihm.audit.report import Report
 
 __all__ = ["export", "monitor", "replay", "verify"]
 
@@ -59,8 +65,14 @@ def export(args: argparse.Namespace | list[str]) -> int:
     return 0
 
 
-def verify(args: argparse.Namespace | list[str]) -> int:
-    """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
+def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = None) -> int:
+    """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``.
+
+    ``private`` is the operator's private-state check (saihm/fsck.py, injected by saihm/cli.py
+    so this layer imports nothing of the store): with ``--data`` it is called with the parsed
+    options and a progress-task factory and returns a summary and its findings
+    ``(database, key, check, what)``, each recorded as a failure.
+    """
     parser = argparse.ArgumentParser(
         prog="saihm verify",
         description="Verify an audit bundle (or a data directory, read-only) without trusting "
@@ -75,6 +87,17 @@ def verify(args: argparse.Namespace | list[str]) -> int:
                         help="re-verify every signature with pqcrypto")  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="signature-check processes")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--kek-dir",
+        metavar="DIR",
+        help="with --data: the KEK directory for the private checks (default: DIR/../kek)",
+    )
+    parser.add_argument(
+        "--log-keys-dir",
+        metavar="DIR",
+        help="with --data: the log's signing keys, needed to open the store (default: "
+        "DIR/log-keys)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     opts = parser.parse_args(_rest(args))
     if (opts.bundle is None) == (opts.data is None):
@@ -99,11 +122,34 @@ def verify(args: argparse.Namespace | list[str]) -> int:
             second_implementation=opts.second_implementation,
             source=opts.bundle or f"--data {opts.data}",
         )  # fmt: skip
+        if opts.data is not None and private is not None:
+            _run_private(private, opts, bar, report)
+        elif opts.data is not None:
+            report.notes.append("the operator's private state was not checked")
     if opts.json:
         print(json.dumps(report.to_json(), default=str))
     else:
         print(report.render())
     return 0 if report.ok else 1
+
+
+PrivateCheck = Callable[
+    [argparse.Namespace, Callable[[str, int], Callable[[int], None]]],
+    tuple[dict, list[tuple[str, str, str, str]]],
+]
+
+
+def _run_private(
+    private: PrivateCheck, opts: argparse.Namespace, bar: Progress, report: Report
+) -> None:
+    try:
+        summary, findings = private(opts, bar.task)
+    except (SaihmError, OSError) as err:
+        report.fail("private state", f"could not be checked: {err}")
+        return
+    report.private = summary
+    for database, key, check, what in findings:
+        report.fail(check, what, database=database, key=key)
 
 
 def monitor(args: argparse.Namespace | list[str]) -> int:
