@@ -44,7 +44,7 @@ from saihm.events.identity import HolderKey
 from saihm.keyring.errors import KekUnavailable
 from saihm.projections import Body, LeafView, Projections
 from saihm.projections import apply as P
-from saihm.store import PENDING, Store
+from saihm.store import PENDING, RebuildFailed, Store
 from saihm.translog import TreeStorage
 
 __all__ = ["Finding", "FsckResult", "check_data_dir", "check_store", "differences", "private_check"]
@@ -204,7 +204,11 @@ def _check_projections(
         fresh_env = store.scratch_env(Path(tmp) / "projections")
         try:
             fresh = Projections(fresh_env, seal)
-            store.rebuild_from(txn, fresh, size, tasks("rebuilding projections", size))
+            try:
+                store.rebuild_from(txn, fresh, size, tasks("rebuilding projections", size))
+            except RebuildFailed as err:
+                result.add(BODIES, "", "rebuild", f"the projections cannot be rebuilt: {err}")
+                return
             with fresh_env.begin() as fresh_txn:
                 for name, key, how in differences(store.projections, txn, fresh, fresh_txn):
                     result.add(name, key, "rebuild", how)

@@ -56,6 +56,10 @@ FaultHook = Callable[[str], None]
 _BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
 
 
+class RebuildFailed(VerificationFailed):
+    """The log cannot be replayed into projections (a private body is missing or damaged)."""
+
+
 class StaleProjections(Unavailable):
     """The projections do not match the log; ``saihm rebuild --replace`` repairs them."""
 
@@ -449,7 +453,7 @@ class Store(GroupCommit, PublicLog):
             payload = decrypt(cell, dek)
         except NotFound:
             return None
-        except SaihmError as err:
+        except (SaihmError, ValueError) as err:  # ValueError: a body that is not CBOR
             log.warning("cell %s omitted: %s", cell_id.hex(), type(err).__name__)
             return None
         if not self._label_allows(access, cell, payload, shared):
@@ -643,12 +647,17 @@ class Store(GroupCommit, PublicLog):
             txn = live if live is not None else into.env.begin(write=True)
             try:
                 for offset, leaf in enumerate(leaves):
-                    view = LeafView.from_leaf(leaf)
-                    body = None
-                    if view.operation in _BODY_OPERATIONS:
-                        raw = live_txn.get(view.subject_id, db=bodies)
-                        body = None if raw is None else Body.decode(raw)
-                    into.apply(txn, first + offset, view, body, record_applied=False)
+                    try:
+                        view = LeafView.from_leaf(leaf)
+                        body = None
+                        if view.operation in _BODY_OPERATIONS:
+                            raw = live_txn.get(view.subject_id, db=bodies)
+                            body = None if raw is None else Body.decode(raw)
+                        into.apply(txn, first + offset, view, body, record_applied=False)
+                    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
+                        # A damaged leaf or body (the public check names a damaged leaf).
+                        what = f"leaf {first + offset} cannot be applied: {type(err).__name__}"
+                        raise RebuildFailed(what) from err
                 into.mark_applied(txn, first + len(leaves))
             except BaseException:
                 if live is None:
