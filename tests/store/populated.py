@@ -154,12 +154,18 @@ def clone(template: Populated, template_root: Path, root: Path) -> Populated:
     opened afresh: the same holders, tokens and cells, at the cost of a file copy."""
     import shutil
 
+    shutil.copytree(template_root, root, dirs_exist_ok=True)
+    return reopened(template, root)
+
+
+def reopened(template: Populated, root: Path) -> Populated:
+    """``template``'s holders, tokens and cells over a fresh store of the directories under
+    ``root`` (the template's own root to reopen it)."""
     from saihm.authority import Authority
     from saihm.config import Config
     from saihm.operator import Operator
     from saihm.store import Store
 
-    shutil.copytree(template_root, root, dirs_exist_ok=True)
     config = Config.for_data(root / "data", recall_receipts=False, status_receipts=False)
     clock = template.world.clock
     store = Store(config, clock=clock, checkpointer=False)
