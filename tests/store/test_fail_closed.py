@@ -343,7 +343,8 @@ def test_a_token_id_revokes_one_token_and_not_its_session(populated):
     assert world.operator.call(second, "saihm_recall", {}) == []
 
 
-def test_session_revoke_on_the_command_line(tmp_path):
+def test_session_revoke_on_the_command_line_takes_effect_in_a_running_server(tmp_path):
+    """Two processes: ``saihm session revoke`` beside a running ``saihm serve``."""
     data = tmp_path / "data"
     made = json.loads(
         subprocess.run(
@@ -351,11 +352,17 @@ def test_session_revoke_on_the_command_line(tmp_path):
         ).stdout
     )
     argv = [SAIHM, "session", "revoke", "--data", str(data), "--holder", made["holderId"]]
-    done = subprocess.run([*argv, made["sessionId"]], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["changed"] is True
-    bad = subprocess.run([*argv, "abcd"], capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     with serving(tmp_path, "--data", str(data)) as (_, url):
+        status, _ = post(url, made["token"], "saihm_remember", {"content": "kept"})
+        assert status == 200
+        done = subprocess.run([*argv, made["sessionId"]], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["changed"] is True
         status, body = post(url, made["token"], "saihm_recall", {})
         assert (status, body) == (401, {"error": "unauthenticated"})
+        again = subprocess.run([*argv, made["sessionId"]], capture_output=True, text=True)
+        assert json.loads(again.stdout)["changed"] is False
+    for wrong in ("abcd", "zz" * 32, "ab" * 20):
+        bad = subprocess.run([*argv, wrong], capture_output=True, text=True)
+        assert bad.returncode == 2, wrong
+        assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr

@@ -216,6 +216,14 @@ def test_the_store_refuses_to_open_when_the_applied_index_is_not_the_tree_size(p
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "rebuild --data DIR --replace" in done.stderr
+    served = subprocess.run(
+        [SAIHM, "serve", "--data", str(p.world.config.data_dir), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert served.returncode == 2
+    assert "rebuild --data DIR --replace" in served.stderr and "Traceback" not in served.stderr
 
 
 def test_rebuild_replace_repairs_forged_and_lagging_projections(populated, capsys):
