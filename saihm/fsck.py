@@ -165,7 +165,9 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
     tasks = tasks or (lambda name, total: lambda n: None)
     result = FsckResult()
     env = store.env
+    # Every database is opened before the snapshot is taken (opening one starts a transaction).
     bodies, memo, pending = (env.open_db(name) for name in (BODIES, MEMO, PENDING))
+    dbs = {name: env.open_db(name) for name in (*TreeStorage.DB_NAMES[1:], b"deks", b"seeds")}
     with env.begin() as txn:
         size = result.tree_size = store.tree.size(txn)
         result.applied = store.projections.applied(txn)
@@ -179,9 +181,9 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
             )
         seen = _read_log(store, txn, size, tasks("reading the log", size))
         _check_projections(store, txn, size, result, tasks)
-        _check_tree(store, txn, size, result, tasks)
-        _check_cells(store, txn, seen, bodies, memo, result, tasks)
-        _check_seeds(store, txn, seen, result, tasks)
+        _check_tree(store, txn, size, dbs, result, tasks)
+        _check_cells(store, txn, seen, bodies, memo, pending, dbs[b"deks"], result, tasks)
+        _check_seeds(store, txn, seen, dbs[b"seeds"], result, tasks)
         _check_pending(store, txn, seen, pending, result)
     return result
 
@@ -217,7 +219,12 @@ def _check_projections(
 
 
 def _check_tree(
-    store: Store, txn: lmdb.Transaction, size: int, result: FsckResult, tasks: Tasks
+    store: Store,
+    txn: lmdb.Transaction,
+    size: int,
+    dbs: dict[bytes, object],
+    result: FsckResult,
+    tasks: Tasks,
 ) -> None:
     """Recompute every tile and node from the leaves in a scratch environment; compare."""
     with tempfile.TemporaryDirectory(prefix="saihm-fsck-tree-") as tmp:
@@ -231,11 +238,12 @@ def _check_tree(
                 with scratch.begin(write=True) as wtxn:
                     fresh.append(wtxn, leaves)
                 advance(len(leaves))
+            names = TreeStorage.DB_NAMES[1:]
+            fresh_dbs = {name: scratch.open_db(name) for name in names}
             with scratch.begin() as ftxn:
-                for name in TreeStorage.DB_NAMES[1:]:
-                    live_db, fresh_db = store.env.open_db(name), scratch.open_db(name)
-                    a = dict(_items(txn.cursor(db=live_db).iternext()))
-                    b = dict(_items(ftxn.cursor(db=fresh_db).iternext()))
+                for name in names:
+                    a = dict(_items(txn.cursor(db=dbs[name]).iternext()))
+                    b = dict(_items(ftxn.cursor(db=fresh_dbs[name]).iternext()))
                     for key in sorted(a.keys() | b.keys()):
                         if a.get(key) != b.get(key):
                             result.add(
@@ -254,6 +262,8 @@ def _check_cells(
     seen: _Log,
     bodies: object,
     memo: object,
+    pending: object,
+    deks: object,
     result: FsckResult,
     tasks: Tasks,
 ) -> None:
@@ -308,8 +318,8 @@ def _check_cells(
                 "live cell",
                 f"the DEK does not unwrap or open the cell: {_why(err)}",
             )
-    pending_cells = _pending_cell_ids(store, txn)
-    with txn.cursor(db=store.env.open_db(b"deks")) as cursor:
+    pending_cells = _pending_cell_ids(txn, pending)
+    with txn.cursor(db=deks) as cursor:
         for key in cursor.iternext(values=False):
             key = bytes(key)
             if key not in seen.remembered and key not in pending_cells:
@@ -333,9 +343,9 @@ def _check_cells(
             result.add(BODIES, contract_id, "contract", f"the stored contract: {_why(err)}")
 
 
-def _pending_cell_ids(store: Store, txn: lmdb.Transaction) -> set[bytes]:
+def _pending_cell_ids(txn: lmdb.Transaction, pending: object) -> set[bytes]:
     ids: set[bytes] = set()
-    with txn.cursor(db=store.env.open_db(PENDING)) as cursor:
+    with txn.cursor(db=pending) as cursor:
         for value in cursor.iternext(keys=False):
             try:
                 ids.add(cbor2.loads(cbor2.loads(bytes(value))[1])[1])
@@ -345,7 +355,12 @@ def _pending_cell_ids(store: Store, txn: lmdb.Transaction) -> set[bytes]:
 
 
 def _check_seeds(
-    store: Store, txn: lmdb.Transaction, seen: _Log, result: FsckResult, tasks: Tasks
+    store: Store,
+    txn: lmdb.Transaction,
+    seen: _Log,
+    seeds: object,
+    result: FsckResult,
+    tasks: Tasks,
 ) -> None:
     advance = tasks("checking holder seeds", len(seen.keys))
     for holder_id, public_key in seen.keys.items():
@@ -366,7 +381,7 @@ def _check_seeds(
                 "seed",
                 "the seed does not derive the public key of the KEY receipt",
             )
-    with txn.cursor(db=store.env.open_db(b"seeds")) as cursor:
+    with txn.cursor(db=seeds) as cursor:
         for key in cursor.iternext(values=False):
             if bytes(key) not in seen.keys:
                 result.add(b"seeds", bytes(key), "orphan", "a seed for no holder of the log")

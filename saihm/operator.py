@@ -309,8 +309,9 @@ class Operator(SharingTools, GovernanceTools):
                 shards[opened.cell.tier] = shards.get(opened.cell.tier, 0) + 1
         with self.store.read_txn() as txn:
             for _, cell_id in self.store.prefix_scan(txn, PJ.BY_HOLDER, holder):
+                # The index is a hint; the sealed cell record must name this holder, live.
                 record = self.store.projection(txn, PJ.CELLS, cell_id) if holder_wide else None
-                if record is not None:
+                if record is not None and record[1] == holder and 7 not in record:
                     shards[record[2]] = shards.get(record[2], 0) + 1
             for key, _ in self.store.prefix_scan(txn, PJ.BY_OWNER, holder):
                 c = self.store.projection(txn, PJ.CONTRACTS, key[32:])

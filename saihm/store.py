@@ -169,7 +169,8 @@ class Store(GroupCommit, PublicLog):
             )
         if size and fmt != P.PROJECTION_FORMAT:
             raise StaleProjections(
-                f"projections are of format {fmt}, not {P.PROJECTION_FORMAT}; "
+                f"projections are of format {fmt or 1}, not {P.PROJECTION_FORMAT} (written "
+                "before record MACs); "
                 "run `saihm rebuild --data DIR --replace`"
             )
 

@@ -45,11 +45,13 @@ DB_NAMES: tuple[bytes, ...] = (
 )  # fmt: skip
 
 # The databases whose records grant access: each value is stored as value || MAC
-# (saihm/projections/seal.py). The others are public indexes, tallies or the erasure list.
+# (saihm/projections/seal.py). Not sealed: the public receipt indexes, tallies, the erasure
+# list, and the cell indexes by holder and by session, which are untrusted candidate hints
+# (DESIGN.md "Data at rest"): the read path decides on the verified, decrypted label and the
+# status counts check each hint against its sealed cell record.
 SEALED: frozenset[bytes] = frozenset(
-    {CELLS, BY_HOLDER, BY_SESSION, RECORD_HEADS, CONTRACTS, BY_GRANTEE, BY_OWNER, HOLDERS,
-     GRANTS, REVOKED}
-)  # fmt: skip
+    {CELLS, RECORD_HEADS, CONTRACTS, BY_GRANTEE, BY_OWNER, HOLDERS, GRANTS, REVOKED}
+)
 
 APPLIED = b"applied"
 FORMAT = b"format"
