@@ -1,9 +1,9 @@
 """Record MACs: projection records that grant access fail closed (docs/security.md).
 
 requirements.txt: a record is signed "so a later change is detectable even to someone with direct
-database access". The projections that widen what a token may see or do (cells and their holder
-and session indexes, contracts and their grantee and owner indexes with the acceptances inside
-them, grants, holders and session revocations) are stored as ``value || tag``, where ``tag`` is
+database access". The projections that widen what a token may see or do (cell records, record
+heads, contracts and their grantee and owner indexes with the acceptances inside them, grants,
+holders and session revocations) are stored as ``value || tag``, where ``tag`` is
 HMAC-SHA-256 over the database name, the key and the value under a key derived from the memo key
 (kept with the KEKs, off the data volume: saihm/keyring/kekdir.py). Someone who can write LMDB
 but cannot read the KEK directory can therefore delete such a record (access shrinks) or put back
