@@ -18,6 +18,7 @@ import lmdb
 import pytest
 
 from saihm import cli
+from saihm.fsck import check_store
 from saihm.projections import apply as PJ
 from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
@@ -304,3 +305,50 @@ def test_rebuild_replace_while_another_process_writes_loses_nothing(populated, c
         assert {i["cellId"] for i in items} >= set(written)
     finally:
         again.world.store.close()
+
+
+def test_the_private_check_reports_progress_per_stage(populated):
+    p = populated
+    seen: dict[str, list[int]] = {}
+
+    def tasks(name: str, total: int):
+        seen[name] = [total, 0]
+        return lambda n: seen[name].__setitem__(1, seen[name][1] + n)
+
+    check_store(p.world.store, tasks)
+    size = p.world.store.size()
+    assert seen["reading the log"] == [size, size]
+    assert seen["rebuilding projections"] == [size, size]
+    assert seen["recomputing tiles"] == [size, size]
+    assert seen["checking cells"] == [9, 9]
+    assert seen["checking holder seeds"] == [3, 3]
+
+
+def test_verify_data_shows_a_progress_bar_on_a_terminal(populated):
+    import pty
+
+    p = populated
+    p.world.store.close()
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [SAIHM, "verify", "--data", str(p.world.config.data_dir)],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "100"},
+        )
+        os.close(follower)
+        follower = -1
+        shown = b""
+        with contextlib.suppress(OSError):
+            while chunk := os.read(leader, 65536):
+                shown += chunk
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+    assert done.returncode == 0, done.stdout
+    assert "RESULT: OK" in done.stdout and "private state" in done.stdout
+    assert b"\x1b[" in shown  # rich drew (and cleared) its live display on the terminal
