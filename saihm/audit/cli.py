@@ -8,13 +8,15 @@ a check failed, 2 for bad usage or unreadable input.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from saihm.errors import SaihmError
+from saihm.errors import SaihmError, message
+from saihm.helpformat import DefaultsFormatter
 
 if TYPE_CHECKING:
     from saihm.audit.progress import Progress
@@ -39,6 +41,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     """``saihm export --data DIR --out FILE [--with-cells]``."""
     parser = argparse.ArgumentParser(
         prog="saihm export",
+        formatter_class=DefaultsFormatter,
         description="Write a self-contained audit bundle (docs/formats.md §5): every leaf, "
         "checkpoint, the log's verifier keys, the authority public key and the published "
         "erasure list and tallies. No plaintext, DEK, KEK, seed, token or session tag.",
@@ -54,7 +57,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     try:
         bundle = read_data_dir(opts.data, with_cells=opts.with_cells)
     except (SaihmError, OSError) as err:
-        print(f"saihm export: {err}", file=sys.stderr)
+        print(f"saihm export: {message(err)}", file=sys.stderr)
         return 2
     for index, what in bundle.read_problems:
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
@@ -75,6 +78,7 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
     """
     parser = argparse.ArgumentParser(
         prog="saihm verify",
+        formatter_class=DefaultsFormatter,
         description="Verify an audit bundle (or a data directory, read-only) without trusting "
         "the operator. Exit 0 only when every check holds.",
     )
@@ -102,6 +106,10 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
     opts = parser.parse_args(_rest(args))
     if (opts.bundle is None) == (opts.data is None):
         parser.error("give exactly one of FILE or --data DIR")
+    if opts.second_implementation and importlib.util.find_spec("pqcrypto") is None:
+        hint = "--second-implementation needs the optional pqcrypto package"
+        print(f"saihm verify: {hint}: pip install 'saihm[audit]'", file=sys.stderr)
+        return 2
     from saihm.audit.bundle import read_bundle
     from saihm.audit.datadir import read_data_dir
     from saihm.audit.progress import progress
@@ -114,7 +122,7 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]
     except (SaihmError, OSError) as err:
-        print(f"saihm verify: {err}", file=sys.stderr)
+        print(f"saihm verify: {message(err)}", file=sys.stderr)
         return 2
     with progress(not opts.no_progress) as bar:
         report = verify_bundle(
