@@ -435,8 +435,9 @@ def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> Fsck
     """Open the store of ``opts.data`` (with ``opts.kek_dir``, ``opts.log_keys_dir``) without
     the applied-index refusal, run :func:`check_store`, close it without writing.
 
-    Raises ``NotFound`` when the data directory or its KEK directory is missing (a KEK
-    directory is never created here).
+    Raises ``NotFound`` when what the private checks need is absent: the LMDB environment, the
+    KEK directory (never created here) or the log keys (a restored backup holds no KEKs, and a
+    verifier without them can run only the public checks).
     """
     config = Config.for_data(
         opts.data, getattr(opts, "kek_dir", None), None, getattr(opts, "log_keys_dir", None)
@@ -445,6 +446,8 @@ def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> Fsck
         raise NotFound(f"no LMDB environment in {config.data_dir}")
     if not (config.kek_dir / "state.json").exists():
         raise NotFound(f"no KEK directory at {config.kek_dir} (give --kek-dir)")
+    if not config.log_keys_dir.is_dir():
+        raise NotFound(f"no log keys at {config.log_keys_dir} (give --log-keys-dir)")
     store = Store(config, checkpointer=False, check_applied=False)
     try:
         return check_store(store, tasks)

@@ -49,6 +49,7 @@ class Report:
     contracts: int = 0
     latest_size: int = 0
     private: dict | None = None  # what the private-state check covered (verify --data)
+    private_unchecked: str | None = None  # why the private-state check could not run
     notes: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
 
@@ -110,7 +111,13 @@ class Report:
                 "projections and tiles rebuilt from the log and compared"
             )
         lines += [f"  note: {n}" for n in self.notes]
-        if self.ok and self.keys_pinned:
+        if self.ok and self.private_unchecked is not None:
+            pinned = "" if self.keys_pinned else " and the checkpoint keys were NOT pinned"
+            lines.append(
+                f"RESULT: OK — the public checks held, but the private state was NOT checked "
+                f"({self.private_unchecked}){pinned}"
+            )
+        elif self.ok and self.keys_pinned:
             lines.append("RESULT: OK — every check held")
         elif self.ok:
             # Without pinned keys the checkpoints were checked against keys the operator

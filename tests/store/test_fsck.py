@@ -352,3 +352,19 @@ def test_verify_data_shows_a_progress_bar_on_a_terminal(populated):
     assert done.returncode == 0, done.stdout
     assert "RESULT: OK" in done.stdout and "private state" in done.stdout
     assert b"\x1b[" in shown  # rich drew (and cleared) its live display on the terminal
+
+
+def test_without_the_kek_directory_only_the_public_checks_run_and_the_verdict_says_so(
+    populated, tmp_path
+):
+    p = populated
+    p.world.store.close()
+    data = str(p.world.config.data_dir)
+    elsewhere = tmp_path / "no-such-kek"
+    argv = [SAIHM, "verify", "--data", data, "--kek-dir", str(elsewhere), "--no-progress"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+    assert "private state was NOT checked" in done.stdout and "no KEK directory" in done.stdout
+    assert not elsewhere.exists()  # never created
+    report = json.loads(subprocess.run([*argv, "--json"], capture_output=True, text=True).stdout)
+    assert report["private"] is None and "no KEK directory" in report["private_unchecked"]
