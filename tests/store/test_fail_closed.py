@@ -346,13 +346,13 @@ def test_a_token_id_revokes_one_token_and_not_its_session(populated):
 def test_session_revoke_on_the_command_line_takes_effect_in_a_running_server(tmp_path):
     """Two processes: ``saihm session revoke`` beside a running ``saihm serve``."""
     data = tmp_path / "data"
-    made = json.loads(
-        subprocess.run(
-            [SAIHM, "holder", "create", "--data", str(data)], capture_output=True, check=True
-        ).stdout
-    )
-    argv = [SAIHM, "session", "revoke", "--data", str(data), "--holder", made["holderId"]]
     with serving(tmp_path, "--data", str(data)) as (_, url):
+        made = json.loads(
+            subprocess.run(
+                [SAIHM, "holder", "create", "--data", str(data)], capture_output=True, check=True
+            ).stdout
+        )
+        argv = [SAIHM, "session", "revoke", "--data", str(data), "--holder", made["holderId"]]
         status, _ = post(url, made["token"], "saihm_remember", {"content": "kept"})
         assert status == 200
         done = subprocess.run([*argv, made["sessionId"]], capture_output=True, text=True)
