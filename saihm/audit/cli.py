@@ -80,7 +80,9 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
         prog="saihm verify",
         formatter_class=DefaultsFormatter,
         description="Verify an audit bundle (or a data directory, read-only) without trusting "
-        "the operator. Exit 0 only when every check holds.",
+        "the operator. With --data, also check the operator's private state (projections "
+        "against a rebuild, record MACs, cells, keys, seeds, pending proposals; needs the KEK "
+        "directory). Exit 0 only when every check holds.",
     )
     parser.add_argument("bundle", nargs="?", help="audit bundle written by saihm export")
     parser.add_argument("--data", help="verify a data directory directly (read-only)")
