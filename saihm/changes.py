@@ -85,6 +85,9 @@ class GroupCommit:
     def checkpoint_now(self) -> bytes:
         raise NotImplementedError
 
+    def _after_commit(self) -> None:
+        """Called once a batch has committed, before any of its changes is acknowledged."""
+
     def commit(self, change: Change) -> Change:
         """Apply ``change`` atomically with any others waiting; return it with its outcome.
 
@@ -150,6 +153,7 @@ class GroupCommit:
             for change in batch:
                 change.done = True
         if applied:
+            self._after_commit()
             self._fault("after_commit")
             if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
                 self.checkpoint_now()

@@ -78,6 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body", type=int, default=1 << 20, metavar="BYTES",
         help="largest accepted request body (default 1 MiB)",
     )  # fmt: skip
+    serve.add_argument(
+        "--recall-cache-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="memory bound of the cache of verified cells, per process (default 256; 0 = off)",
+    )
+    serve.add_argument(
+        "--embedding-model",
+        metavar="DIR",
+        help="a local sentence-transformers model for semantic ranking (needs saihm[semantic])",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
@@ -171,10 +183,20 @@ def _bench_names() -> tuple[str, ...]:
 
 
 def config_from(args: argparse.Namespace) -> Config:
-    """The Config for a command's --data/--kek-dir/--authority-dir."""
-    return Config.for_data(
-        args.data, args.kek_dir, args.authority_dir, getattr(args, "log_keys_dir", None)
-    )
+    """The Config for a command's --data/--kek-dir/--authority-dir (and serve's options)."""
+    from pathlib import Path
+
+    from saihm.errors import MalformedInput
+
+    options: dict[str, object] = {}
+    if getattr(args, "recall_cache_mb", None) is not None:
+        if args.recall_cache_mb < 0:
+            raise MalformedInput("--recall-cache-mb must be 0 or more")
+        options["recall_cache_mb"] = args.recall_cache_mb
+    if getattr(args, "embedding_model", None):
+        options["embedding_model"] = Path(args.embedding_model).absolute()
+    log_keys = getattr(args, "log_keys_dir", None)
+    return Config.for_data(args.data, args.kek_dir, args.authority_dir, log_keys, **options)
 
 
 def _print(obj: object) -> None:

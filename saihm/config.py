@@ -33,6 +33,8 @@ class Config:
     token_ttl: int = 30 * DAY
     service_window_ms: int = 2_000
     kek_rotation_hours: int = 24
+    recall_cache_mb: int = 256
+    embedding_model: Path | None = None
     governable: dict[str, str] = field(
         default_factory=lambda: {
             "kek_rotation_hours": "hours between KEK retirements (integer, 1..168)",

@@ -29,10 +29,12 @@ from saihm.events.signing import sign_receipt
 from saihm.governance import GovernanceTools
 from saihm.projections import Body
 from saihm.projections import apply as PJ
+from saihm.recallwindow import RecallAnswer, RecallWindow, encode_cursor, item_bytes
 from saihm.sharing import SharingTools
 from saihm.store import Access, Change, OpenedCell, Store
 
 RECORD_KINDS = ("said", "did", "end")
+RECALL_PARAMS = {"query", "limit", "maxBytes", "cursor", "namespaces", "kinds"}
 WINDOW_30_DAYS = 30 * 86_400
 
 
@@ -184,35 +186,78 @@ class Operator(SharingTools, GovernanceTools):
     # -- saihm_recall ---------------------------------------------------------------------
 
     def _recall(self, access: Access, params: object) -> list:
-        p = P.check_params(params, {"query"})
-        return self.recall(access, P.text(p, "query", default=""))
+        p = P.check_params(params, RECALL_PARAMS)
+        query = P.text(p, "query", default="")
+        window = RecallWindow.parse(p, queried=bool((query or "").split()))
+        return self.recall(access, query, window)
 
-    def recall(self, access: Access, query: str | None) -> list[dict]:
-        """The caller's cells in scope and the covered cells of active contracts, filtered.
+    def recall(
+        self, access: Access, query: str | None, window: RecallWindow | None = None
+    ) -> RecallAnswer:
+        """The caller's cells in scope and the covered cells of active contracts that match
+        ``query``, most relevant first (all cells in log order for an empty query), within
+        ``window`` (docs/retrieval.md "Extension params").
 
-        The query is never logged and never written to the RECALL receipt.
+        Elements carry the protocol's fields and the extensions ``kind``, ``namespace``,
+        ``sessionId`` and, for a query, ``score``. The query is never logged and never
+        written to the RECALL receipt.
         """
-        cells = self.store.read(access, query=query)
+        window = window or RecallWindow()
+        queried = bool((query or "").split())
+        page = self.store.read_page(
+            access,
+            query=query,
+            namespaces=window.namespaces,
+            kinds=window.kinds,
+            limit=window.limit,
+            start=window.start,
+        )
+        answer = RecallAnswer()
+        used = 2
+        cut = page.more
+        last = None
+        for opened, score, position in page.hits:
+            item = dict(self._recall_item(opened))
+            if queried:
+                item["score"] = round(score, 6)
+            if window.max_bytes is not None:
+                size = item_bytes(item)
+                if answer and used + size > window.max_bytes:
+                    cut = True
+                    break
+                used += size
+            answer.append(item)
+            last = position
+        if cut and last is not None:
+            answer.cut = True
+            answer.next_cursor = encode_cursor(last, queried=queried)
         if self.config.recall_receipts:
             self.log_receipt(access, Operation.RECALL)
-        return [self._recall_item(c) for c in cells]
+        return answer
 
     @staticmethod
     def _recall_item(opened: OpenedCell) -> dict:
+        """The protocol's recall element for a verified cell, memoised with it (the cell and
+        its label cannot change; only whether this caller may see it, checked per call)."""
+        item = opened.memo.get("recall")
+        if item is not None:
+            return item
         cell, payload = opened.cell, opened.payload
-        return {
+        item = {
             "cellId": P.hx(cell.cell_id),
             "plaintext": payload.content,
             "holderIdHex": P.hx(cell.holder_id),
             "cellNonce": P.hx(cell.cell_nonce),
             "kekVersion": cell.kek_version,
-            "holderSignaturePrefix": P.hx(cell.signature[:16]),
+            "holderSignaturePrefix": P.hx(cell.signature_prefix),
             "timestamp": P.dec(cell.timestamp),
             "tier": cell.tier,
             "kind": payload.kind,
             "namespace": payload.namespace,
             "sessionId": P.hx(payload.session_id),
         }
+        opened.memo["recall"] = item
+        return item
 
     # -- saihm_forget and saihm_forget_session --------------------------------------------
 
