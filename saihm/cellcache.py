@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from saihm.translog import TreeStorage
 
-__all__ = ["CellCache", "CellHeader", "Hit", "OpenedCell", "Page"]
+__all__ = ["CellCache", "CellHeader", "OpenedCell", "Page"]
 
 log = logging.getLogger("saihm.store")
 
@@ -136,18 +136,23 @@ class _Holder:
         self.texts.pop(cell_id, None)
 
 
-#: One returned item: the cell, its relevance score (0 for "all cells") and the position a
-#: page that stops after it continues from (its leaf index for "all cells", else the offset
-#: in the ranked list after it).
-Hit = tuple[OpenedCell, float, int]
-
-
 @dataclass(frozen=True, slots=True)
 class Page:
-    """A window of a recall: ``hits`` in order, and ``more`` when items remain after it."""
+    """A window of a recall: ``cells`` in order, and ``more`` when items remain after it.
 
-    hits: list[Hit]
+    For a query, ``scores`` holds each cell's relevance and ``positions`` the offset in the
+    ranking that a page stopping after that cell continues from; for "all cells" both are
+    None and a page continues after the last cell's leaf index.
+    """
+
+    cells: list[OpenedCell]
     more: bool
+    scores: list[float] | None = None
+    positions: list[int] | None = None
+
+    def resume(self, i: int) -> int:
+        """Where a page that ends after ``cells[i]`` continues from."""
+        return self.cells[i].index if self.positions is None else self.positions[i]
 
 
 def _estimate(opened: OpenedCell, analysis: Analysis, vector: Sequence[float] | None) -> int:

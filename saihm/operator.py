@@ -29,7 +29,13 @@ from saihm.events.signing import sign_receipt
 from saihm.governance import GovernanceTools
 from saihm.projections import Body
 from saihm.projections import apply as PJ
-from saihm.recallwindow import RecallAnswer, RecallWindow, encode_cursor, item_bytes
+from saihm.recallwindow import (
+    RecallAnswer,
+    RecallItem,
+    RecallWindow,
+    encode_cursor,
+    item_bytes,
+)
 from saihm.sharing import SharingTools
 from saihm.store import Access, Change, OpenedCell, Store
 
@@ -212,25 +218,22 @@ class Operator(SharingTools, GovernanceTools):
             limit=window.limit,
             start=window.start,
         )
-        answer = RecallAnswer()
-        used = 2
+        render = self._recall_item
+        answer = RecallAnswer(c.memo.get("recall") or render(c) for c in page.cells)
+        if page.scores is not None:
+            answer[:] = [{**i, "score": round(s, 6)} for i, s in zip(answer, page.scores)]
         cut = page.more
-        last = None
-        for opened, score, position in page.hits:
-            item = dict(self._recall_item(opened))
-            if queried:
-                item["score"] = round(score, 6)
-            if window.max_bytes is not None:
-                size = item_bytes(item)
-                if answer and used + size > window.max_bytes:
-                    cut = True
-                    break
-                used += size
-            answer.append(item)
-            last = position
-        if cut and last is not None:
+        if window.max_bytes is not None and answer:
+            used, kept = 2 + item_bytes(answer[0]), 1
+            while kept < len(answer) and used + item_bytes(answer[kept]) <= window.max_bytes:
+                used += item_bytes(answer[kept])
+                kept += 1
+            if kept < len(answer):
+                del answer[kept:]
+                cut = True
+        if cut and answer:
             answer.cut = True
-            answer.next_cursor = encode_cursor(last, queried=queried)
+            answer.next_cursor = encode_cursor(page.resume(len(answer) - 1), queried=queried)
         if self.config.recall_receipts:
             self.log_receipt(access, Operation.RECALL)
         return answer
@@ -243,19 +246,19 @@ class Operator(SharingTools, GovernanceTools):
         if item is not None:
             return item
         cell, payload = opened.cell, opened.payload
-        item = {
-            "cellId": P.hx(cell.cell_id),
-            "plaintext": payload.content,
-            "holderIdHex": P.hx(cell.holder_id),
-            "cellNonce": P.hx(cell.cell_nonce),
-            "kekVersion": cell.kek_version,
-            "holderSignaturePrefix": P.hx(cell.signature_prefix),
-            "timestamp": P.dec(cell.timestamp),
-            "tier": cell.tier,
-            "kind": payload.kind,
-            "namespace": payload.namespace,
-            "sessionId": P.hx(payload.session_id),
-        }
+        item = RecallItem(
+            cellId=P.hx(cell.cell_id),
+            plaintext=payload.content,
+            holderIdHex=P.hx(cell.holder_id),
+            cellNonce=P.hx(cell.cell_nonce),
+            kekVersion=cell.kek_version,
+            holderSignaturePrefix=P.hx(cell.signature_prefix),
+            timestamp=P.dec(cell.timestamp),
+            tier=cell.tier,
+            kind=payload.kind,
+            namespace=payload.namespace,
+            sessionId=P.hx(payload.session_id),
+        )
         opened.memo["recall"] = item
         return item
 

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_LIMIT",
     "NEXT_HEADER",
     "RecallAnswer",
+    "RecallItem",
     "RecallWindow",
     "item_bytes",
 ]
@@ -106,6 +107,21 @@ def encode_cursor(position: int, *, queried: bool) -> str:
 def item_bytes(item: dict) -> int:
     """The UTF-8 size of one element as the binding sends it, with its separating comma."""
     return len(json.dumps(item, separators=(",", ":")).encode("utf-8")) + 1
+
+
+class RecallItem(dict):
+    """One recall element that cannot be changed: the operator hands out the same object to
+    every caller that may see the cell (it is memoised with the verified cell), so a caller
+    that tried to edit it would edit everyone's answer. Copy it (``dict(item)``) to edit."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a recall item is read-only; copy it with dict(item)")
+
+    __setitem__ = __delitem__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> dict:
+        return dict(self)
 
 
 class RecallAnswer(list):

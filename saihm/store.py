@@ -275,7 +275,7 @@ class Store(GroupCommit, PublicLog):
         """Every cell ``access`` may see (optionally only ``cell_ids``) that matches ``query``,
         checked item by item: :meth:`read_page` without a window, cells only."""
         page = self.read_page(access, query=query, cell_ids=cell_ids, include_shared=include_shared)
-        return [hit[0] for hit in page.hits]
+        return page.cells
 
     def read_page(
         self,
@@ -364,21 +364,62 @@ class Store(GroupCommit, PublicLog):
                 return -1.0 if vector is None else cosine(qvec, vector)
 
         ranked = rank(q, docs, similarity=similarity)
-        hits = []
+        cells: list[OpenedCell] = []
+        scores: list[float] = []
+        positions: list[int] = []
         first = 0
         if start is not None:
             if q.everything:
                 first = next((i for i, r in enumerate(ranked) if r.order > start), len(ranked))
             else:
                 first = start
+        more = False
         for position in range(first, len(ranked)):
-            if limit is not None and len(hits) >= limit:
-                return Page(hits, True)
+            if limit is not None and len(cells) >= limit:
+                more = True
+                break
             r = ranked[position]
             entry, is_shared = chosen[r.key]
-            resume = r.order if q.everything else position + 1
-            hits.append((entry.opened(is_shared), r.score, resume))
-        return Page(hits, False)
+            cells.append(entry.opened(is_shared))
+            scores.append(r.score)
+            positions.append(position + 1)
+        if q.everything:
+            return Page(cells, more)
+        return Page(cells, more, scores, positions)
+
+    @staticmethod
+    def _all_cells(
+        view: CacheView, holder: object, shared: list, erased: set[bytes], failed: set[bytes],
+        holder_id: bytes, narrow: Narrow, limit: int | None, start: int | None,
+    ) -> Page:
+        """Every cell of a holder-wide caller in log order, each checked on this call."""
+        entries = view.cache._entries
+        cells = holder.cells
+        if not shared and narrow is None and limit is None and start is None:
+            # The common case, kept tight: the holder's own cells in log order, each checked.
+            out = [entries[k].own for k in cells if k not in erased and k not in failed]
+            return Page([o for o in out if o.cell.holder_id == holder_id], False)
+        own = ((i, k, False) for k, i in cells.items() if k not in failed)
+        if shared:
+            extra = sorted((e.own.index, k, True) for k, e in shared)
+            items = heapq.merge(own, extra)
+            by_key = dict(shared)
+        else:
+            items, by_key = own, {}
+        out = []
+        for index, cell_id, is_shared in items:
+            if (start is not None and index <= start) or cell_id in erased:
+                continue
+            entry = by_key[cell_id] if is_shared else entries[cell_id]
+            opened = entry.own
+            if not is_shared and opened.cell.holder_id != holder_id:
+                continue
+            if narrow is not None and not narrow(opened.payload):
+                continue
+            if limit is not None and len(out) >= limit:
+                return Page(out, True)
+            out.append(entry.opened(True) if is_shared else opened)
+        return Page(out, False)
 
     def _read_holder_wide(
         self, txn: lmdb.Transaction, view: CacheView, access: Access, q: Query,
@@ -423,27 +464,9 @@ class Store(GroupCommit, PublicLog):
                     continue
                 shared.append((cell_id, entry))
         holder_id = access.holder_id
-        hits = []
         if q.everything:
-            entries = view.cache._entries
-            own = (entries[k] for k in holder.cells if k not in failed)
-            merged = heapq.merge(
-                ((e.own.index, e, False) for e in own),
-                sorted(((e.own.index, e, True) for _k, e in shared), key=lambda t: t[0]),
-                key=lambda t: t[0],
-            )
-            for index, entry, is_shared in merged:
-                if start is not None and index <= start:
-                    continue
-                cell = entry.own.cell
-                if cell.cell_id in erased or (narrow is not None and not narrow(entry.own.payload)):
-                    continue
-                if not is_shared and cell.holder_id != holder_id:
-                    continue
-                if limit is not None and len(hits) >= limit:
-                    return Page(hits, True)
-                hits.append((entry.opened(is_shared), 0.0, index))
-            return Page(hits, False)
+            return self._all_cells(view, holder, shared, erased, failed, holder_id, narrow,
+                                   limit, start)
         first = start or 0
         need = None
         if limit is not None and view.cache.embedder is None and narrow is None:
@@ -452,6 +475,9 @@ class Store(GroupCommit, PublicLog):
         shared_ids = {k for k, _e in shared}
         entries = view.cache._entries
         by_key = dict(shared)
+        cells: list[OpenedCell] = []
+        scores: list[float] = []
+        positions: list[int] = []
         for position in range(first, len(ranked)):
             r = ranked[position]
             is_shared = r.key in shared_ids
@@ -461,10 +487,12 @@ class Store(GroupCommit, PublicLog):
                 continue
             if not is_shared and cell.holder_id != holder_id:
                 continue
-            if limit is not None and len(hits) >= limit:
-                return Page(hits, True)
-            hits.append((entry.opened(is_shared), r.score, position + 1))
-        return Page(hits, False)
+            if limit is not None and len(cells) >= limit:
+                return Page(cells, True, scores, positions)
+            cells.append(entry.opened(is_shared))
+            scores.append(r.score)
+            positions.append(position + 1)
+        return Page(cells, False, scores, positions)
 
     def _candidates(
         self,

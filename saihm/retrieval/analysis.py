@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 import Stemmer
 
@@ -23,19 +22,13 @@ _WORD_APOSTROPHE = re.compile(r"\w+(?:'\w+)*")
 _STEMMER = Stemmer.Stemmer("english")
 
 
-@lru_cache(maxsize=65_536)
-def _stem(token: str) -> str:
-    return _STEMMER.stemWord(token)
-
-
 def stem_terms(folded: str) -> list[str]:
-    """The stemmed, non-stop-word terms of already case-folded text, in order."""
-    out = []
-    for token in _WORD_APOSTROPHE.findall(folded.replace("\u2019", "'")):
-        if token in STOP_WORDS:
-            continue
-        out.append(_stem(token))
-    return out
+    """The stemmed, non-stop-word terms of already case-folded text, in order.
+
+    PyStemmer keeps its own cache of recent words (10,000 by default), in memory only.
+    """
+    tokens = _WORD_APOSTROPHE.findall(folded.replace("\u2019", "'"))
+    return _STEMMER.stemWords([t for t in tokens if t not in STOP_WORDS])
 
 
 @dataclass(frozen=True, slots=True)
