@@ -123,6 +123,9 @@ class RecallItem(dict):
     def __copy__(self) -> dict:
         return dict(self)
 
+    def __reduce__(self) -> tuple:
+        return (dict, (dict(self),))
+
 
 class RecallAnswer(list):
     """A recall's JSON array, with the binding's extension metadata beside it: ``cut`` (items
