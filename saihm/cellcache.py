@@ -79,9 +79,14 @@ class CellHeader:
     @classmethod
     def of(cls, cell: Cell) -> CellHeader:
         return cls(
-            cell.cell_id, cell.holder_id, cell.kek_version, cell.tier, cell.cell_nonce,
-            bytes(cell.signature[:16]), cell.timestamp,
-        )  # fmt: skip
+            cell.cell_id,
+            cell.holder_id,
+            cell.kek_version,
+            cell.tier,
+            cell.cell_nonce,
+            bytes(cell.signature[:16]),
+            cell.timestamp,
+        )
 
 
 @dataclass(frozen=True)
@@ -325,11 +330,16 @@ class CellCache:
         vector = None
         if self.embedder is not None:
             vector = self.embedder.embed([opened.payload.content])[0]
-        own = opened if not opened.shared else OpenedCell(
-            cell=opened.cell, payload=opened.payload, shared=False, index=opened.index
-        )  # fmt: skip
-        entry = _Entry(own=own, analysis=analysis, size=_estimate(own, analysis, vector),
-                       vector=vector)  # fmt: skip
+        own = (
+            opened
+            if not opened.shared
+            else OpenedCell(
+                cell=opened.cell, payload=opened.payload, shared=False, index=opened.index
+            )
+        )
+        entry = _Entry(
+            own=own, analysis=analysis, size=_estimate(own, analysis, vector), vector=vector
+        )
         cell_id = own.cell.cell_id
         old = self._entries.pop(cell_id, None)
         if old is not None:
@@ -409,9 +419,13 @@ class CacheView:
         return embedder.embed([query.text])[0]
 
     def rank_holder(
-        self, holder: _Holder, query: Query, shared: list[tuple[bytes, _Entry]],
-        qvec: tuple[float, ...] | None, need: int | None,
-    ) -> list[Ranked]:  # fmt: skip
+        self,
+        holder: _Holder,
+        query: Query,
+        shared: list[tuple[bytes, _Entry]],
+        qvec: tuple[float, ...] | None,
+        need: int | None,
+    ) -> list[Ranked]:
         """Rank the holder's indexed cells and ``shared`` for ``query``, best first.
 
         Precondition: the index holds every live cell of the holder (the caller opened the

@@ -221,7 +221,8 @@ class Operator(SharingTools, GovernanceTools):
         render = self._recall_item
         answer = RecallAnswer(c.memo.get("recall") or render(c) for c in page.cells)
         if page.scores is not None:
-            answer[:] = [{**i, "score": round(s, 6)} for i, s in zip(answer, page.scores)]
+            scored = zip(answer, page.scores, strict=True)
+            answer[:] = [{**item, "score": round(score, 6)} for item, score in scored]
         cut = page.more
         if window.max_bytes is not None and answer:
             used, kept = 2 + item_bytes(answer[0]), 1

@@ -321,22 +321,34 @@ class Store(GroupCommit, PublicLog):
             self._cache.reading(txn, self.tree, self.kek_dir.current_version) as view,
         ):
             fast = (
-                view.current and cell_ids is None and access.all_sessions
+                view.current
+                and cell_ids is None
+                and access.all_sessions
                 and access.namespaces is None
-            )  # fmt: skip
+            )
             if fast:
-                page = self._read_holder_wide(txn, view, access, q, include_shared, now, narrow,
-                                              limit, start)  # fmt: skip
+                page = self._read_holder_wide(
+                    txn, view, access, q, include_shared, now, narrow, limit, start
+                )
                 if page is not None:
                     return page
-            return self._read_checked(txn, view, access, q, cell_ids, include_shared, now,
-                                      narrow, limit, start)  # fmt: skip
+            return self._read_checked(
+                txn, view, access, q, cell_ids, include_shared, now, narrow, limit, start
+            )
 
     def _read_checked(
-        self, txn: lmdb.Transaction, view: CacheView, access: Access, q: Query,
-        cell_ids: Iterable[bytes] | None, include_shared: bool, now: int,
-        narrow: Narrow, limit: int | None, start: int | None,
-    ) -> Page:  # fmt: skip
+        self,
+        txn: lmdb.Transaction,
+        view: CacheView,
+        access: Access,
+        q: Query,
+        cell_ids: Iterable[bytes] | None,
+        include_shared: bool,
+        now: int,
+        narrow: Narrow,
+        limit: int | None,
+        start: int | None,
+    ) -> Page:
         """Every candidate checked on this call, then matched and ranked among themselves."""
         erased = view.erased()
         own, shared = self._candidates(txn, access, cell_ids, include_shared, now)
@@ -389,8 +401,15 @@ class Store(GroupCommit, PublicLog):
 
     @staticmethod
     def _all_cells(
-        view: CacheView, holder: object, shared: list, erased: set[bytes], failed: set[bytes],
-        holder_id: bytes, narrow: Narrow, limit: int | None, start: int | None,
+        view: CacheView,
+        holder: object,
+        shared: list,
+        erased: set[bytes],
+        failed: set[bytes],
+        holder_id: bytes,
+        narrow: Narrow,
+        limit: int | None,
+        start: int | None,
     ) -> Page:
         """Every cell of a holder-wide caller in log order, each checked on this call."""
         entries = view.cache._entries
@@ -422,10 +441,17 @@ class Store(GroupCommit, PublicLog):
         return Page(out, False)
 
     def _read_holder_wide(
-        self, txn: lmdb.Transaction, view: CacheView, access: Access, q: Query,
-        include_shared: bool, now: int, narrow: Narrow,
-        limit: int | None, start: int | None,
-    ) -> Page | None:  # fmt: skip
+        self,
+        txn: lmdb.Transaction,
+        view: CacheView,
+        access: Access,
+        q: Query,
+        include_shared: bool,
+        now: int,
+        narrow: Narrow,
+        limit: int | None,
+        start: int | None,
+    ) -> Page | None:
         """A caller that sees every cell of its holder, from the in-memory index.
 
         The index holds exactly the holder's live verified cells, so ranking and statistics
@@ -465,8 +491,9 @@ class Store(GroupCommit, PublicLog):
                 shared.append((cell_id, entry))
         holder_id = access.holder_id
         if q.everything:
-            return self._all_cells(view, holder, shared, erased, failed, holder_id, narrow,
-                                   limit, start)
+            return self._all_cells(
+                view, holder, shared, erased, failed, holder_id, narrow, limit, start
+            )
         first = start or 0
         need = None
         if limit is not None and view.cache.embedder is None and narrow is None:

@@ -221,7 +221,10 @@ def _memory(config: Config, holder: bytes, bound_mb: int | None) -> tuple[int, i
     """(the cache's estimate, the Python heap retained) after one holder-wide recall."""
     if bound_mb is not None:
         config = Config.for_data(
-            config.data_dir, config.kek_dir, config.authority_dir, recall_cache_mb=bound_mb,
+            config.data_dir,
+            config.kek_dir,
+            config.authority_dir,
+            recall_cache_mb=bound_mb,
             checkpoint_interval=3600.0,
         )
     with Store(config, checkpointer=False) as store:
@@ -260,9 +263,11 @@ def _metrics(ranks: list[int | None]) -> dict[str, float]:
     }
 
 
-def _quality(root: Path, embedder: object | None) -> tuple[dict[str, float], dict[str, float]]:
-    """(saihm's metrics, plain BM25's) on the conversational-memory set."""
-    conversations = json.loads(DATA.read_text(encoding="utf-8"))["conversations"]
+def _quality(
+    root: Path, embedder: object | None, limit: int | None
+) -> tuple[dict[str, float], dict[str, float], int]:
+    """(saihm's metrics, plain BM25's, questions) on the conversational-memory set."""
+    conversations = json.loads(DATA.read_text(encoding="utf-8"))["conversations"][:limit]
     config = Config.for_data(root / "data", checkpoint_interval=3600.0)
     authority = initialise(config)
     ours: list[int | None] = []
@@ -285,7 +290,7 @@ def _quality(root: Path, embedder: object | None) -> tuple[dict[str, float], dic
                 ours.append(next((i for i, c in enumerate(ids) if c in evidence), None))
                 order = _plain_bm25_ranks(conversation["turns"], q["question"])
                 peer.append(next((i for i, t in enumerate(order) if t in q["evidence"]), None))
-    return _metrics(ours), _metrics(peer)
+    return _metrics(ours), _metrics(peer), len(ours)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -302,10 +307,15 @@ def run(args: list[str]) -> Iterator[dict]:
         default=str(Path.home() / ".cache" / "saihm" / "bench-recall"),
         help="where built stores are kept for later runs",
     )
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="signing processes")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 2, help="signing processes"
+    )
     parser.add_argument("--cache-mb", type=int, default=1024, help="cache bound while timing")
     parser.add_argument("--embedding-model", help="also measure quality with this local model")
     parser.add_argument("--skip-latency", action="store_true", help="quality figures only")
+    parser.add_argument(
+        "--conversations", type=int, default=None, help="use only the first N conversations"
+    )
     opts = parser.parse_args(args)
     sizes = [int(s) for s in opts.sizes.split(",") if s.strip()]
     if not opts.skip_latency:
@@ -331,22 +341,45 @@ def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[d
         extra = {"cells": n, "returned_first": returned, "samples": len(warm)}
         for name, values in (("warm", warm), ("cold", cold)):
             for q in (50, 99):
-                fig = _figure(f"recall_{kind}_{n}_{name}_p{q}_ms", _p(values, q), "ms", peer,
-                              _p(naive_warm, q) if name == "warm" else naive_p50, False, **extra)
+                fig = _figure(
+                    f"recall_{kind}_{n}_{name}_p{q}_ms",
+                    _p(values, q),
+                    "ms",
+                    peer,
+                    _p(naive_warm, q) if name == "warm" else naive_p50,
+                    False,
+                    **extra,
+                )
                 if (kind, name, q) == ("all", "warm", 50) and n == ALL_TARGET[0]:
                     fig["target_ms"] = ALL_TARGET[1]
                 if (kind, name, q) == ("top20", "warm", 50) and n == TOP_TARGET[0]:
                     fig["target_ms"] = TOP_TARGET[1]
                 yield fig
-        yield _figure(f"recall_{kind}_{n}_naive_cold_ms", naive_cold[0], "ms", peer, naive_p50,
-                      False, cells=n)
+        yield _figure(
+            f"recall_{kind}_{n}_naive_cold_ms", naive_cold[0], "ms", peer, naive_p50, False, cells=n
+        )
     estimate, retained = _memory(cached, holder, None)
-    yield _figure(f"cache_bytes_{n}", retained, "bytes", "the cache's own estimate (bound is "
-                  "enforced on it)", estimate, False, cells=n, estimate_bytes=estimate)
+    yield _figure(
+        f"cache_bytes_{n}",
+        retained,
+        "bytes",
+        "the cache's own estimate (bound is enforced on it)",
+        estimate,
+        False,
+        cells=n,
+        estimate_bytes=estimate,
+    )
     bound_mb = max(1, estimate // (4 << 20))
     _, retained_small = _memory(cached, holder, bound_mb)
-    yield _figure(f"cache_bound_holds_{n}", retained_small, "bytes", f"bound {bound_mb} MiB",
-                  bound_mb << 20, False, cells=n)
+    yield _figure(
+        f"cache_bound_holds_{n}",
+        retained_small,
+        "bytes",
+        f"bound {bound_mb} MiB",
+        bound_mb << 20,
+        False,
+        cells=n,
+    )
 
 
 def _quality_figures(opts: argparse.Namespace) -> Iterator[dict]:
@@ -360,16 +393,17 @@ def _quality_figures(opts: argparse.Namespace) -> Iterator[dict]:
     for stage, embedder in runs:
         tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-recall-"))
         try:
-            ours, peer = _quality(tmp, embedder)
+            ours, peer, questions = _quality(tmp, embedder, opts.conversations)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         for metric in ("hit5", "hit10", "mrr"):
-            yield _figure(f"quality_{metric}" + ("" if stage == "lexical" else "_semantic"),
-                          ours[metric], "fraction", "plain BM25 (rank_bm25 BM25Okapi, \\w+ "
-                          "lower-cased tokens), same turns", peer[metric], True, stage=stage,
-                          questions=sum(1 for _ in _questions()))
-
-
-def _questions() -> Iterator[dict]:
-    for conversation in json.loads(DATA.read_text(encoding="utf-8"))["conversations"]:
-        yield from conversation["questions"]
+            yield _figure(
+                f"quality_{metric}" + ("" if stage == "lexical" else "_semantic"),
+                ours[metric],
+                "fraction",
+                "plain BM25 (rank_bm25 BM25Okapi, \\w+ lower-cased tokens), same turns",
+                peer[metric],
+                True,
+                stage=stage,
+                questions=questions,
+            )

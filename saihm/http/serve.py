@@ -202,6 +202,10 @@ def main(args: argparse.Namespace) -> int:
         tls = _check(args)
         context = tls_context(args.tls_cert, args.tls_key) if tls else None
         config = config_from(args)
+        if config.embedding_model is not None:
+            from saihm.retrieval.embed import check_semantic
+
+            check_semantic(config.embedding_model)
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)

@@ -17,6 +17,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from saihm.mcp import tools
+from saihm.mcp.config import DEFAULT_REPORT_BUDGET
 from saihm.mcp.models import (
     ForgetResult,
     ProposeResult,
@@ -28,7 +29,6 @@ from saihm.mcp.models import (
     ToolResult,
     VoteResult,
 )
-from saihm.mcp.config import DEFAULT_REPORT_BUDGET
 from saihm.mcp.report import render
 from saihm.mcp.transport import OperatorClient
 

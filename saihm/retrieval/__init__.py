@@ -9,16 +9,16 @@ reciprocal rank fusion (:mod:`saihm.retrieval.fusion`).
 """
 
 from saihm.retrieval.analysis import Analysis, Query, analyse, analyse_query, matches
-from saihm.retrieval.bm25 import B, K1, Bm25, TermIndex
+from saihm.retrieval.bm25 import K1, B, Bm25, TermIndex
 from saihm.retrieval.embed import Embedder, SemanticUnavailable, load_embedder
 from saihm.retrieval.fusion import RRF_K, reciprocal_rank_fusion
 from saihm.retrieval.rank import Ranked, rank
 
 __all__ = [
-    "B",
     "K1",
     "RRF_K",
     "Analysis",
+    "B",
     "Bm25",
     "Embedder",
     "Query",

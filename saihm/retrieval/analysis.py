@@ -16,8 +16,8 @@ from saihm.retrieval.stopwords import STOP_WORDS
 
 __all__ = ["Analysis", "Query", "analyse", "analyse_query", "contains", "matches", "stem_terms"]
 
-# Tokens are runs of word characters; apostrophes inside a word ("user's", "don't") stay with it, as the Snowball stop list and
-# stemmer expect; U+2019 is folded to U+0027 first.
+# Tokens are runs of word characters; apostrophes inside a word ("user's", "don't") stay with
+# it, as the Snowball stop list and stemmer expect; U+2019 is folded to U+0027 first.
 _WORD_APOSTROPHE = re.compile(r"\w+(?:'\w+)*")
 _STEMMER = Stemmer.Stemmer("english")
 

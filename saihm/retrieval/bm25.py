@@ -22,7 +22,7 @@ import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["B", "K1", "Bm25", "TermIndex"]
+__all__ = ["K1", "B", "Bm25", "TermIndex"]
 
 K1 = 1.2
 B = 0.75

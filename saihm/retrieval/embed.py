@@ -18,7 +18,14 @@ from typing import Protocol, runtime_checkable
 
 from saihm.errors import SaihmError
 
-__all__ = ["INSTALL_HINT", "Embedder", "SemanticUnavailable", "cosine", "load_embedder"]
+__all__ = [
+    "INSTALL_HINT",
+    "Embedder",
+    "SemanticUnavailable",
+    "check_semantic",
+    "cosine",
+    "load_embedder",
+]
 
 INSTALL_HINT = "the semantic stage needs the semantic extra: install saihm[semantic]"
 
@@ -58,6 +65,17 @@ class _SentenceTransformerEmbedder:
             list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
         return [tuple(float(x) for x in v) for v in vectors]
+
+
+def check_semantic(model_dir: str | os.PathLike[str]) -> None:
+    """Raise :class:`SemanticUnavailable` now, before serving, if :func:`load_embedder` would
+    fail for want of the extra or of the directory (the model itself loads in each worker)."""
+    import importlib.util
+
+    if not Path(model_dir).is_dir():
+        raise SemanticUnavailable("the embedding model directory does not exist")
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise SemanticUnavailable(INSTALL_HINT)
 
 
 def load_embedder(model_dir: str | os.PathLike[str]) -> Embedder:

@@ -66,7 +66,12 @@ def test_stop_words_alone_do_not_make_a_match() -> None:
 
 
 def test_tokens_and_apostrophes() -> None:
-    assert analyse("Dark-Mode, user\u2019s choice").tf == {"dark": 1, "mode": 1, "user": 1, "choic": 1}
+    assert analyse("Dark-Mode, user\u2019s choice").tf == {
+        "dark": 1,
+        "mode": 1,
+        "user": 1,
+        "choic": 1,
+    }
 
 
 def test_retrieval_is_pure() -> None:

@@ -8,12 +8,13 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saihm.retrieval import B, K1, TermIndex, analyse, analyse_query, reciprocal_rank_fusion
+from saihm.retrieval import K1, B, TermIndex, analyse, analyse_query, reciprocal_rank_fusion
 from saihm.retrieval.rank import collection_stats, rank
 
 texts = st.lists(
-    st.lists(st.sampled_from(["apple", "river", "stone", "cloud", "lamp", "the"]), max_size=8)
-    .map(" ".join),
+    st.lists(st.sampled_from(["apple", "river", "stone", "cloud", "lamp", "the"]), max_size=8).map(
+        " ".join
+    ),
     min_size=1,
     max_size=12,
 )
@@ -92,8 +93,11 @@ def test_reciprocal_rank_fusion_is_cormack_2009() -> None:
 
 
 def test_semantic_stage_reorders_matches_but_adds_none() -> None:
-    docs = [(0, analyse("user likes tea"), 0), (1, analyse("user prefers dark mode"), 1),
-            (2, analyse("nothing shared here"), 2)]
+    docs = [
+        (0, analyse("user likes tea"), 0),
+        (1, analyse("user prefers dark mode"), 1),
+        (2, analyse("nothing shared here"), 2),
+    ]
     near = {0: 0.1, 1: 0.9, 2: 1.0}
     q = analyse_query("what theme does the user like")
     plain = rank(q, docs)

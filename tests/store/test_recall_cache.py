@@ -57,9 +57,13 @@ def ids(world: World, token: str, **params: object) -> list[str]:
 def in_child(world: World, token: str, method: str, params: dict) -> dict:
     """Run one call in another process on the same data directory (its own store)."""
     job = {
-        "data": str(world.config.data_dir), "now": world.clock.now, "token": token,
-        "method": method, "params": params, "step": "never",
-    }  # fmt: skip
+        "data": str(world.config.data_dir),
+        "now": world.clock.now,
+        "token": token,
+        "method": method,
+        "params": params,
+        "step": "never",
+    }
     done = subprocess.run(
         [sys.executable, str(CHILD), json.dumps(job)], capture_output=True, text=True, timeout=120
     )
@@ -117,9 +121,7 @@ def test_another_process_remember_is_seen_by_the_holder_wide_index(world: World)
     assert ids(world, wide, query="second") == [second]
 
 
-def test_kek_rotation_empties_the_cache_here_and_in_other_processes(
-    world: World, counted
-) -> None:
+def test_kek_rotation_empties_the_cache_here_and_in_other_processes(world: World, counted) -> None:
     a = world.holder()
     wide = world.grant_token(a.holder_id)
     cid = world.call(a, "saihm_remember", content="rotating")["cellId"]
@@ -141,9 +143,14 @@ def test_revoke_drops_covered_cells_and_the_grantee_stops_seeing_them(world: Wor
     a, b = world.holder(), world.holder()
     cid = world.call(a, "saihm_remember", content="shared note")["cellId"]
     contract = world.call(
-        a, "saihm_share", granteeIdHashesHex=[b.hex], shardIds=[cid], type="permanent",
-        scope="read", expiryEpoch=None,
-    )["contractId"]  # fmt: skip
+        a,
+        "saihm_share",
+        granteeIdHashesHex=[b.hex],
+        shardIds=[cid],
+        type="permanent",
+        scope="read",
+        expiryEpoch=None,
+    )["contractId"]
     assert ids(world, b.token) == []  # not accepted yet
     world.call(b, "saihm_accept_contract", contractId=contract)
     b_wide = world.grant_token(b.holder_id)
@@ -159,9 +166,14 @@ def test_an_expired_contract_stops_serving_a_cached_cell(world: World) -> None:
     a, b = world.holder(), world.holder()
     cid = world.call(a, "saihm_remember", content="for a day")["cellId"]
     contract = world.call(
-        a, "saihm_share", granteeIdHashesHex=[b.hex], shardIds=[cid], type="temporary",
-        scope="read", expiryEpoch=None,
-    )["contractId"]  # fmt: skip
+        a,
+        "saihm_share",
+        granteeIdHashesHex=[b.hex],
+        shardIds=[cid],
+        type="temporary",
+        scope="read",
+        expiryEpoch=None,
+    )["contractId"]
     world.call(b, "saihm_accept_contract", contractId=contract)
     b_wide = world.grant_token(b.holder_id)
     assert ids(world, b_wide) == [cid]
@@ -172,7 +184,7 @@ def test_an_expired_contract_stops_serving_a_cached_cell(world: World) -> None:
 
 def test_every_item_is_checked_against_the_caller_on_every_call(world: World) -> None:
     a, b = world.holder(), world.holder()
-    s2, t2 = world.session(a.holder_id)
+    _s2, t2 = world.session(a.holder_id)
     mine = world.call(a, "saihm_remember", content="session one river")["cellId"]
     other = world.call(t2, "saihm_remember", content="session two river")["cellId"]
     work = world.call(a, "saihm_remember", content="work river", namespace="work")["cellId"]
