@@ -41,7 +41,7 @@ from saihm.retrieval import Analysis, Embedder, Query, analyse
 from saihm.retrieval.analysis import contains
 from saihm.retrieval.bm25 import Bm25, TermIndex
 from saihm.retrieval.embed import cosine
-from saihm.retrieval.rank import Ranked, rank
+from saihm.retrieval.rank import Ranked, collection_stats, rank
 
 if TYPE_CHECKING:
     import lmdb
@@ -436,15 +436,19 @@ class CacheView:
         index = holder.index
         terms = query.terms
         base = index.stats(terms)
-        df = dict(base.df)
-        n = base.n + len(shared)
-        total = index.total_length
-        for _key, e in shared:
-            total += e.analysis.length
-            for t in terms:
-                if t in e.analysis.tf:
-                    df[t] += 1
-        stats = Bm25(n=n, avgdl=total / n if n else 0.0, df=df)
+        stats = base
+        if shared:
+            # The shared cells join the statistics (and may bring expansion terms).
+            extra = collection_stats(query, [(k, e.analysis, 0) for k, e in shared])
+            wanted = {*base.df, *extra.df}
+            df = {t: len(index.postings.get(t, ())) + extra.df.get(t, 0) for t in wanted}
+            expansions = {
+                t: tuple(sorted({*base.expansions.get(t, ()), *extra.expansions.get(t, ())}))
+                for t in {*base.expansions, *extra.expansions}
+            }
+            n = base.n + len(shared)
+            total = index.total_length + sum(e.analysis.length for _k, e in shared)
+            stats = Bm25(n=n, avgdl=total / n if n else 0.0, df=df, expansions=expansions)
         entries = self.cache._entries
         matched = index.candidates(terms)
         first, rest = query.containment[0], query.containment[1:]

@@ -11,6 +11,11 @@ with the non-negative IDF ``ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))`` (the Rob
 Sparck Jones weight of §3.3 shifted by one so that a term in more than half the cells still
 counts a little, as Lucene does). Each distinct query term counts once.
 
+Prefix expansion, for word forms the stemmer leaves apart ("allergies" / "allergic"): a query
+term of at least :data:`PREFIX` letters that a cell lacks counts at :data:`EXPANSION_WEIGHT` of
+the best BM25 term weight among the cell's terms that share its first :data:`PREFIX` letters
+(query expansion by truncation). It only orders cells that match; it never makes one match.
+
 No library was used for the index: ``rank_bm25`` and ``bm25s`` build a static corpus and must
 be rebuilt to add or drop one document, while a memory store adds and erases cells one at a
 time (docs/retrieval.md). ``rank_bm25`` is the peer the bench compares against.
@@ -20,22 +25,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["K1", "B", "Bm25", "TermIndex"]
+__all__ = ["EXPANSION_WEIGHT", "K1", "PREFIX", "B", "Bm25", "TermIndex", "expandable"]
 
 K1 = 1.2
 B = 0.75
+PREFIX = 5
+EXPANSION_WEIGHT = 0.5
+
+
+def expandable(term: str) -> bool:
+    """Whether ``term`` takes part in prefix expansion (at least :data:`PREFIX` letters)."""
+    return len(term) >= PREFIX
 
 
 @dataclass(frozen=True, slots=True)
 class Bm25:
-    """Collection statistics for one scoring pass: ``n`` documents of mean length ``avgdl``
-    and the document frequency of each query term among them."""
+    """Collection statistics for one scoring pass: ``n`` documents of mean length ``avgdl``,
+    the document frequency of each query term and expansion term among them, and the
+    expansions of each query term (``expansions[t]``: the other terms with its prefix)."""
 
     n: int
     avgdl: float
     df: dict[str, int]
+    expansions: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def idf(self, term: str) -> float:
         """ln(1 + (N - df + 0.5) / (df + 0.5)) (Robertson & Zaragoza 2009 §3.3, shifted)."""
@@ -51,6 +65,13 @@ class Bm25:
             f = tf.get(term)
             if f:
                 total += self.idf(term) * f * (K1 + 1.0) / (f + norm)
+                continue
+            best = 0.0
+            for other in self.expansions.get(term, ()):
+                f = tf.get(other)
+                if f:
+                    best = max(best, self.idf(other) * f * (K1 + 1.0) / (f + norm))
+            total += EXPANSION_WEIGHT * best
         return total
 
 
@@ -65,6 +86,7 @@ class TermIndex:
         self.postings: dict[str, dict[Hashable, int]] = {}
         self.lengths: dict[Hashable, int] = {}
         self.total_length = 0
+        self.prefixes: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -77,7 +99,12 @@ class TermIndex:
         if key in self.lengths:
             self.remove(key, tf)
         for term, f in tf.items():
-            self.postings.setdefault(term, {})[key] = f
+            posting = self.postings.get(term)
+            if posting is None:
+                posting = self.postings[term] = {}
+                if expandable(term):
+                    self.prefixes.setdefault(term[:PREFIX], set()).add(term)
+            posting[key] = f
         self.lengths[key] = length
         self.total_length += length
 
@@ -94,6 +121,11 @@ class TermIndex:
             posting.pop(key, None)
             if not posting:
                 del self.postings[term]
+                if expandable(term):
+                    group = self.prefixes[term[:PREFIX]]
+                    group.discard(term)
+                    if not group:
+                        del self.prefixes[term[:PREFIX]]
 
     def candidates(self, terms: Iterable[str]) -> set[Hashable]:
         """Documents holding at least one of ``terms``."""
@@ -104,8 +136,23 @@ class TermIndex:
                 out.update(posting)
         return out
 
+    def expansions(self, terms: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        """For each expandable term, the other indexed terms that share its prefix."""
+        out = {}
+        for term in terms:
+            if expandable(term):
+                group = self.prefixes.get(term[:PREFIX], ())
+                others = tuple(sorted(u for u in group if u != term))
+                if others:
+                    out[term] = others
+        return out
+
     def stats(self, terms: Iterable[str]) -> Bm25:
         """BM25 statistics over every document in the index."""
+        terms = tuple(terms)
         n = len(self.lengths)
-        df = {t: len(self.postings.get(t, ())) for t in terms}
-        return Bm25(n=n, avgdl=self.total_length / n if n else 0.0, df=df)
+        expansions = self.expansions(terms)
+        wanted = set(terms).union(*expansions.values())
+        df = {t: len(self.postings.get(t, ())) for t in wanted}
+        avgdl = self.total_length / n if n else 0.0
+        return Bm25(n=n, avgdl=avgdl, df=df, expansions=expansions)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from saihm.retrieval.analysis import Analysis, Query, contains
-from saihm.retrieval.bm25 import Bm25
+from saihm.retrieval.bm25 import PREFIX, Bm25, expandable
 from saihm.retrieval.fusion import reciprocal_rank_fusion
 
 __all__ = ["Doc", "Ranked", "collection_stats", "rank"]
@@ -30,17 +30,28 @@ class Ranked:
 
 
 def collection_stats(query: Query, docs: Iterable[Doc]) -> Bm25:
-    """BM25 statistics of ``docs`` for the terms of ``query``."""
+    """BM25 statistics of ``docs`` for the terms of ``query`` and their prefix expansions."""
     n = total = 0
-    df = dict.fromkeys(query.terms, 0)
+    df: dict[str, int] = dict.fromkeys(query.terms, 0)
+    prefixes = {t[:PREFIX]: t for t in query.terms if expandable(t)}
+    expansions: dict[str, set[str]] = {}
     for _key, analysis, _order in docs:
         n += 1
         total += analysis.length
-        tf = analysis.tf
-        for term in query.terms:
-            if term in tf:
+        for term in analysis.tf:
+            if term in df:
                 df[term] += 1
-    return Bm25(n=n, avgdl=total / n if n else 0.0, df=df)
+            elif prefixes and expandable(term) and term[:PREFIX] in prefixes:
+                df[term] = 1
+                for t in query.terms:
+                    if t[:PREFIX] == term[:PREFIX]:
+                        expansions.setdefault(t, set()).add(term)
+    return Bm25(
+        n=n,
+        avgdl=total / n if n else 0.0,
+        df=df,
+        expansions={t: tuple(sorted(u)) for t, u in expansions.items()},
+    )
 
 
 def rank(

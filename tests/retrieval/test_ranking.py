@@ -104,3 +104,30 @@ def test_semantic_stage_reorders_matches_but_adds_none() -> None:
     fused = rank(q, docs, similarity=near.__getitem__)
     assert [r.key for r in plain] == [0, 1]
     assert {r.key for r in fused} == {0, 1}, "the semantic stage never adds a non-match"
+
+
+def test_prefix_expansion_orders_word_forms_the_stemmer_leaves_apart() -> None:
+    """ "allergies" stems to "allergi", "allergic" to "allerg": the shared five-letter prefix
+    gives the second cell partial credit, so it comes first; it adds no match of its own."""
+    docs = [
+        (0, analyse("the user went to the shop"), 0),
+        (1, analyse("the user is allergic to peanuts"), 1),
+        (2, analyse("allergic reactions are common"), 2),
+    ]
+    ranked = rank(analyse_query("what allergies does the user have"), docs)
+    assert [r.key for r in ranked] == [1, 0]
+    stats = collection_stats(analyse_query("allergies"), docs)
+    assert stats.expansions == {"allergi": ("allerg",)}
+    assert stats.df == {"allergi": 0, "allerg": 2}
+
+
+@given(corpus=texts)
+def test_index_statistics_equal_those_of_the_same_set(corpus: list[str]) -> None:
+    index = TermIndex()
+    docs = []
+    for i, text in enumerate([*corpus, "allergic apples", "allergies"]):
+        a = analyse(text)
+        index.add(i, a.tf, a.length)
+        docs.append((i, a, i))
+    q = analyse_query("allergy apple river")
+    assert index.stats(q.terms) == collection_stats(q, docs)
