@@ -58,9 +58,10 @@ REPLAY_LIMIT = 20_000
 _CONTRACT_OPERATIONS = frozenset({"SHARE", "REVOKE", "ACCEPT", "DECLINE"})
 #: Fixed per-entry overhead counted on top of the strings and terms (objects, dicts, the
 #: memoised recall item): deliberately generous, so the bound over-counts (measured).
-ENTRY_OVERHEAD = 3_072
-PER_TERM = 160
-PER_CANDIDATE = 200
+ENTRY_OVERHEAD = 2_048
+PER_TERM = 160  # a term of a cell: its tf entry and its posting entry
+PER_INDEX_TERM = 600  # a term new to a holder's index: its posting dict and prefix entry
+PER_CANDIDATE = 240  # a holder's live cell listed (cellId, index, the "missing" set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,14 +132,20 @@ class _Holder:
     texts: dict[bytes, str] = field(default_factory=dict)
     missing: set[bytes] = field(default_factory=set)
 
-    def add(self, cell_id: bytes, analysis: Analysis) -> None:
-        self.index.add(cell_id, analysis.tf, analysis.length)
+    def add(self, cell_id: bytes, analysis: Analysis) -> int:
+        """Index a cached cell; returns the bytes the index grew by (estimated)."""
+        new = self.index.add(cell_id, analysis.tf, analysis.length)
         self.texts[cell_id] = analysis.folded
         self.missing.discard(cell_id)
+        return PER_INDEX_TERM * new
 
-    def remove(self, cell_id: bytes, analysis: Analysis) -> None:
-        self.index.remove(cell_id, analysis.tf)
+    def remove(self, cell_id: bytes, analysis: Analysis) -> int:
+        """Unindex a cell; returns the bytes the index shrank by (estimated)."""
         self.texts.pop(cell_id, None)
+        return PER_INDEX_TERM * self.index.remove(cell_id, analysis.tf)
+
+    def index_bytes(self) -> int:
+        return PER_INDEX_TERM * len(self.index.postings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +201,7 @@ class CellCache:
 
     @property
     def used_bytes(self) -> int:
-        """The estimate the bound is enforced on (entries and holders' cell lists)."""
+        """The estimate the bound is enforced on: entries, holders' cell lists and indexes."""
         return self._bytes + self._candidate_bytes
 
     def __len__(self) -> int:
@@ -268,7 +275,7 @@ class CellCache:
             owner = entry.own.cell.holder_id
             holder = self._holders.get(owner)
             if holder is not None:
-                holder.remove(cell_id, entry.analysis)
+                self._candidate_bytes -= holder.remove(cell_id, entry.analysis)
                 if not forget and holder.cells is not None and cell_id in holder.cells:
                     holder.missing.add(cell_id)
         if forget:
@@ -283,6 +290,8 @@ class CellCache:
         holder = self._holders.pop(holder_id, None)
         if holder is not None and holder.cells is not None:
             self._candidate_bytes -= PER_CANDIDATE * len(holder.cells)
+        if holder is not None:
+            self._candidate_bytes -= holder.index_bytes()
         for cell_id in [k for k, e in self._entries.items() if e.own.cell.holder_id == holder_id]:
             entry = self._entries.pop(cell_id)
             self._bytes -= entry.size
@@ -321,7 +330,7 @@ class CellCache:
                 if entry is None:
                     holder.missing.add(cell_id)
                 elif cell_id not in holder.index:
-                    holder.add(cell_id, entry.analysis)
+                    self._candidate_bytes += holder.add(cell_id, entry.analysis)
             self._candidate_bytes += PER_CANDIDATE * len(cells)
         return holder
 
@@ -348,7 +357,7 @@ class CellCache:
         self._bytes += entry.size
         holder = self._holders.get(own.cell.holder_id)
         if holder is not None and holder.cells is not None and cell_id in holder.cells:
-            holder.add(cell_id, analysis)
+            self._candidate_bytes += holder.add(cell_id, analysis)
         self._evict()
         return entry
 
@@ -358,7 +367,7 @@ class CellCache:
             self._bytes -= entry.size
             holder = self._holders.get(entry.own.cell.holder_id)
             if holder is not None:
-                holder.remove(cell_id, entry.analysis)
+                self._candidate_bytes -= holder.remove(cell_id, entry.analysis)
                 if holder.cells is not None and cell_id in holder.cells:
                     holder.missing.add(cell_id)
         if self.used_bytes > self.max_bytes:

@@ -20,13 +20,13 @@ __all__ = ["Analysis", "Query", "analyse", "analyse_query", "contains", "matches
 # it, as the Snowball stop list and stemmer expect; U+2019 is folded to U+0027 first.
 _WORD_APOSTROPHE = re.compile(r"\w+(?:'\w+)*")
 _STEMMER = Stemmer.Stemmer("english")
+# PyStemmer caches recent words by default. Words of cell text are content: with the cache
+# off, nothing of an erased cell outlives its entry in saihm's own bounded cache.
+_STEMMER.maxCacheSize = 0
 
 
 def stem_terms(folded: str) -> list[str]:
-    """The stemmed, non-stop-word terms of already case-folded text, in order.
-
-    PyStemmer keeps its own cache of recent words (10,000 by default), in memory only.
-    """
+    """The stemmed, non-stop-word terms of already case-folded text, in order."""
     tokens = _WORD_APOSTROPHE.findall(folded.replace("\u2019", "'"))
     return _STEMMER.stemWords([t for t in tokens if t not in STOP_WORDS])
 

@@ -94,25 +94,31 @@ class TermIndex:
     def __contains__(self, key: object) -> bool:
         return key in self.lengths
 
-    def add(self, key: Hashable, tf: dict[str, int], length: int) -> None:
-        """Index document ``key`` (replacing an earlier entry under the same key)."""
+    def add(self, key: Hashable, tf: dict[str, int], length: int) -> int:
+        """Index document ``key`` (replacing an earlier entry under the same key); returns how
+        many terms are new to the index."""
         if key in self.lengths:
             self.remove(key, tf)
+        new = 0
         for term, f in tf.items():
             posting = self.postings.get(term)
             if posting is None:
+                new += 1
                 posting = self.postings[term] = {}
                 if expandable(term):
                     self.prefixes.setdefault(term[:PREFIX], set()).add(term)
             posting[key] = f
         self.lengths[key] = length
         self.total_length += length
+        return new
 
-    def remove(self, key: Hashable, tf: dict[str, int]) -> None:
-        """Drop document ``key``, whose term frequencies were ``tf``; absent keys are ignored."""
+    def remove(self, key: Hashable, tf: dict[str, int]) -> int:
+        """Drop document ``key``, whose term frequencies were ``tf``; absent keys are ignored.
+        Returns how many terms left the index with it."""
         length = self.lengths.pop(key, None)
         if length is None:
-            return
+            return 0
+        gone = 0
         self.total_length -= length
         for term in tf:
             posting = self.postings.get(term)
@@ -120,12 +126,14 @@ class TermIndex:
                 continue
             posting.pop(key, None)
             if not posting:
+                gone += 1
                 del self.postings[term]
                 if expandable(term):
                     group = self.prefixes[term[:PREFIX]]
                     group.discard(term)
                     if not group:
                         del self.prefixes[term[:PREFIX]]
+        return gone
 
     def candidates(self, terms: Iterable[str]) -> set[Hashable]:
         """Documents holding at least one of ``terms``."""
