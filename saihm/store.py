@@ -460,19 +460,6 @@ class Store(GroupCommit, PublicLog):
         item-by-item path).
         """
         holder = view.holder(access.holder_id)
-        failed = set()
-        for cell_id in list(holder.missing):
-            index = holder.cells.get(cell_id) if holder.cells is not None else None
-            if index is None:
-                holder.missing.discard(cell_id)
-                continue
-            opened = self._open_checked(txn, access, cell_id, False, index)
-            if opened is None:
-                failed.add(cell_id)
-            else:
-                view.put(opened)
-        if holder.cells is None or holder.missing - failed:
-            return None
         erased = view.erased()
         shared: list[tuple[bytes, object]] = []
         if include_shared and access.consumer is None:
@@ -489,6 +476,25 @@ class Store(GroupCommit, PublicLog):
                 ):
                     continue
                 shared.append((cell_id, entry))
+        failed = set()
+        for cell_id in list(holder.missing):
+            index = holder.cells.get(cell_id) if holder.cells is not None else None
+            if index is None:
+                holder.missing.discard(cell_id)
+                continue
+            opened = self._open_checked(txn, access, cell_id, False, index)
+            if opened is None:
+                failed.add(cell_id)
+            else:
+                view.put(opened)
+        # Every own cell must now be in the cache (the bound may have pushed some out, or
+        # dropped the holder's list): if not, this call takes the item-by-item path.
+        if (
+            holder.cells is None
+            or holder.missing - failed
+            or view.cache._holders.get(access.holder_id) is not holder
+        ):
+            return None
         holder_id = access.holder_id
         if q.everything:
             return self._all_cells(

@@ -263,3 +263,34 @@ def test_a_forged_index_entry_does_not_serve_another_holders_cell(world: World) 
     for query in ("", "secret", "b's"):
         got = world.call(a_wide, "saihm_recall", query=query)
         assert all(item["plaintext"] != "b's secret" for item in got)
+
+
+def test_a_bound_smaller_than_one_holder_still_answers_everything(tmp_path: Path) -> None:
+    """The cell lists alone outgrow the bound: holder-wide reads fall back, shared cells too."""
+    world = make_world(tmp_path, recall_cache_mb=1)
+    try:
+        a, b = world.holder(), world.holder()
+        made = [
+            world.call(a, "saihm_remember", content=f"river {i} " + "w " * 2000)["cellId"]
+            for i in range(40)
+        ]
+        contract = world.call(
+            a,
+            "saihm_share",
+            granteeIdHashesHex=[b.hex],
+            shardIds=made[:5],
+            type="permanent",
+            scope="read",
+            expiryEpoch=None,
+        )["contractId"]
+        world.call(b, "saihm_accept_contract", contractId=contract)
+        for i in range(40):
+            world.call(b, "saihm_remember", content=f"own {i} " + "v " * 2000)
+        b_wide, a_wide = world.grant_token(b.holder_id), world.grant_token(a.holder_id)
+        for _ in range(2):
+            assert len(ids(world, b_wide)) == 45
+            assert set(ids(world, b_wide, query="river")) == set(made[:5])
+            assert set(ids(world, a_wide)) == set(made)
+            assert world.store._cache.used_bytes <= 1 << 20
+    finally:
+        world.store.close()
