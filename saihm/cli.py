@@ -17,6 +17,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from saihm import __version__
@@ -144,6 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="free bytes the data volume keeps; below it writes are refused with 503 "
         "(default 256 MiB; 0 disables)",
+    )
+    serve.add_argument(
+        "--recall-cache-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="memory bound of the cache of verified cells, per process (default 256; 0 = off)",
+    )
+    serve.add_argument(
+        "--embedding-model",
+        metavar="DIR",
+        type=Path,
+        help="a local sentence-transformers model for semantic ranking (needs saihm[semantic])",
     )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
