@@ -603,7 +603,7 @@ class Store(GroupCommit, PublicLog):
             if index is None:
                 holder.missing.discard(cell_id)
                 continue
-            opened = self._open_checked(txn, access, cell_id, False, index)
+            opened = self._open_checked(txn, access, cell_id, None, index)
             if opened is None:
                 failed.add(cell_id)
             else:
