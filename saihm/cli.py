@@ -153,13 +153,16 @@ DELEGATED_HELP = {
     "verify": "verify a bundle or data directory without trusting the operator",
     "monitor": "mirror a log's checkpoints and report rollbacks and forks",
     "replay": "rebuild the public projections of a bundle for research",
+    "mirror": "copy a tiled log into a directory, verifying everything (incremental)",
+    "publish": "write the log as static tlog-tiles files for any web server or CDN",
     "memory": "RFC 0007 memory provider (local-vault): init, grant, query, pending, ...",
 }
 DELEGATED = {
     **{
         name: _delegate("saihm.audit.cli", name)
-        for name in ("export", "verify", "monitor", "replay")
+        for name in ("export", "verify", "monitor", "replay", "mirror")
     },
+    "publish": _delegate("saihm.publishcmd", "main"),
     "memory": _delegate("saihm.provider.cli", "main"),
 }
 

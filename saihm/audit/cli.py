@@ -12,9 +12,10 @@ import json
 import sys
 from pathlib import Path
 
+from saihm.audit.report import Report
 from saihm.errors import SaihmError
 
-__all__ = ["export", "monitor", "replay", "verify"]
+__all__ = ["export", "mirror", "monitor", "replay", "verify"]
 
 
 def _rest(args: argparse.Namespace | list[str]) -> list[str]:
@@ -39,8 +40,11 @@ def export(args: argparse.Namespace | list[str]) -> int:
     )
     parser.add_argument("--data", required=True, help="the operator's data directory")
     parser.add_argument("--out", required=True, help="bundle file to write")
-    parser.add_argument("--with-cells", action="store_true", help="include stored cells and "
-                        "contracts (wire CBOR, ciphertext only)")  # fmt: skip
+    parser.add_argument(
+        "--with-cells",
+        action="store_true",
+        help="include stored cells and contracts (wire CBOR, ciphertext only)",
+    )
     opts = parser.parse_args(_rest(args))
     from saihm.audit.bundle import write_bundle
     from saihm.audit.datadir import read_data_dir
@@ -53,52 +57,72 @@ def export(args: argparse.Namespace | list[str]) -> int:
     for index, what in bundle.read_problems:
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
     size = write_bundle(bundle, opts.out)
-    print(json.dumps({"out": opts.out, "bytes": size, "leaves": len(bundle.leaves),
-                      "checkpoints": len(bundle.checkpoints),
-                      "cells": None if bundle.cells is None else len(bundle.cells)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "out": opts.out,
+                "bytes": size,
+                "leaves": len(bundle.leaves),
+                "checkpoints": len(bundle.checkpoints),
+                "cells": None if bundle.cells is None else len(bundle.cells),
+            }
+        )
+    )
     return 0
 
 
 def verify(args: argparse.Namespace | list[str]) -> int:
-    """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
+    """``saihm verify FILE|DIR|URL | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
     parser = argparse.ArgumentParser(
         prog="saihm verify",
-        description="Verify an audit bundle (or a data directory, read-only) without trusting "
-        "the operator. Exit 0 only when every check holds.",
+        description="Verify a log without trusting the operator: an audit bundle (FILE), a "
+        "mirror or publication directory (DIR, as saihm mirror or saihm publish write it), a "
+        "live log (URL: an operator's base URL or a tlog-tiles prefix), or a data directory "
+        "(--data, read-only). Exit 0 only when every check holds.",
     )
-    parser.add_argument("bundle", nargs="?", help="audit bundle written by saihm export")
+    parser.add_argument(
+        "source",
+        nargs="?",
+        metavar="FILE|DIR|URL",
+        help="audit bundle, mirror directory or log URL",
+    )
     parser.add_argument("--data", help="verify a data directory directly (read-only)")
     parser.add_argument("--trust", help="file of pinned checkpoint verifier keys, one per line")
-    parser.add_argument("--checkpoint", action="append", default=[], metavar="NOTE",
-                        help="an externally held signed checkpoint (repeatable)")  # fmt: skip
-    parser.add_argument("--second-implementation", action="store_true",
-                        help="re-verify every signature with pqcrypto")  # fmt: skip
+    parser.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="NOTE",
+        help="an externally held signed checkpoint (repeatable)",
+    )
+    parser.add_argument(
+        "--second-implementation",
+        action="store_true",
+        help="re-verify every signature with pqcrypto (bundles only)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="signature-check processes")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     opts = parser.parse_args(_rest(args))
-    if (opts.bundle is None) == (opts.data is None):
-        parser.error("give exactly one of FILE or --data DIR")
-    from saihm.audit.bundle import read_bundle
-    from saihm.audit.datadir import read_data_dir
-    from saihm.audit.progress import progress
-    from saihm.audit.verifier import verify_bundle
+    if (opts.source is None) == (opts.data is None):
+        parser.error("give exactly one of FILE|DIR|URL or --data DIR")
 
+    source = opts.source
+    is_log = source is not None and (
+        source.startswith(("http://", "https://")) or Path(source, "checkpoint").is_file()
+    )
+    if source is not None and not is_log and Path(source, "lmdb").is_dir():
+        parser.error(f"{source} is a data directory: use --data {source}")
     try:
-        bundle = (
-            read_bundle(opts.bundle) if opts.bundle else read_data_dir(opts.data, with_cells=True)
-        )
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]
+        if is_log:
+            report = _verify_log(source, trusted, held, opts)
+        else:
+            report = _verify_bundle(opts, trusted, held)
     except (SaihmError, OSError) as err:
         print(f"saihm verify: {err}", file=sys.stderr)
         return 2
-    with progress(not opts.no_progress) as bar:
-        report = verify_bundle(
-            bundle, trusted_keys=trusted, held=held, workers=opts.workers, progress=bar,
-            second_implementation=opts.second_implementation,
-            source=opts.bundle or f"--data {opts.data}",
-        )  # fmt: skip
     if opts.json:
         print(json.dumps(report.to_json(), default=str))
     else:
@@ -106,9 +130,48 @@ def verify(args: argparse.Namespace | list[str]) -> int:
     return 0 if report.ok else 1
 
 
+def _verify_log(source: str, trusted: list[str] | None, held: list[bytes], opts) -> Report:
+    """A live log or a tiled directory, streamed from leaf 0 through the mirror's checks."""
+    from saihm.audit.mirror import verify_log
+    from saihm.audit.progress import progress
+
+    if opts.second_implementation:
+        raise SaihmError("--second-implementation is available for bundles only")
+    with progress(not opts.no_progress) as bar:
+        outcome = verify_log(source, trust=trusted, held=held, workers=opts.workers, bar=bar)
+    return outcome.report
+
+
+def _verify_bundle(opts, trusted: list[str] | None, held: list[bytes]) -> Report:
+    """An audit bundle, or a data directory read into one."""
+    from saihm.audit.bundle import read_bundle
+    from saihm.audit.datadir import read_data_dir
+    from saihm.audit.progress import progress
+    from saihm.audit.verifier import verify_bundle
+
+    bundle = read_bundle(opts.source) if opts.source else read_data_dir(opts.data, with_cells=True)
+    with progress(not opts.no_progress) as bar:
+        return verify_bundle(
+            bundle,
+            trusted_keys=trusted,
+            held=held,
+            workers=opts.workers,
+            progress=bar,
+            second_implementation=opts.second_implementation,
+            source=opts.source or f"--data {opts.data}",
+        )
+
+
 def monitor(args: argparse.Namespace | list[str]) -> int:
     """``saihm monitor URL --state DIR [--interval S] [--once] [--spot-check N] ...``."""
     from saihm.audit.monitor import main
+
+    return main(_rest(args))
+
+
+def mirror(args: argparse.Namespace | list[str]) -> int:
+    """``saihm mirror URL DIR [--trust FILE] ...``."""
+    from saihm.audit.mirror import main
 
     return main(_rest(args))
 
