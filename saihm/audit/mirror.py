@@ -177,11 +177,11 @@ def _known(
     """Checkpoints the new one must be consistent with; alarms for rollback and same-size fork."""
     known: list[_Known] = []
     with state.begin() as txn:
-        for key, what in ((b"held", "held"), (b"target", "signed earlier")):
+        for key, what in ((b"held", "held checkpoint"), (b"target", "checkpoint signed before")):
             raw = state.meta(txn, key)
             if raw is not None:
                 c = checkpoint_of(raw)
-                known.append(_Known(c.size, c.root_hash, f"{what} checkpoint {c.size}"))
+                known.append(_Known(c.size, c.root_hash, what))
     for raw in held:
         try:
             c = verify_checkpoint(raw, keys)
@@ -192,14 +192,12 @@ def _known(
             report.fail("held checkpoint", f"is for another log ({c.origin})")
             continue
         report.held_checkpoints += 1
-        known.append(_Known(c.size, c.root_hash, f"held checkpoint {c.size}"))
+        known.append(_Known(c.size, c.root_hash, "held checkpoint"))
     for k in known:
         if k.size > cp.size:
-            out.alarms.append(
-                f"rollback: checkpoint size {cp.size} is smaller than the {k.what} (size {k.size})"
-            )
+            out.alarms.append(f"rollback: checkpoint size {cp.size} < {k.what} size {k.size}")
         elif k.size == cp.size and k.root != cp.root_hash:
-            out.alarms.append(f"fork: two different roots signed for size {cp.size} ({k.what})")
+            out.alarms.append(f"fork: two different roots signed for size {cp.size}")
     return known
 
 
@@ -223,8 +221,9 @@ def _stream(
     ahead = {k.size: k for k in known if tree.size < k.size < cp.size}
     checks = [ahead[size] for size in sorted(ahead)]
     below = [k for k in known if k.size < cp.size]
-    base = max(below, key=lambda k: k.size).what if below else ""
-    checks.append(_Known(cp.size, cp.root_hash, f"checkpoint {cp.size}", False, base))
+    base = max(below, key=lambda k: k.size) if below else None
+    extends = f"{base.what} of size {base.size}" if base else ""
+    checks.append(_Known(cp.size, cp.root_hash, "checkpoint", False, extends))
     with state.begin() as txn:
         state.set_meta(txn, b"target", note)
     for start in range(first, last + 1, BATCH_BUNDLES):
@@ -321,6 +320,7 @@ def _check_root(tree: TileTree, k: _Known, out: Outcome) -> None:
     if k.held:
         out.alarms.append(
             f"fork: the log's first {k.size} entries do not hash to the root of the {k.what}"
+            f" of size {k.size}"
         )
     elif k.extends:
         out.alarms.append(
