@@ -34,7 +34,8 @@ def export(args: argparse.Namespace | list[str]) -> int:
     """``saihm export --data DIR --out FILE [--with-cells]``."""
     parser = argparse.ArgumentParser(
         prog="saihm export",
-        description="Write a self-contained audit bundle (docs/formats.md §5): every leaf, "
+        description="Write a self-contained audit bundle (docs/formats.md §5), streamed in bounded "
+        "memory: every leaf, "
         "checkpoint, the log's verifier keys, the authority public key and the published "
         "erasure list and tallies. No plaintext, DEK, KEK, seed, token or session tag.",
     )
@@ -46,28 +47,16 @@ def export(args: argparse.Namespace | list[str]) -> int:
         help="include stored cells and contracts (wire CBOR, ciphertext only)",
     )
     opts = parser.parse_args(_rest(args))
-    from saihm.audit.bundle import write_bundle
-    from saihm.audit.datadir import read_data_dir
+    from saihm.audit.export import stream_bundle
 
     try:
-        bundle = read_data_dir(opts.data, with_cells=opts.with_cells)
+        written = stream_bundle(opts.data, opts.out, with_cells=opts.with_cells)
     except (SaihmError, OSError) as err:
         print(f"saihm export: {err}", file=sys.stderr)
         return 2
-    for index, what in bundle.read_problems:
+    for index, what in written.pop("problems"):
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
-    size = write_bundle(bundle, opts.out)
-    print(
-        json.dumps(
-            {
-                "out": opts.out,
-                "bytes": size,
-                "leaves": len(bundle.leaves),
-                "checkpoints": len(bundle.checkpoints),
-                "cells": None if bundle.cells is None else len(bundle.cells),
-            }
-        )
-    )
+    print(json.dumps({"out": opts.out, **written}))
     return 0
 
 
