@@ -101,7 +101,8 @@ def verify(args: argparse.Namespace | list[str]) -> int:
         source.startswith(("http://", "https://")) or Path(source, "checkpoint").is_file()
     )
     if source is not None and not is_log and Path(source, "lmdb").is_dir():
-        parser.error(f"{source} is a data directory: use --data {source}")
+        print(f"saihm verify: {source} is a data directory: use --data {source}", file=sys.stderr)
+        return 2
     try:
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]

@@ -152,9 +152,11 @@ def _keys(
                 held = [str(k["vkey"]) for k in json.loads(raw)["checkpointKeys"]]
             except (ValueError, KeyError, TypeError) as err:
                 raise FetchError(f"{source.name}: v1/keys is not the keys document") from err
-        state.save_keys(held)
+        # The flag first: keys.txt is what marks the keys as chosen (a rerun after a kill
+        # between the two writes chooses again).
         with state.begin() as txn:
             state.set_meta(txn, b"pinned", b"1" if pinned else b"0")
+        state.save_keys(held)
     report.keys_pinned = pinned
     if not pinned:
         report.notes.append("checkpoint keys were fetched from the log (v1/keys), not pinned")
