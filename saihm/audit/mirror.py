@@ -31,6 +31,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,7 +218,6 @@ def _stream(
     stop_on_failure: bool,
 ) -> None:
     """Fetch, verify and commit bundles from ``tree.size`` to ``cp.size`` (steps 1-3)."""
-    report = out.report
     first, last = tree.size >> 8, (cp.size - 1) >> 8
     advance = bar.task("mirroring entries", cp.size - tree.size)
     ahead = {k.size: k for k in known if tree.size < k.size < cp.size}
@@ -228,37 +228,99 @@ def _stream(
     checks.append(_Known(cp.size, cp.root_hash, "checkpoint", False, extends))
     with state.begin() as txn:
         state.set_meta(txn, b"target", note)
-    for start in range(first, last + 1, BATCH_BUNDLES):
-        failures = len(report.failures)
-        writes: list[tuple[str, bytes, bool]] = []
-        try:
-            with state.begin() as txn:
-                checker = LeafChecker(report, state.holders(txn), state.receipts(txn))
-                erasures = state.erasures(txn)
-                jobs: list[Job] = []
-                for n in range(start, min(start + BATCH_BUNDLES, last + 1)):
-                    added = _bundle(
-                        source, tree, cp, n, checker, erasures, jobs, checks, writes, out
-                    )
-                    out.new_entries += added
-                    advance(added)
-                if n == last:
-                    _partials(source, tree, report, writes)
-                bad = check_signatures(jobs, workers=workers)
-                for index, reason in bad:
-                    report.fail("signature", f"receipt {reason}", index)
-                report.signatures += len(jobs)
-                if out.alarms or (stop_on_failure and len(report.failures) > failures):
-                    raise _Stop
-                # The tiles first, then the state that accounts for them (module docstring).
-                for path, data, immutable in writes if sink is not None else ():
-                    sink.write(path, data, immutable=immutable)
-                state.set_meta(txn, b"tree", tree.to_bytes())
-        except _Stop:
-            return
-        except Conflict as err:
-            out.alarms.append(f"fork: {err}")
-            return
+    with _Prefetch(source) as source:
+        for start in range(first, last + 1, BATCH_BUNDLES):
+            # While this batch is verified, the next one is fetched (network I/O releases the
+            # GIL); at most two batches are in memory.
+            source.warm(_paths(cp, start + BATCH_BUNDLES, last))
+            if start == first:
+                source.warm(_paths(cp, start, last))
+            args = (source, state, sink, tree, cp, start, last, checks, workers, advance, out)
+            if not _batch(*args, stop_on_failure):
+                return
+
+
+def _paths(cp: Checkpoint, start: int, last: int) -> list[str]:
+    """The entry bundles and level-0 tiles of the batch that starts at bundle ``start``."""
+    out = []
+    for n in range(start, min(start + BATCH_BUNDLES, last + 1)):
+        width = min(256, cp.size - (n << 8))
+        partial = None if width == 256 else width
+        out += [tile_path(None, n, partial), tile_path(0, n, partial)]
+    return out
+
+
+class _Prefetch(Source):
+    """A source that fetches named paths ahead, in threads, and hands each out once."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner, self.name = inner, inner.name
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="saihm-mirror-fetch")
+        self._ahead: dict[str, Future[bytes | None]] = {}
+
+    def __enter__(self) -> _Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for future in self._ahead.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def warm(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            if path not in self._ahead:
+                self._ahead[path] = self._pool.submit(self.inner.get, path)
+
+    def get(self, path: str) -> bytes | None:
+        future = self._ahead.pop(path, None)
+        return self.inner.get(path) if future is None else future.result()
+
+
+def _batch(
+    source: Source,
+    state: MirrorState,
+    sink: TileDir | None,
+    tree: TileTree,
+    cp: Checkpoint,
+    start: int,
+    last: int,
+    checks: list[_Known],
+    workers: int,
+    advance: Callable[[int], None],
+    out: Outcome,
+    stop_on_failure: bool,
+) -> bool:
+    """Verify and commit one batch of bundles; False when the run must stop."""
+    report = out.report
+    failures = len(report.failures)
+    writes: list[tuple[str, bytes, bool]] = []
+    try:
+        with state.begin() as txn:
+            checker = LeafChecker(report, state.holders(txn), state.receipts(txn))
+            erasures = state.erasures(txn)
+            jobs: list[Job] = []
+            for n in range(start, min(start + BATCH_BUNDLES, last + 1)):
+                added = _bundle(source, tree, cp, n, checker, erasures, jobs, checks, writes, out)
+                out.new_entries += added
+                advance(added)
+            if n == last:
+                _partials(source, tree, report, writes)
+            bad = check_signatures(jobs, workers=workers)
+            for index, reason in bad:
+                report.fail("signature", f"receipt {reason}", index)
+            report.signatures += len(jobs)
+            if out.alarms or (stop_on_failure and len(report.failures) > failures):
+                raise _Stop
+            # The tiles first, then the state that accounts for them (module docstring).
+            for path, data, immutable in writes if sink is not None else ():
+                sink.write(path, data, immutable=immutable)
+            state.set_meta(txn, b"tree", tree.to_bytes())
+    except _Stop:
+        return False
+    except Conflict as err:
+        out.alarms.append(f"fork: {err}")
+        return False
+    return True
 
 
 def _bundle(

@@ -111,35 +111,56 @@ def _mirror_figures(bundle: Bundle, bundle_rate: float) -> Iterator[dict]:
     by one mirror run (one process), fetching every tile and entry bundle over HTTP, with the
     bundle verifier's one-process rate from the same run as the peer.
     """
+    import socket
+    import subprocess
+    import sys
     import tempfile
-    import threading
-    from functools import partial
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    import urllib.request
 
     from saihm.audit.mirror import mirror
     from saihm.audit.publish import publish
-
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            return None
 
     with tempfile.TemporaryDirectory(prefix="saihm-bench-mirror-") as tmp:
         with MerkleTree(f"{tmp}/tree") as tree:
             tree.append_many(bundle.leaves)
             reader = _TreeReader(tree, bundle.checkpoints[-1][1])
             publish(reader, f"{tmp}/pub", verifier_keys=bundle.log_keys)
-        handler = partial(Quiet, directory=f"{tmp}/pub")
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        # A server process of its own, as a real static server would be (not a thread that
+        # would compete with the mirror for the GIL).
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                f"{tmp}/pub",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
         try:
-            url = f"http://127.0.0.1:{server.server_address[1]}"
+            deadline = time.monotonic() + 30
+            while True:  # bounded wait for the server to answer
+                try:
+                    urllib.request.urlopen(url + "/checkpoint", timeout=2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise RuntimeError("the static server did not start") from None
+                    time.sleep(0.05)
             started = time.perf_counter()
             outcome = mirror(url, f"{tmp}/mirror", trust=bundle.log_keys)
             seconds = time.perf_counter() - started
         finally:
-            server.shutdown()
-            server.server_close()
+            server.terminate()
+            server.wait(timeout=30)
     if not outcome.ok:
         raise RuntimeError(f"bench mirror did not verify: {outcome.alarms or outcome.report}")
     rate = outcome.new_entries / seconds
