@@ -519,6 +519,9 @@ def verify_log(
             bar=bar,
             stop_on_failure=False,
         )
+        if outcome.adopted:
+            with state.begin() as txn:
+                _check_erasures(source, dict(state.erasures(txn)), outcome)
     if trust is None and keys is not None:
         outcome.report.keys_pinned = False
         outcome.report.notes.append(
@@ -527,6 +530,47 @@ def verify_log(
     for alarm in outcome.alarms:
         outcome.report.fail(alarm.split(":", 1)[0], alarm.split(":", 1)[1].strip())
     return outcome
+
+
+def _check_erasures(source: Source, rebuilt: dict[bytes, int], outcome: Outcome) -> None:
+    """Check 5 where the log publishes one: ``v1/erasures`` against the FORGET receipts.
+
+    saihm-protocol "Erasure": every cell a FORGET receipt below the checkpoint names must be
+    listed; a listed cell no receipt names is a failure when the list reflects exactly the
+    verified size (a live list may already include erasures beyond the checkpoint).
+    """
+    raw = source.get("v1/erasures")
+    report = outcome.report
+    if raw is None:
+        report.notes.append("the log publishes no erasure list (v1/erasures): not compared")
+        return
+    try:
+        body = json.loads(raw)
+        listed = {bytes.fromhex(c) for c in body["cellIds"]}
+        tree_size = int(body["treeSize"])
+    except (ValueError, KeyError, TypeError) as err:
+        report.fail("erasures", f"v1/erasures is not the erasure list: {short(err)}")
+        return
+    for cell_id, index in sorted(rebuilt.items(), key=lambda kv: kv[1]):
+        if cell_id not in listed:
+            report.fail(
+                "erasures",
+                f"FORGET receipt for cell {cell_id.hex()} is missing from "
+                "the published erasure list",
+                index,
+            )
+    if tree_size == outcome.size:
+        for cell_id in sorted(listed - set(rebuilt)):
+            report.fail(
+                "erasures",
+                f"the published erasure list names cell {cell_id.hex()} "
+                "but no FORGET receipt in the log erases it",
+            )
+    elif listed - set(rebuilt):
+        report.notes.append(
+            f"{len(listed - set(rebuilt))} published erasures lie beyond the "
+            "verified checkpoint: not yet checkable"
+        )
 
 
 @contextmanager

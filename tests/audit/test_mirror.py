@@ -558,3 +558,22 @@ def test_tile_paths_match_the_spec_example() -> None:
         "tile/2/000.p/1",
     }
     assert tile_path(1, 0) in paths and len(paths) == 273 + 1 + 1 + 1 + 1
+
+
+async def test_verify_url_checks_the_published_erasure_list(big: World) -> None:
+    """saihm-protocol "Erasure": the list must name every cell a FORGET receipt erased."""
+
+    def drop_gamma(at: str, body: bytes, _headers: dict):
+        if at == "/log/v1/erasures":
+            published = json.loads(body)
+            published["cellIds"] = []
+            body = json.dumps(published).encode()
+        return body, {"Content-Type": "application/json"}
+
+    async with serving(big) as (_op, url), proxy(url, drop_gamma) as bad:
+        honest = await asyncio.to_thread(verify_log, url)
+        lying = await asyncio.to_thread(verify_log, bad)
+    assert honest.ok and honest.report.erasures == 1
+    assert not any("erasure list" in n for n in honest.report.notes)
+    (failure,) = lying.report.failures
+    assert failure.check == "erasures" and big.cells["gamma"].hex() in failure.what
