@@ -43,7 +43,7 @@ from saihm.audit.progress import Progress, progress
 from saihm.audit.publish import TileDir, checkpoint_of
 from saihm.audit.report import Report
 from saihm.audit.sigcheck import Job, check_signatures
-from saihm.audit.tiletree import TileTree
+from saihm.audit.tiletree import TileTree, root_from_tiles
 from saihm.errors import Conflict, MalformedInput, SaihmError
 from saihm.events import Operation
 from saihm.translog import Checkpoint, NoteError, leaf_hash, verify_checkpoint
@@ -464,6 +464,9 @@ def mirror(
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     with MirrorState(root / DIRNAME) as state:
+        alarms = _check_dir(root, state)
+        if alarms:
+            return Outcome(Report(source=url), alarms=alarms)
         outcome = sync(
             open_source(url),
             state,
@@ -475,6 +478,41 @@ def mirror(
         )
     outcome.report.source = url
     return outcome
+
+
+def _check_dir(root: Path, state: MirrorState) -> list[str]:
+    """Every checkpoint held in DIR against the tree verified in DIR, before anything is fetched.
+
+    Each note in ``checkpoints/`` was verified when adopted; here its root must still equal the
+    root recomputed from DIR's tiles at its size (``root_from_tiles``), so a held checkpoint is
+    consistent with the tree the next run extends, even after the directory was edited.
+    """
+    with state.begin() as txn:
+        tree = _tree(state, txn)
+    partial = {(level, index): width for level, index, width, _ in tree.partial_tiles()}
+    cache: dict[tuple[int, int], bytes | None] = {}
+
+    def read(level: int, index: int) -> bytes | None:
+        if (level, index) not in cache:
+            path = root / tile_path(level, index)
+            if not path.exists() and (level, index) in partial:
+                path = root / tile_path(level, index, partial[level, index])
+            cache[level, index] = path.read_bytes() if path.exists() else None
+        return cache[level, index]
+
+    alarms = []
+    for note in held_notes(root):
+        try:
+            held = checkpoint_of(note)
+        except MalformedInput as err:
+            alarms.append(f"inconsistent: a note in {root}/checkpoints is unreadable: {err}")
+            continue
+        if held.size > tree.size or root_from_tiles(held.size, read) != held.root_hash:
+            alarms.append(
+                f"inconsistent: {root}/checkpoints/{held.size}.note does not match the tree "
+                f"verified in {root} (edited?)"
+            )
+    return alarms
 
 
 def held_notes(directory: str | Path) -> list[bytes]:

@@ -15,12 +15,12 @@ right. The state serialises to a few kilobytes so a mirror can resume where it s
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from saihm.errors import MalformedInput
 from saihm.translog import EMPTY_ROOT, node_hash
 
-__all__ = ["TileTree", "perfect_root"]
+__all__ = ["TileTree", "perfect_root", "root_from_tiles"]
 
 HASH = 32
 WIDTH = 256
@@ -116,3 +116,32 @@ class TileTree:
         if pos != len(data):
             raise MalformedInput("saved tree state has trailing bytes")
         return cls(size, partials)
+
+
+def root_from_tiles(size: int, read: Callable[[int, int], bytes | None]) -> bytes | None:
+    """MTH of the first ``size`` leaves of a tree known by its tiles (RFC 9162 §2.1.1).
+
+    ``read(level, index)`` returns the tile's bytes (full, or a partial one at least as wide as
+    needed), or None. The root is folded from one perfect subtree per set bit of ``size``; a
+    subtree of height ``8L + r`` is ``2**r`` consecutive hashes of one tile at level ``L``.
+    Returns None when a tile needed is missing or too narrow.
+    """
+    if size == 0:
+        return EMPTY_ROOT
+    parts: list[bytes] = []
+    start = 0
+    for height in reversed(range(64)):
+        if not size >> height & 1:
+            continue
+        level, r = divmod(height, 8)
+        first = start >> (8 * level)  # the subtree's first hash at that level
+        tile = read(level, first >> 8)
+        offset, n = first & (WIDTH - 1), 1 << r
+        if tile is None or len(tile) < (offset + n) * HASH:
+            return None
+        parts.append(perfect_root(tile[offset * HASH : (offset + n) * HASH]))
+        start += 1 << height
+    root = parts[-1]
+    for left in reversed(parts[:-1]):
+        root = node_hash(left, root)
+    return root

@@ -577,3 +577,21 @@ async def test_verify_url_checks_the_published_erasure_list(big: World) -> None:
     assert not any("erasure list" in n for n in honest.report.notes)
     (failure,) = lying.report.failures
     assert failure.check == "erasures" and big.cells["gamma"].hex() in failure.what
+
+
+async def test_mirror_checks_every_checkpoint_held_in_dir(big: World, tmp_path) -> None:
+    """Each run first recomputes, from DIR's tiles, the root of every checkpoint DIR holds."""
+    target = tmp_path / "m"
+    async with serving(big) as (op, url):
+        for _ in range(3):
+            assert (await asyncio.to_thread(mirror, url, target)).ok
+            remember(op, big, 40)
+        assert len(list((target / "checkpoints").glob("*.note"))) == 3
+        (target / "checkpoints" / "652.note").write_bytes(
+            (target / "checkpoints" / "612.note").read_bytes().replace(b"\n612\n", b"\n652\n")
+        )
+        outcome = await asyncio.to_thread(mirror, url, target)
+    assert outcome.alarms == [
+        f"inconsistent: {target}/checkpoints/652.note does not match the tree verified in "
+        f"{target} (edited?)"
+    ]
