@@ -150,8 +150,8 @@ def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]
 
 DELEGATED_HELP = {
     "export": "write a self-contained audit bundle (no plaintext, no keys)",
-    "verify": "verify a bundle or data directory without trusting the operator",
-    "monitor": "mirror a log's checkpoints and report rollbacks and forks",
+    "verify": "verify a bundle, mirror, live log or data directory without trusting the operator",
+    "monitor": "keep a verified mirror of a log and report rollbacks and forks",
     "replay": "rebuild the public projections of a bundle for research",
     "mirror": "copy a tiled log into a directory, verifying everything (incremental)",
     "publish": "write the log as static tlog-tiles files for any web server or CDN",

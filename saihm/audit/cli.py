@@ -111,7 +111,9 @@ def verify(args: argparse.Namespace | list[str]) -> int:
         else:
             report = _verify_bundle(opts, trusted, held)
     except (SaihmError, OSError) as err:
-        print(f"saihm verify: {err}", file=sys.stderr)
+        from saihm.audit.fetch import os_message
+
+        print(f"saihm verify: {os_message(err)}", file=sys.stderr)
         return 2
     if opts.json:
         print(json.dumps(report.to_json(), default=str))

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from saihm.audit.fetch import FetchError, Source, open_source
+from saihm.audit.fetch import FetchError, HttpSource, Source, open_source, os_message
 from saihm.audit.leafcheck import LeafChecker, short
 from saihm.audit.mirrorstate import DIRNAME, MirrorState
 from saihm.audit.progress import Progress, progress
@@ -462,13 +462,16 @@ def mirror(
 ) -> Outcome:
     """One mirror run of ``url`` into ``directory`` (created if new)."""
     root = Path(directory)
+    source = open_source(url)
+    if isinstance(source, HttpSource):
+        _ = source.prefix  # an unreachable log fails here, before DIR is created
     root.mkdir(parents=True, exist_ok=True)
     with MirrorState(root / DIRNAME) as state:
         alarms = _check_dir(root, state)
         if alarms:
             return Outcome(Report(source=url), alarms=alarms)
         outcome = sync(
-            open_source(url),
+            source,
             state,
             sink=TileDir(root),
             trust=trust,
@@ -664,7 +667,7 @@ def main(argv: list[str], *, say: Callable[[str], None] | None = None) -> int:
                 opts.url, opts.dir, trust=trust, held=held, workers=opts.workers, bar=bar
             )
     except (SaihmError, OSError) as err:
-        print(f"saihm mirror: {err}", file=sys.stderr)
+        print(f"saihm mirror: {os_message(err)}", file=sys.stderr)
         return 2
     report = outcome.report
     summary = {
