@@ -38,6 +38,9 @@ LMDB_OPEN_ALLOWED = {
     "(readonly=True), and audit never decrypts",
     "saihm/audit/replay.py": "writes a fresh research LMDB (its own new directory) from a "
     "public bundle: receipts, keys, erasures, tallies; never a data directory, no cells",
+    "saihm/audit/mirrorstate.py": "a mirror's own state (.saihm-mirror/ in its directory): "
+    "public data fetched from a log (holder public keys, receipt ids, erasures, the verified "
+    "prefix); never a data directory, no cells",
 }
 READONLY_REQUIRED = {"saihm/audit/datadir.py"}
 
