@@ -127,7 +127,6 @@ def sync(
         out.alarms.append(f"fork: the log signed another root for size {cp.size}")
     if out.ok:
         _adopt(state, sink, note, cp, out)
-    if out.ok:
         report.latest_size = cp.size
     with state.begin() as txn:
         report.erasures = len(state.erasures(txn))
