@@ -23,9 +23,11 @@ clients still holding it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -34,7 +36,7 @@ from saihm.translog import Checkpoint
 from saihm.translog.note import parse_note
 from saihm.translog.tiles import changed_tiles, tile_path
 
-__all__ = ["LogReader", "TileDir", "checkpoint_of", "publish", "tile_paths"]
+__all__ = ["LogReader", "TileDir", "checkpoint_of", "locked", "publish", "tile_paths"]
 
 
 class LogReader(Protocol):
@@ -110,26 +112,40 @@ class TileDir:
         _fsync_dir(self.root)
 
     def prune_partials(self, keep_sizes: Iterable[int]) -> int:
-        """Delete partial tiles and bundles no size in ``keep_sizes`` has; return how many."""
+        """Delete partial tiles and bundles no size in ``keep_sizes`` has; return how many.
+
+        Also removes temporary files a killed run left behind (the caller holds the lock, so
+        none is being written).
+        """
         keep = {p for size in keep_sizes for p in _partials(size)}
         removed = 0
-        tiles = self.root / "tile"
-        if not tiles.is_dir():
-            return 0
-        for directory, _, files in os.walk(tiles):
-            if not directory.endswith(".p"):
-                continue
+        for directory, dirs, files in os.walk(self.root):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
                 rel = Path(directory, name).relative_to(self.root).as_posix()
-                if rel not in keep and not name.endswith(".tmp"):
+                stale = name.endswith(".tmp")
+                if stale or (
+                    directory.endswith(".p") and rel.startswith("tile/") and rel not in keep
+                ):
                     os.unlink(os.path.join(directory, name))
-                    removed += 1
+                    removed += not stale
         return removed
+
+
+@contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` itself (no lock file in a publication)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _atomic_write(target: Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     with tmp.open("wb") as f:
         f.write(data)
         f.flush()
@@ -155,6 +171,12 @@ def publish(log: LogReader, out: str | Path, *, verifier_keys: list[str]) -> dic
     """
     target = TileDir(out)
     target.root.mkdir(parents=True, exist_ok=True)
+    with locked(target.root):
+        return _publish(log, target, verifier_keys)
+
+
+def _publish(log: LogReader, target: TileDir, verifier_keys: list[str]) -> dict[str, int]:
+    out = target.root
     note = log.checkpoint_now()
     new = checkpoint_of(note)
     old = target.current()

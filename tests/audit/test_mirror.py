@@ -23,6 +23,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from saihm.audit import cli
+from saihm.audit.fetch import HttpSource
 from saihm.audit.mirror import mirror, verify_log
 from saihm.audit.publish import tile_paths
 from saihm.config import Config
@@ -475,6 +476,8 @@ async def test_entry_bundles_are_gzip_compressed_when_the_client_accepts_it(big:
             assert len(body) < len(gzip.decompress(body))
             if path.endswith("000"):
                 assert gzip.decompress(body) == plain
+                # The mirror's reader asks for gzip and hands back the bundle itself.
+                assert await asyncio.to_thread(HttpSource(url).get, "tile/entries/000") == plain
             for accept in (None, "identity", "gzip;q=0", "br"):
                 coding, _, raw = await asyncio.to_thread(get, url + path, accept)
                 assert coding is None and raw == gzip.decompress(body)
@@ -595,3 +598,20 @@ async def test_mirror_checks_every_checkpoint_held_in_dir(big: World, tmp_path) 
         f"inconsistent: {target}/checkpoints/652.note does not match the tree verified in "
         f"{target} (edited?)"
     ]
+
+
+def test_two_publish_processes_at_once_give_one_publication(big: World, tmp_path) -> None:
+    """Two publishers over one OUT take turns (a lock on OUT itself): the same files as one."""
+    saihm = str(Path(sys.executable).parent / "saihm")
+    out, once = tmp_path / "pub", tmp_path / "once"
+    args = [saihm, "publish", "--data", str(big.data), "--to", str(out)]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)
+    ]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    written = sorted(json.loads(stdout)["written"] for stdout, _ in results)
+    assert written[0] == 0 and written[1] == len(tile_paths(612))
+    assert cli_publish(big, once) == 0
+    assert tree_files(out) == tree_files(once)
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
