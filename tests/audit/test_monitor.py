@@ -147,3 +147,25 @@ async def test_monitor_held_checkpoint_catches_truncated_bundle(world: World, tm
     held = str(state / "checkpoints" / "13.note")
     args = [str(bundle), "--trust", str(world.keys_file), "--checkpoint", held, "--no-progress"]
     assert cli.verify(args) == 1
+
+
+async def test_monitor_alarms_when_entries_stay_beyond_the_checkpoint(world: World, tmp_path):
+    """A log that keeps handing out receipts but stops signing: "stale" after --max-stale."""
+    from .test_mirror import proxy
+
+    frozen: dict[str, bytes] = {}
+
+    def old_checkpoint(at: str, body: bytes, _headers: dict):
+        if at == "/log/checkpoint":
+            body = frozen.setdefault("note", body)
+        return body, {}
+
+    state = tmp_path / "state"
+    async with serving(world) as (op, url), proxy(url, old_checkpoint) as stuck:
+        first = await _once(stuck, state, now=1000.0)
+        assert first.ok and first.size == 12
+        _remember(op, world, "beyond the signed size")
+        soon = await _once(stuck, state, now=1100.0, max_stale=300)
+        later = await _once(stuck, state, now=1500.0, max_stale=300)
+    assert soon.ok, soon.alarms
+    assert later.alarms == ["stale: entries beyond checkpoint size 12 for 400 s"]
