@@ -30,7 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data", required=True, help="the operator's data directory")
     parser.add_argument(
-        "--to", required=True, metavar="OUT", help="the publication directory (created if new)"
+        "--to",
+        required=True,
+        metavar="OUT",
+        help="the publication directory (created if new), or s3://BUCKET[/PREFIX] with the "
+        "saihm[s3] extra (boto3, configured by the usual AWS_* variables)",
     )
     parser.add_argument("--kek-dir", help="KEK directory (default: <data>/../kek)")
     parser.add_argument("--log-keys-dir", help="checkpoint signing keys (default: <data>/log-keys)")
@@ -44,7 +48,18 @@ def main(args: argparse.Namespace | list[str]) -> int:
     if not (Path(opts.data) / "lmdb" / "data.mdb").is_file():
         print(f"saihm publish: {opts.data} is not a saihm data directory", file=sys.stderr)
         return 2
-    from saihm.audit.publish import publish
+    from saihm.audit.publish import TileDir, publish
+
+    try:
+        if opts.to.startswith("s3://"):
+            from saihm.audit.s3 import S3Tiles
+
+            target = S3Tiles(opts.to)
+        else:
+            target = TileDir(opts.to)
+    except SaihmError as err:
+        print(f"saihm publish: {err}", file=sys.stderr)
+        return 2
     from saihm.compose import open_operator
     from saihm.config import Config
 
@@ -61,10 +76,13 @@ def main(args: argparse.Namespace | list[str]) -> int:
         return 2
     store = operator.store
     try:
-        result = publish(store, opts.to, verifier_keys=store.log_keys.verifier_keys())
+        result = publish(store, target, verifier_keys=store.log_keys.verifier_keys())
     except Conflict as err:
         print(f"saihm publish: refused: {err}", file=sys.stderr)
         return 1
+    except SaihmError as err:
+        print(f"saihm publish: {err}", file=sys.stderr)
+        return 2
     except OSError as err:
         print(f"saihm publish: cannot write {opts.to}: {err.strerror}", file=sys.stderr)
         return 2

@@ -27,7 +27,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -36,7 +36,15 @@ from saihm.translog import Checkpoint
 from saihm.translog.note import parse_note
 from saihm.translog.tiles import changed_tiles, tile_path
 
-__all__ = ["LogReader", "TileDir", "checkpoint_of", "locked", "publish", "tile_paths"]
+__all__ = [
+    "LogReader",
+    "Target",
+    "TileDir",
+    "checkpoint_of",
+    "locked",
+    "publish",
+    "tile_paths",
+]
 
 
 class LogReader(Protocol):
@@ -72,7 +80,8 @@ def _path(level: int | None, index: int, width: int) -> str:
     return tile_path(level, index, None if width == 256 else width)
 
 
-def _partials(size: int) -> set[str]:
+def partial_paths(size: int) -> set[str]:
+    """The partial tiles and bundles a tree of ``size`` leaves has."""
     return {p for p in tile_paths(size) if ".p/" in p}
 
 
@@ -81,6 +90,14 @@ class TileDir:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self.name = str(root)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Create the directory if need be and hold its lock (one writer at a time)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with locked(self.root):
+            yield
 
     def current(self) -> Checkpoint | None:
         """The checkpoint published now, or None for an empty directory."""
@@ -117,7 +134,7 @@ class TileDir:
         Also removes temporary files a killed run left behind (the caller holds the lock, so
         none is being written).
         """
-        keep = {p for size in keep_sizes for p in _partials(size)}
+        keep = {p for size in keep_sizes for p in partial_paths(size)}
         removed = 0
         for directory, dirs, files in os.walk(self.root):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
@@ -161,22 +178,42 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def publish(log: LogReader, out: str | Path, *, verifier_keys: list[str]) -> dict[str, int]:
-    """Bring the publication in ``out`` up to the log's current checkpoint, incrementally.
+class Target(Protocol):
+    """Where ``publish`` writes: a ``TileDir``, or an object store (``saihm.audit.s3``)."""
 
-    Writes the full tiles and bundles the publication lacks (checking, not rewriting, those it
-    has), the partial ones of the new size, ``v1/keys``, then the checkpoint. Raises
-    ``Conflict`` if ``out`` holds another log's checkpoint (other origin), a larger checkpoint
-    than the log (a publication never moves back), or a full tile that differs.
+    name: str
+
+    def lock(self) -> AbstractContextManager[None]: ...
+
+    def current(self) -> Checkpoint | None: ...
+
+    def write(self, path: str, data: bytes, *, immutable: bool) -> bool: ...
+
+    def write_keys(self, origin: str, verifier_keys: Iterable[str]) -> None: ...
+
+    def write_checkpoint(self, note: bytes) -> None: ...
+
+    def prune_partials(self, keep_sizes: Iterable[int]) -> int: ...
+
+
+def publish(
+    log: LogReader, out: str | Path | Target, *, verifier_keys: list[str]
+) -> dict[str, int]:
+    """Bring the publication ``out`` up to the log's current checkpoint, incrementally.
+
+    ``out`` is a directory (a ``TileDir`` is made for it) or any ``Target``. Writes the full
+    tiles and bundles the publication lacks (checking, not rewriting, those it has), the
+    partial ones of the new size, ``v1/keys``, then the checkpoint. Raises ``Conflict`` if
+    ``out`` holds another log's checkpoint (other origin), a larger checkpoint than the log (a
+    publication never moves back), or a full tile that differs.
     """
-    target = TileDir(out)
-    target.root.mkdir(parents=True, exist_ok=True)
-    with locked(target.root):
+    target = TileDir(out) if isinstance(out, str | Path) else out
+    with target.lock():
         return _publish(log, target, verifier_keys)
 
 
-def _publish(log: LogReader, target: TileDir, verifier_keys: list[str]) -> dict[str, int]:
-    out = target.root
+def _publish(log: LogReader, target: Target, verifier_keys: list[str]) -> dict[str, int]:
+    out = target.name
     note = log.checkpoint_now()
     new = checkpoint_of(note)
     old = target.current()
