@@ -582,3 +582,12 @@ def test_two_publish_processes_at_once_give_one_publication(big: World, tmp_path
     assert cli_publish(big, once) == 0
     assert tree_files(out) == tree_files(once)
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_publish_to_s3_without_boto3_says_which_extra(big: World, tmp_path, monkeypatch, capsys):
+    from saihm.publishcmd import main
+
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as if saihm[s3] were not installed
+    assert main(["--data", str(big.data), "--to", "s3://bucket/log"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "saihm publish: publishing to S3 needs boto3: pip install 'saihm[s3]'"
