@@ -9,7 +9,8 @@ returns the bytes, or None when the resource does not exist (HTTP 404, no such f
 server or CDN: ``URL/checkpoint``) or the base URL of a running operator (``URL/log/checkpoint``)
 and finds which on first use. It asks for ``Accept-Encoding: gzip, identity`` (tlog-tiles:
 "Clients SHOULD include gzip and identity") and decompresses a gzip body within a bound, so a
-hostile server cannot make it inflate more than the largest entry bundle.
+hostile server cannot make it inflate more than the largest entry bundle. ``Prefetch`` wraps a
+source to fetch named paths ahead in threads (network I/O releases the GIL), each handed out once.
 """
 
 from __future__ import annotations
@@ -18,11 +19,21 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from saihm.errors import MalformedInput, NotFound, SaihmError
 
-__all__ = ["DirSource", "FetchError", "HttpSource", "Source", "open_source", "os_message"]
+__all__ = [
+    "DirSource",
+    "FetchError",
+    "HttpSource",
+    "Prefetch",
+    "Source",
+    "open_source",
+    "os_message",
+]
 
 #: The largest resource a tiled log serves: a full entry bundle of 256 leaves of 65,535 bytes.
 MAX_RESOURCE = 256 * (2 + 0xFFFF)
@@ -146,3 +157,29 @@ def os_message(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:
         return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
     return str(err)
+
+
+class Prefetch(Source):
+    """A source that fetches named paths ahead, in threads, and hands each out once."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner, self.name = inner, inner.name
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="saihm-mirror-fetch")
+        self._ahead: dict[str, Future[bytes | None]] = {}
+
+    def __enter__(self) -> Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for future in self._ahead.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def warm(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            if path not in self._ahead:
+                self._ahead[path] = self._pool.submit(self.inner.get, path)
+
+    def get(self, path: str) -> bytes | None:
+        future = self._ahead.pop(path, None)
+        return self.inner.get(path) if future is None else future.result()
