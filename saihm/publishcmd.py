@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from saihm.errors import Conflict, SaihmError
+from saihm.errors import Conflict, SaihmError, message
+from saihm.helpformat import DefaultsFormatter
 
 __all__ = ["main"]
 
@@ -22,6 +23,7 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="saihm publish",
+        formatter_class=DefaultsFormatter,
         description="Write the log as a C2SP tlog-tiles tree (checkpoint, tile/..., "
         "tile/entries/..., v1/keys at OUT's root) for any static web server or CDN. "
         "Incremental: full tiles are written once and never rewritten; only partial tiles and "
@@ -72,7 +74,7 @@ def main(args: argparse.Namespace | list[str]) -> int:
         config = Config.for_data(Path(opts.data), **overrides)
         operator = open_operator(config, checkpointer=False)
     except (SaihmError, OSError) as err:
-        print(f"saihm publish: cannot open {opts.data}: {err}", file=sys.stderr)
+        print(f"saihm publish: cannot open {opts.data}: {message(err)}", file=sys.stderr)
         return 2
     store = operator.store
     try:
@@ -84,7 +86,7 @@ def main(args: argparse.Namespace | list[str]) -> int:
         print(f"saihm publish: {err}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"saihm publish: cannot write {opts.to}: {err.strerror}", file=sys.stderr)
+        print(f"saihm publish: cannot write {opts.to}: {message(err)}", file=sys.stderr)
         return 2
     finally:
         store.close()

@@ -8,12 +8,14 @@ a check failed, 2 for bad usage or unreadable input.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
 
 from saihm.audit.report import Report
-from saihm.errors import SaihmError
+from saihm.errors import SaihmError, message
+from saihm.helpformat import DefaultsFormatter
 
 __all__ = ["export", "mirror", "monitor", "replay", "verify"]
 
@@ -34,6 +36,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     """``saihm export --data DIR --out FILE [--with-cells]``."""
     parser = argparse.ArgumentParser(
         prog="saihm export",
+        formatter_class=DefaultsFormatter,
         description="Write a self-contained audit bundle (docs/formats.md §5), streamed in bounded "
         "memory: every leaf, "
         "checkpoint, the log's verifier keys, the authority public key and the published "
@@ -52,7 +55,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     try:
         written = stream_bundle(opts.data, opts.out, with_cells=opts.with_cells)
     except (SaihmError, OSError) as err:
-        print(f"saihm export: {err}", file=sys.stderr)
+        print(f"saihm export: {message(err)}", file=sys.stderr)
         return 2
     for index, what in written.pop("problems"):
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
@@ -64,6 +67,7 @@ def verify(args: argparse.Namespace | list[str]) -> int:
     """``saihm verify FILE|DIR|URL | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
     parser = argparse.ArgumentParser(
         prog="saihm verify",
+        formatter_class=DefaultsFormatter,
         description="Verify a log without trusting the operator: an audit bundle (FILE), a "
         "mirror or publication directory (DIR, as saihm mirror or saihm publish write it), a "
         "live log (URL: an operator's base URL or a tlog-tiles prefix), or a data directory "
@@ -95,6 +99,10 @@ def verify(args: argparse.Namespace | list[str]) -> int:
     opts = parser.parse_args(_rest(args))
     if (opts.source is None) == (opts.data is None):
         parser.error("give exactly one of FILE|DIR|URL or --data DIR")
+    if opts.second_implementation and importlib.util.find_spec("pqcrypto") is None:
+        hint = "--second-implementation needs the optional pqcrypto package"
+        print(f"saihm verify: {hint}: pip install 'saihm[audit]'", file=sys.stderr)
+        return 2
 
     source = opts.source
     is_log = source is not None and (
@@ -111,9 +119,7 @@ def verify(args: argparse.Namespace | list[str]) -> int:
         else:
             report = _verify_bundle(opts, trusted, held)
     except (SaihmError, OSError) as err:
-        from saihm.audit.fetch import os_message
-
-        print(f"saihm verify: {os_message(err)}", file=sys.stderr)
+        print(f"saihm verify: {message(err)}", file=sys.stderr)
         return 2
     if opts.json:
         print(json.dumps(report.to_json(), default=str))
@@ -155,7 +161,7 @@ def _verify_bundle(opts, trusted: list[str] | None, held: list[bytes]) -> Report
 
 
 def monitor(args: argparse.Namespace | list[str]) -> int:
-    """``saihm monitor URL --state DIR [--interval S] [--once] [--spot-check N] ...``."""
+    """``saihm monitor URL --state DIR [--trust FILE] [--interval S] [--once] ...``."""
     from saihm.audit.monitor import main
 
     return main(_rest(args))

@@ -32,7 +32,6 @@ __all__ = [
     "Prefetch",
     "Source",
     "open_source",
-    "os_message",
 ]
 
 #: The largest resource a tiled log serves: a full entry bundle of 256 leaves of 65,535 bytes.
@@ -150,13 +149,6 @@ def open_source(where: str) -> Source:
     if where.startswith(("http://", "https://")):
         return HttpSource(where)
     return DirSource(where)
-
-
-def os_message(err: BaseException) -> str:
-    """One line for an error: an OS error as "what: file" rather than "[Errno N] ..."."""
-    if isinstance(err, OSError) and err.strerror:
-        return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
-    return str(err)
 
 
 class Prefetch(Source):

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from saihm.audit.fetch import HttpSource, Source, open_source, os_message
+from saihm.audit.fetch import HttpSource, Source, open_source
 from saihm.audit.leafcheck import short
 from saihm.audit.mirrorstate import DIRNAME, MirrorState
 from saihm.audit.progress import Progress, progress
@@ -30,7 +30,8 @@ from saihm.audit.publish import TileDir, checkpoint_of
 from saihm.audit.report import Report
 from saihm.audit.sync import Outcome, sync, tree_of
 from saihm.audit.tiletree import root_from_tiles
-from saihm.errors import MalformedInput, SaihmError
+from saihm.errors import MalformedInput, SaihmError, message
+from saihm.helpformat import DefaultsFormatter
 from saihm.translog.tiles import tile_path
 
 __all__ = ["Outcome", "held_notes", "main", "mirror", "verify_log"]
@@ -216,6 +217,7 @@ def main(argv: list[str]) -> int:
     """``saihm mirror URL DIR [--trust FILE] [--checkpoint NOTE]... [--workers N] [--json]``."""
     parser = argparse.ArgumentParser(
         prog="saihm mirror",
+        formatter_class=DefaultsFormatter,
         description="Mirror a tiled log (a running saihm serve, or a saihm publish directory "
         "behind any static server) into DIR, verifying every receipt, tile and checkpoint; "
         "incremental and resumable. DIR is itself a servable tlog-tiles log. Exit 0 when "
@@ -252,7 +254,7 @@ def main(argv: list[str]) -> int:
                 opts.url, opts.dir, trust=trust, held=held, workers=opts.workers, bar=bar
             )
     except (SaihmError, OSError) as err:
-        print(f"saihm mirror: {os_message(err)}", file=sys.stderr)
+        print(f"saihm mirror: {message(err)}", file=sys.stderr)
         return 2
     report = outcome.report
     summary = {

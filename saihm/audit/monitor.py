@@ -30,7 +30,9 @@ from pathlib import Path
 
 from saihm.audit.fetch import FetchError, HttpSource
 from saihm.audit.mirror import mirror
+from saihm.audit.mirrorstate import DIRNAME
 from saihm.errors import SaihmError
+from saihm.helpformat import DefaultsFormatter
 
 __all__ = ["Round", "check_once", "main"]
 
@@ -97,13 +99,79 @@ def _check_staleness(
     tmp.replace(path)
 
 
+#: Exit codes of ``saihm monitor --once``: the log's fault (an alarm) is 1; the monitor's own
+#: bad configuration (URL, --trust file, state directory) is 2 and contacts nobody.
+EXIT_ALARM = 1
+EXIT_CONFIG = 2
+
+
+class MonitorConfigError(SaihmError):
+    """The monitor's own configuration is unusable: not the operator's fault."""
+
+
+def _configuration(opts: argparse.Namespace) -> list[str] | None:
+    """Check what the monitor itself was given before contacting anyone; return the keys of
+    ``--trust``. Raises :class:`MonitorConfigError` naming the problem."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(opts.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise MonitorConfigError(f"URL must be http(s)://HOST[:PORT], not {opts.url!r}")
+    if opts.interval <= 0 or opts.max_stale < 0 or opts.workers < 1:
+        raise MonitorConfigError("--interval must be positive, --max-stale >= 0, --workers >= 1")
+    state = Path(opts.state)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        probe = state / ".writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+        pinned = state / DIRNAME / "keys.txt"
+        keys_text = pinned.read_text() if pinned.exists() else None
+        saved = state / "monitor.json"
+        if saved.exists():
+            json.loads(saved.read_text())
+    except OSError as err:
+        raise MonitorConfigError(f"state directory {state}: {err.strerror or err}") from err
+    except ValueError as err:
+        raise MonitorConfigError(f"state directory {state}: monitor.json is corrupt") from err
+    held = None
+    if keys_text is not None:
+        held = _check_keys(keys_text.splitlines(), f"{state / DIRNAME / 'keys.txt'}")
+    if not opts.trust:
+        return None
+    try:
+        lines = Path(opts.trust).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise MonitorConfigError(f"--trust {opts.trust}: cannot read it") from err
+    trust = _check_keys(lines, f"--trust {opts.trust}")
+    if held is not None and sorted(held) != sorted(trust):
+        raise MonitorConfigError(f"--trust {opts.trust}: other keys than those pinned in {state}")
+    return trust
+
+
+def _check_keys(lines: list[str], where: str) -> list[str]:
+    from saihm.translog.checkpoint import verifier_from_key
+
+    keys = [k.strip() for k in lines if k.strip() and not k.startswith("#")]
+    if not keys:
+        raise MonitorConfigError(f"{where}: holds no verifier key")
+    for key in keys:
+        try:
+            verifier_from_key(key)
+        except (SaihmError, ValueError) as err:
+            raise MonitorConfigError(f"{where}: not a verifier key: {key[:40]!r}") from err
+    return keys
+
+
 def main(argv: list[str]) -> int:
     """``saihm monitor URL --state DIR [--trust FILE] [--interval S] [--once] ...``."""
     parser = argparse.ArgumentParser(
         prog="saihm monitor",
+        formatter_class=DefaultsFormatter,
         description="Keep a verified mirror of a SAIHM log (every entry, tile and checkpoint) "
-        "and alarm on rollback, fork, bad signature, a failed check or a stale log. With "
-        "--once, exit 1 on any alarm and 2 when the log cannot be read.",
+        "and alarm on rollback, fork, bad signature, a failed check, a stale log or a log that "
+        "cannot be read. With --once, exit 1 on any alarm and 2 on the monitor's own bad "
+        "configuration (then it contacts nobody).",
     )
     parser.add_argument("url", help="the operator's base URL, e.g. http://127.0.0.1:8080")
     parser.add_argument("--state", required=True, help="state directory: a mirror directory")
@@ -125,18 +193,18 @@ def main(argv: list[str]) -> int:
         "--workers", type=int, default=1, help="signature-check processes (default 1)"
     )
     opts = parser.parse_args(argv)
-    trust = None
-    if opts.trust:
-        lines = Path(opts.trust).read_text().splitlines()
-        trust = [k.strip() for k in lines if k.strip() and not k.startswith("#")]
+    try:
+        trust = _configuration(opts)
+    except MonitorConfigError as err:
+        print(f"saihm monitor: configuration error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
     while True:
-        unreadable = False
         try:
             result = check_once(
                 opts.url, opts.state, trust=trust, max_stale=opts.max_stale, workers=opts.workers
             )
         except (SaihmError, OSError, ValueError) as err:
-            unreadable = True
+            # The log could not be read (down, or answering garbage): the operator's fault.
             result = Round(alarms=[f"unreachable or malformed answer: {err}"])
         line = {"url": opts.url, "size": result.size, "root": result.root}
         line |= {"verified": result.verified, "alarms": result.alarms, "notes": result.notes}
@@ -144,5 +212,5 @@ def main(argv: list[str]) -> int:
         for alarm in result.alarms:
             print(f"saihm monitor: ALARM: {alarm}", file=sys.stderr, flush=True)
         if opts.once:
-            return 2 if unreadable else 0 if result.ok else 1
+            return 0 if result.ok else EXIT_ALARM
         time.sleep(opts.interval)

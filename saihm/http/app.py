@@ -220,6 +220,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     """
     from saihm.http.governance import governance
     from saihm.http.log_api import add_log_routes
+    from saihm.http.ops import add_ops_routes, metrics_middleware
     from saihm.provider.http import add_routes as add_memory_routes
     from saihm.provider.vault import LocalVault
 
@@ -227,7 +228,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
         raise ValueError("client_max_size must be positive")
     app = web.Application(
         client_max_size=client_max_size,
-        middlewares=[access_log_middleware, error_middleware],
+        middlewares=[access_log_middleware, metrics_middleware, error_middleware],
     )
     app[OPERATOR] = operator
     app[MAX_BODY] = client_max_size
@@ -241,5 +242,6 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     app.router.add_post("/", binding)
     app.router.add_get("/governance", governance)
     add_log_routes(app)
+    add_ops_routes(app, operator.store)
     add_memory_routes(app, lambda: LocalVault.open(operator))
     return app

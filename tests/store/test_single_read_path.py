@@ -41,8 +41,10 @@ LMDB_OPEN_ALLOWED = {
     "saihm/audit/mirrorstate.py": "a mirror's own state (.saihm-mirror/ in its directory): "
     "public data fetched from a log (holder public keys, receipt ids, erasures, the verified "
     "prefix); never a data directory, no cells",
+    "saihm/backup.py": "saihm backup: copies one read snapshot of a data directory "
+    "(readonly=True, env.copy); never decrypts, never reads a KEK",
 }
-READONLY_REQUIRED = {"saihm/audit/datadir.py"}
+READONLY_REQUIRED = {"saihm/audit/datadir.py", "saihm/backup.py"}
 
 # Functions that produce plaintext (or the key to it) from a stored cell.
 PLAINTEXT_FUNCTIONS = {"decrypt", "decrypt_bytes", "open_cell"}
