@@ -1,6 +1,6 @@
 """``saihm publish --to s3://BUCKET/PREFIX``: the tlog-tiles tree in an S3-compatible object store.
 
-The same ``Target`` as ``publish.TileDir`` (docs/formats.md §6), written with boto3, the AWS SDK
+The same ``Target`` as ``publish.TileDir`` (docs/formats.md §7), written with boto3, the AWS SDK
 (the optional extra ``saihm[s3]``). Keys are ``PREFIX/checkpoint``, ``PREFIX/tile/...``,
 ``PREFIX/v1/keys``, so a bucket (or a CDN in front of it) serves the log at
 ``https://HOST/BUCKET/PREFIX`` like any static server. The client is configured the way boto3
