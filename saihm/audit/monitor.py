@@ -86,6 +86,8 @@ def check_once(
             verify_cosignatures(note, witnesses, min_witnesses, now=clock)
         except SaihmError as err:
             result.alarms.append(f"witnesses: {err}")
+        else:
+            _check_witnessed_staleness(note, outcome.size, state, clock, max_stale, result)
     if outcome.adopted and outcome.size is not None:
         _check_staleness(HttpSource(url), outcome.size, state, clock, max_stale, result)
     return result
@@ -176,6 +178,26 @@ def _check_keys(lines: list[str], where: str) -> list[str]:
         except (SaihmError, ValueError) as err:
             raise MonitorConfigError(f"{where}: not a verifier key: {key[:40]!r}") from err
     return keys
+
+
+def _check_witnessed_staleness(
+    note: bytes, size: int | None, state: Path, clock: float, max_stale: float, result: Round
+) -> None:
+    """The witnessed head trails a busy log by a moment: entries beyond it are expected while
+    it advances, and stale once no new cosigned checkpoint came for ``max_stale`` seconds."""
+    witnessed = int(note.split(b"\n", 2)[1])
+    path = state / DIRNAME / "witnessed.json"
+    held = json.loads(path.read_text()) if path.exists() else {}
+    if held.get("size") != witnessed:
+        held = {"size": witnessed, "since": clock}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(held))
+    behind = size is not None and size > witnessed
+    if behind and clock - float(held["since"]) > max_stale:
+        result.alarms.append(
+            f"stale: no new cosigned checkpoint for {clock - float(held['since']):.0f} s "
+            f"(witnessed size {witnessed}, log size {size})"
+        )
 
 
 def main(argv: list[str]) -> int:
