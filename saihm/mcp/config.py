@@ -8,11 +8,12 @@ at import time; :func:`load_config` reads the mapping it is given.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+from saihm.client import _endpoint
+from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
+from saihm.client.errors import ClientError
 from saihm.mcp.checks import Refused
 
 __all__ = [
@@ -25,14 +26,6 @@ __all__ = [
     "redact_endpoint",
     "validate_endpoint",
 ]
-
-DEFAULT_TIMEOUT_SECONDS = 30.0
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-_LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-# Printable ASCII only: anything else is refused rather than percent-encoded behind our back.
-_URL_CHARS = re.compile(r"[\x21-\x7e]+")
-# An HTTP field value: visible ASCII, space and tab. CR, LF and NUL above all are refused.
-_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]+")
 
 
 class ConfigError(Refused):
@@ -54,13 +47,14 @@ class ClientConfig:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     ca_file: str | None = None
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    tls_pin_sha256: str | None = None
 
 
 def load_config(env: Mapping[str, str]) -> ClientConfig:
-    """Read ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30)
-    and ``SAIHM_CA_FILE`` from ``env``.
+    """Read ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30),
+    ``SAIHM_CA_FILE`` and ``SAIHM_TLS_PIN_SHA256`` from ``env``.
 
-    The endpoint and credential are validated per call (:func:`validate_endpoint`,
+    The endpoint, credential and pin are validated per call (:func:`validate_endpoint`,
     :func:`check_auth_header`) so a tool can report the problem to the agent. Raises
     :class:`ConfigError` for a timeout that is not a positive finite number of seconds.
     """
@@ -78,24 +72,8 @@ def load_config(env: Mapping[str, str]) -> ClientConfig:
         auth_header=env.get("SAIHM_AUTH_HEADER") or None,
         timeout_seconds=timeout,
         ca_file=env.get("SAIHM_CA_FILE") or None,
+        tls_pin_sha256=env.get("SAIHM_TLS_PIN_SHA256") or None,
     )
-
-
-def _split(url: str) -> SplitResult:
-    """``url`` split, or :class:`ConfigError` without quoting it."""
-    if _URL_CHARS.fullmatch(url) is None:
-        raise ConfigError("SAIHM_ENDPOINT_URL does not parse as a URL (value not shown)")
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # raises ValueError for a port that is not a number in range
-    except ValueError as err:
-        raise ConfigError("SAIHM_ENDPOINT_URL does not parse as a URL (value not shown)") from err
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise ConfigError(
-            "SAIHM_ENDPOINT_URL must be an https URL with a host "
-            "(http only to 127.0.0.1 or localhost); value not shown"
-        )
-    return parts
 
 
 def validate_endpoint(url: str | None) -> str:
@@ -103,22 +81,13 @@ def validate_endpoint(url: str | None) -> str:
 
     Refuses a missing or unparsable endpoint, any scheme but https except http to the host
     names 127.0.0.1 or localhost, and userinfo (credentials belong in SAIHM_AUTH_HEADER). The
-    fragment, never sent over HTTP, is dropped; the query is kept but never printed.
+    fragment, never sent over HTTP, is dropped; the query is kept but never printed. The rule
+    itself is the client library's (:func:`saihm.client._endpoint.validate_endpoint`).
     """
-    if not url:
-        raise ConfigError("SAIHM_ENDPOINT_URL is not set")
-    parts = _split(url)
-    if parts.scheme == "http" and parts.hostname not in _LOCAL_HOSTS:
-        raise ConfigError(
-            "refused: the endpoint is not https (plain http is allowed only to 127.0.0.1 or "
-            f"localhost): {redact_endpoint(url)}"
-        )
-    if parts.username is not None or parts.password is not None:
-        raise ConfigError(
-            "refused: the endpoint URL carries userinfo; put the credential in "
-            f"SAIHM_AUTH_HEADER instead: {redact_endpoint(url)}"
-        )
-    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", parts.query, ""))
+    try:
+        return _endpoint.validate_endpoint(url, "SAIHM_ENDPOINT_URL", "SAIHM_AUTH_HEADER")
+    except ClientError as err:
+        raise ConfigError(str(err)) from err
 
 
 def redact_endpoint(url: str | None) -> str:
@@ -126,17 +95,7 @@ def redact_endpoint(url: str | None) -> str:
 
     Returns a fixed placeholder for a missing or unparsable URL, which is never quoted.
     """
-    if not url:
-        return "<endpoint not set>"
-    try:
-        parts = _split(url)
-    except ConfigError:
-        return "<unparsable endpoint>"
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return f"{parts.scheme}://{host}{port}{parts.path or '/'}"
+    return _endpoint.redact_endpoint(url)
 
 
 def check_auth_header(value: str | None) -> str:
@@ -145,11 +104,7 @@ def check_auth_header(value: str | None) -> str:
     saihm-protocol "Credential handling": a value with CR, LF, NUL or any other character an
     HTTP library would reject (and quote in its error) is refused here instead.
     """
-    if not value:
-        raise ConfigError("SAIHM_AUTH_HEADER is not set")
-    if _HEADER_VALUE.fullmatch(value) is None:
-        raise ConfigError(
-            "SAIHM_AUTH_HEADER holds a character not allowed in an HTTP header "
-            "(such as CR, LF or NUL); value not shown"
-        )
-    return value
+    try:
+        return _endpoint.check_auth_header(value, "SAIHM_AUTH_HEADER")
+    except ClientError as err:
+        raise ConfigError(str(err)) from err
