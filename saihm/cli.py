@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
     create = holder.add_parser("create", help="create a holder; prints holderId, token, sessionId")
     _data(create)
+    create.add_argument("--ttl", type=int, help=_TOKEN_TTL_HELP)
     create.set_defaults(handler=_cmd_holder_create)
 
     session = commands.add_parser("session", help="sessions").add_subparsers(
@@ -91,11 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
     opened = session.add_parser("open", help="open a new session for a holder; prints a token")
     _data(opened)
     opened.add_argument("--holder", required=True, help="holderId (64 hex)")
+    opened.add_argument("--ttl", type=int, help=_TOKEN_TTL_HELP)
     opened.set_defaults(handler=_cmd_session_open)
+    renew = session.add_parser(
+        "renew", help="a fresh token for the same session (same memory); prints a token"
+    )
+    _data(renew)
+    renew.add_argument("--holder", required=True, help="holderId (64 hex)")
+    renew.add_argument("--session", required=True, help="sessionId (64 hex) to keep")
+    renew.add_argument("--ttl", type=int, help=_TOKEN_TTL_HELP)
+    renew.set_defaults(handler=_cmd_session_renew)
 
     grant = commands.add_parser(
         "grant",
-        help="a person's wider grant (logged as GRANT); 'grant revoke GRANTID' withdraws it",
+        help="a person's wider grant (logged as GRANT): let an agent recall across all its "
+        "sessions for --ttl seconds; 'grant revoke GRANTID' withdraws it",
         usage="saihm grant --data DIR --holder H --sessions all [--namespaces a,b] "
         "[--ttl SECONDS]\n       saihm grant revoke --data DIR GRANTID",
     )
@@ -139,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the benchmark")
     bench.set_defaults(handler=_cmd_bench)
     return parser
+
+
+_TOKEN_TTL_HELP = "token lifetime in seconds (default 2592000, 30 days)"
 
 
 def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]:
@@ -189,13 +203,18 @@ def _hex32(value: str | None, what: str) -> bytes:
 
 def _issue(
     args: argparse.Namespace, holder_id: bytes, session_id: bytes, scope: CapabilityScope
-) -> str:
+) -> tuple[str, dict[str, object]]:
+    """The token and its ``scope``/``expiresAt`` fields; says on stderr what it may see."""
     from saihm.authority import Authority
+    from saihm.continuity import choose_ttl, token_fields, token_summary
 
     config = config_from(args)
     authority = Authority.open(config.authority_dir)
-    ttl = getattr(args, "ttl", None) or config.token_ttl
-    return authority.issue(holder_id, session_id, scope, ttl).to_token()
+    ttl = choose_ttl(getattr(args, "ttl", None), config.token_ttl)
+    now = int(time.time())
+    cap = authority.issue(holder_id, session_id, scope, ttl, now=now)
+    print(token_summary(cap, str(config.data_dir), now=now), file=sys.stderr, flush=True)
+    return cap.to_token(), token_fields(cap)
 
 
 def _cmd_holder_create(args: argparse.Namespace) -> int:
@@ -208,13 +227,12 @@ def _cmd_holder_create(args: argparse.Namespace) -> int:
     finally:
         operator.store.close()
     session_id = secrets.token_bytes(32)
-    args.ttl = None
-    token = _issue(args, holder_id, session_id, CapabilityScope())
-    _print({"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex()})
+    token, fields = _issue(args, holder_id, session_id, CapabilityScope())
+    _print({"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex(), **fields})
     return 0
 
 
-def _cmd_session_open(args: argparse.Namespace) -> int:
+def _cmd_session_open(args: argparse.Namespace, session_id: bytes | None = None) -> int:
     from saihm.compose import open_operator
     from saihm.errors import NotFound
     from saihm.events import CapabilityScope
@@ -228,11 +246,15 @@ def _cmd_session_open(args: argparse.Namespace) -> int:
                 raise NotFound("no such holder")
     finally:
         operator.store.close()
-    session_id = secrets.token_bytes(32)
-    args.ttl = None
-    token = _issue(args, holder_id, session_id, CapabilityScope())
-    _print({"sessionId": session_id.hex(), "token": token})
+    session_id = session_id or secrets.token_bytes(32)
+    token, fields = _issue(args, holder_id, session_id, CapabilityScope())
+    _print({"sessionId": session_id.hex(), "token": token, **fields})
     return 0
+
+
+def _cmd_session_renew(args: argparse.Namespace) -> int:
+    """A new token for an existing session id: the agent keeps recalling that session."""
+    return _cmd_session_open(args, _hex32(args.session, "session"))
 
 
 def build_grant_revoke_parser() -> argparse.ArgumentParser:
@@ -281,8 +303,8 @@ def _cmd_grant(args: argparse.Namespace) -> int:
         sessions="all", namespaces=None if namespaces is None else tuple(namespaces),
         grant_id=grant_id,
     )  # fmt: skip
-    token = _issue(args, holder_id, secrets.token_bytes(32), scope)
-    _print({"grantId": grant_id.hex(), "token": token})
+    token, fields = _issue(args, holder_id, secrets.token_bytes(32), scope)
+    _print({"grantId": grant_id.hex(), "token": token, **fields})
     return 0
 
 

@@ -68,5 +68,12 @@ class ClientError(SaihmError):
         self.http_status = http_status
         self.operator_code = operator_code
 
+    @property
+    def advice(self) -> str | None:
+        """For a 401 or 403: the likely cause and the command that fixes it (no credential)."""
+        from saihm.client.advice import advice_for
+
+        return advice_for(self.http_status, self.operator_code) if self.kind == "status" else None
+
     def __repr__(self) -> str:
         return f"ClientError({str(self)!r}, code={self.code!r}, http_status={self.http_status!r})"

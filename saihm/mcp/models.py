@@ -43,6 +43,7 @@ class ToolResult(BaseModel):
     httpStatus: int | None = None
     errorCode: str | None = None
     receiptId: str | None = None
+    advice: str | None = None
 
 
 class RememberResult(ToolResult):
@@ -90,7 +91,6 @@ class ForgetResult(ToolResult):
     cellId: str | None = None
     destructionAnchor: str | None = None
     epoch: Number | None = None
-    advice: str | None = None
 
 
 class ContractSummary(BaseModel):
@@ -145,7 +145,6 @@ class RevokeResult(ToolResult):
     requestedContractId: str
     revoked: bool | None = None
     epoch: Number | None = None
-    advice: str | None = None
 
 
 class ProposeResult(ToolResult):
