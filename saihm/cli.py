@@ -134,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     _data(rebuild)
     rebuild.set_defaults(handler=_cmd_rebuild)
 
+    from saihm.hostcli import add_commands as add_host_commands
+
+    add_host_commands(commands)
+
     for name, text in DELEGATED_HELP.items():
         sub = commands.add_parser(name, help=text, add_help=False)
         sub.add_argument("rest", nargs=argparse.REMAINDER)

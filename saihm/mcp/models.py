@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 __all__ = [
     "ContractSummary",
     "ForgetResult",
+    "IncomingContractSummary",
     "ProposalSummary",
     "ProposeResult",
     "RecallResult",
@@ -70,6 +71,10 @@ class RecalledCell(BaseModel):
     holderSignaturePrefix: str | None = None
     timestamp: Number | None = None
     tier: str | None = None
+    # Extension fields (DESIGN.md "HTTP"): "memory", or "said" / "did" / "end" for the host's
+    # record of the session; the namespace the cell was written to.
+    kind: str | None = None
+    namespace: str | None = None
 
 
 class RecallResult(ToolResult):
@@ -102,6 +107,18 @@ class ContractSummary(BaseModel):
     expiresAt: Number | None = None
 
 
+class IncomingContractSummary(BaseModel):
+    """A contract naming the caller as grantee (status extension ``incomingContracts``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contractId: str | None = None
+    holderIdHex: str | None = None
+    mode: str | None = None
+    accepted: bool | None = None
+    expiresAt: Number | None = None
+
+
 class ProposalSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -126,6 +143,8 @@ class StatusResult(ToolResult):
     shards: dict[str, Number] | None = None
     contracts: list[ContractSummary] | None = None
     contractCount: int | None = None
+    incomingContracts: list[IncomingContractSummary] | None = None
+    incomingContractCount: int | None = None
     governance: list[ProposalSummary] | None = None
     governanceCount: int | None = None
 

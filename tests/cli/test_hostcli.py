@@ -1,0 +1,169 @@
+"""Host-side commands against a real ``saihm serve``: ``saihm record``, ``saihm contract`` and
+``saihm mcp-config`` (DESIGN.md "Pinned additions"), configured like ``saihm-mcp``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import mcp
+import pytest
+from mcp import StdioServerParameters
+
+from saihm.mcp import ClientConfig, OperatorClient, build_mcp
+from tests.support.serve import SAIHM, holder_create, serving
+
+
+def host(url: str, token: str, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SAIHM_ENDPOINT_URL": url, "SAIHM_AUTH_HEADER": f"Bearer {token}"}
+    return subprocess.run(
+        [SAIHM, *argv], env=env, input=stdin, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    """One operator for the module; every test makes its own holders, so none sees another's."""
+    tmp = tmp_path_factory.mktemp("hostcli")
+    data = tmp / "data"
+    with serving(tmp, "--data", str(data)) as (_, url):
+        yield url, data
+
+
+@pytest.mark.anyio
+async def test_record_from_the_command_line_comes_back_in_one_recall_marked_by_kind(
+    served,
+) -> None:
+    """Done when: the record written by ``saihm record`` comes back in one recall with
+    memory, marked by kind in the MCP report."""
+    url, data = served
+    holder = holder_create(data)
+    cfg = ClientConfig(endpoint_url=url, auth_header=f"Bearer {holder['token']}")
+    async with mcp.Client(build_mcp(OperatorClient(cfg)), raise_exceptions=True) as agent:
+        stored = await agent.call_tool("saihm_remember", {"content": "The user likes jasmine tea"})
+        assert stored.structured_content["status"] == "stored"
+        said = host(url, holder["token"], "record", "Assistant said: I ordered jasmine tea")
+        did = host(url, holder["token"], "record", "--kind", "did", "-", stdin="order(tea)")
+        assert said.returncode == 0 and did.returncode == 0, said.stderr + did.stderr
+        assert json.loads(said.stdout)["kind"] == "said" and json.loads(did.stdout)["seq"] == 1
+
+        recalled = await agent.call_tool("saihm_recall", {"query": "tea"})
+    cells = recalled.structured_content["cells"]
+    assert sorted(c["kind"] for c in cells) == ["did", "memory", "said"]
+    text = recalled.content[0].text
+    ids = {c["kind"]: c["cellId"] for c in cells}
+    assert f"RECORD [{ids['said']}] said: the host's record of what was said, not a stored" in text
+    assert f"RECORD [{ids['did']}] did: the host's record of an action taken" in text
+    assert f"CELL [{ids['memory']}] own" in text
+    assert f"CELL [{ids['said']}]" not in text and f"CELL [{ids['did']}]" not in text
+    assert holder["token"] not in said.stdout + said.stderr
+
+
+def test_record_end_closes_the_record_and_later_entries_are_refused(served) -> None:
+    url, data = served
+    token = holder_create(data)["token"]
+    assert host(url, token, "record", "--kind", "end", "").returncode == 0
+    late = host(url, token, "record", "too late")
+    assert late.returncode == 2 and late.stdout == ""
+    assert len(late.stderr.strip().splitlines()) == 1 and "record_ended" in late.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin"),
+    [
+        (["record", "  "], None),
+        (["record", "-"], "\n\n"),
+        (["record", "--kind", "memory", "x"], None),
+    ],
+)
+def test_bad_record_input_is_one_line_and_records_nothing(served, argv, stdin) -> None:
+    url, data = served
+    holder = holder_create(data)
+    done = host(url, holder["token"], *argv, stdin=stdin)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    from saihm.client import Client
+
+    with Client(url, f"Bearer {holder['token']}") as client:
+        assert client.recall() == []
+
+
+def test_rejected_token_names_the_fix_and_never_echoes_the_token(served) -> None:
+    url, _ = served
+    done = host(url, "forged-token-s3cr3t", "record", "hello")
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "unauthenticated" in done.stderr and "saihm session renew" in done.stderr
+    assert "s3cr3t" not in done.stderr
+
+
+def test_no_endpoint_configured_is_one_line_and_nothing_sent(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAIHM_")}
+    done = subprocess.run([SAIHM, "record", "x"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "SAIHM_ENDPOINT_URL is not set" in done.stderr
+
+
+def test_contract_withdraw_is_refused_for_a_contract_not_accepted(served) -> None:
+    url, data = served
+    bob = holder_create(data)
+    done = host(url, bob["token"], "contract", "withdraw", "ab" * 32)
+    assert done.returncode == 2 and "not one you have accepted" in done.stderr
+    missing = host(url, bob["token"], "contract", "accept", "ab" * 32)
+    assert missing.returncode == 2 and "contract_not_found" in missing.stderr
+
+
+# -- mcp-config --------------------------------------------------------------------------------
+
+
+def _mcp_config(*argv: str, env: dict[str, str]) -> tuple[dict, str]:
+    done = subprocess.run(
+        [SAIHM, "mcp-config", *argv], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("host_name", ["claude-desktop", "claude-code", "cursor"])
+async def test_mcp_config_starts_a_working_saihm_mcp_by_absolute_path(
+    served, host_name: str
+) -> None:
+    url, data = served
+    token = holder_create(data)["token"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SAIHM_")}
+    shell = {**base, "SAIHM_AUTH_HEADER": f"Bearer {token}"}
+    config, note = _mcp_config("--host", host_name, "--endpoint", url, env=shell)
+    server = config["mcpServers"]["saihm"]
+    assert Path(server["command"]).is_absolute() and Path(server["command"]).exists()
+    if host_name == "claude-code":
+        assert server["type"] == "stdio"
+        assert server["env"]["SAIHM_AUTH_HEADER"] == "${SAIHM_AUTH_HEADER}"
+        assert token not in json.dumps(config) + note
+        server["env"]["SAIHM_AUTH_HEADER"] = f"Bearer {token}"  # what Claude Code expands
+    else:
+        assert server["env"]["SAIHM_AUTH_HEADER"] == f"Bearer {token}" and "private" in note
+    # Start it as a host would: that command, those args, that env and an empty PATH.
+    params = StdioServerParameters(
+        command=server["command"], args=server["args"], env={**server["env"], "PATH": ""}
+    )
+    async with mcp.Client(params) as client:
+        tools = await client.list_tools()
+        status = await client.call_tool("saihm_status", {})
+    assert len(tools.tools) == 8
+    assert status.structured_content["status"] == "ok"
+
+
+def test_mcp_config_without_a_credential_prints_a_placeholder_and_refuses_bad_urls() -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SAIHM_")}
+    config, note = _mcp_config(env=base)
+    server = config["mcpServers"]["saihm"]
+    assert server["env"]["SAIHM_ENDPOINT_URL"] == "http://127.0.0.1:8080/"
+    assert server["env"]["SAIHM_AUTH_HEADER"].startswith("Bearer <") and "placeholder" in note
+    bad = subprocess.run(
+        [SAIHM, "mcp-config", "--endpoint", "http://user:pw@example.com/"],
+        env=base,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "pw" not in bad.stderr and bad.stdout == ""
