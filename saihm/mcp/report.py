@@ -90,7 +90,7 @@ def _cell(cell: RecalledCell) -> list[str]:
     if cell.sharedByOtherHolder:
         head += f" (holder {cell.holderIdHex or 'not reported'})"
     extra = []
-    if cell.kind is not None and cell.kind not in RECORD_MARK:
+    if cell.kind is not None and cell.kind not in RECORD_MARK and cell.kind != "memory":
         extra.append(f"kind {cell.kind}")
     extra += [
         f"{n} {getattr(cell, n)}" for n in ("namespace", "tier", "timestamp") if getattr(cell, n)

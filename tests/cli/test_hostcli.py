@@ -125,7 +125,7 @@ def _mcp_config(*argv: str, env: dict[str, str]) -> tuple[dict, str]:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("host_name", ["claude-desktop", "claude-code", "cursor"])
+@pytest.mark.parametrize("host_name", ["claude-desktop", "claude-code"])
 async def test_mcp_config_starts_a_working_saihm_mcp_by_absolute_path(
     served, host_name: str
 ) -> None:
@@ -152,6 +152,13 @@ async def test_mcp_config_starts_a_working_saihm_mcp_by_absolute_path(
         status = await client.call_tool("saihm_status", {})
     assert len(tools.tools) == 8
     assert status.structured_content["status"] == "ok"
+
+
+def test_mcp_config_for_cursor_is_the_mcp_servers_form_of_claude_desktop() -> None:
+    env = {**os.environ, "SAIHM_AUTH_HEADER": "Bearer t"}
+    cursor, note = _mcp_config("--host", "cursor", env=env)
+    desktop, _ = _mcp_config("--host", "claude-desktop", env=env)
+    assert cursor == desktop and "cursor/mcp.json" in note
 
 
 def test_mcp_config_without_a_credential_prints_a_placeholder_and_refuses_bad_urls() -> None:
