@@ -28,6 +28,9 @@ EPILOG = """first steps:
   saihm holder create --data ./saihm-data    make a holder; prints its token
   curl -s http://127.0.0.1:8080/ -H "Authorization: Bearer $TOKEN" \\
        -d '{"method":"saihm_status","params":{}}'
+  saihm grant --data ./saihm-data --holder H --sessions all --ttl 604800
+                                             a token that recalls across all sessions for a week
+  saihm mcp-config --host claude-desktop      an MCP host config for saihm-mcp
 """
 
 

@@ -1,5 +1,6 @@
-"""docs/integrations.md, tested as written: the two-holder sharing walkthrough and the Claude
-Code hook that appends turns to the record, each against a real ``saihm serve``."""
+"""docs/integrations.md and docs/mcp.md, tested as written against a real ``saihm serve``: the
+two-holder sharing walkthrough, the Claude Code hook that appends turns to the record, and the
+local-server MCP host example."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mcp
+import pytest
+from mcp import StdioServerParameters
+
 from saihm.client import Client
+from saihm.mcp.server import TOOL_NAMES
 from tests.support.serve import ROOT, holder_create, serving
 
 DOC = ROOT / "docs" / "integrations.md"
@@ -93,3 +99,33 @@ def test_claude_code_hook_appends_turns_to_the_record(tmp_path: Path) -> None:
         ("end", "session ended (prompt_input_exit)"),
         ("said", "User said: What is the tea?"),
     ]
+
+
+@pytest.mark.anyio
+async def test_mcp_local_server_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/mcp.md, "A local server, end to end": the printed config starts a working client."""
+    blocks = re.findall(r"```sh mcp-local\n(.*?)```", (ROOT / "docs" / "mcp.md").read_text(), re.S)
+    assert len(blocks) == 1
+    (script,) = blocks
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    with serving(tmp_path, "--data", "./saihm-data") as (_, url):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SAIHM_")}
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script.replace("http://127.0.0.1:8080/", url)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        server = json.loads(done.stdout)["mcpServers"]["saihm"]
+        assert Path(server["command"]).is_absolute()
+        params = StdioServerParameters(
+            command=server["command"], args=server["args"], env={**server["env"], "PATH": ""}
+        )
+        async with mcp.Client(params) as client:
+            tools = await client.list_tools()
+            status = await client.call_tool("saihm_status", {})
+    assert sorted(t.name for t in tools.tools) == sorted(TOOL_NAMES)
+    assert status.structured_content["status"] == "ok"
