@@ -30,7 +30,7 @@ EPILOG = """first steps:
        -d '{"method":"saihm_status","params":{}}'
   saihm grant --data ./saihm-data --holder H --sessions all --ttl 604800
                                              a token that recalls across all sessions for a week
-  saihm mcp-config --host claude-desktop      an MCP host config for saihm-mcp
+  saihm mcp-config --host claude-desktop     an MCP host config for saihm-mcp
 """
 
 

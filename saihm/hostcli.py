@@ -90,17 +90,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def _client() -> Client:
     from saihm.client import Client
-    from saihm.mcp.config import load_config
 
-    env = load_config(os.environ)
-    return Client(
-        env.endpoint_url or "",
-        env.auth_header or "",
-        timeout=env.timeout_seconds,
-        ca_file=env.ca_file,
-        tls_pin_sha256=env.tls_pin_sha256,
-        names=("SAIHM_ENDPOINT_URL", "SAIHM_AUTH_HEADER"),
-    )
+    return Client.from_env(os.environ)
 
 
 def _fail(err: ClientError) -> int:

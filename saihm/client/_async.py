@@ -8,6 +8,7 @@ cryptography beyond TLS; the credential is sent verbatim and never shown.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
@@ -21,6 +22,7 @@ from saihm.client._endpoint import (
     redact_endpoint,
     validate_endpoint,
 )
+from saihm.client._env import read_env
 from saihm.client._transport import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_RESPONSE_BYTES,
@@ -62,9 +64,10 @@ def _parse(model: type[M], body: Any, method: str) -> M:
     try:
         return model.model_validate(body)
     except ValidationError as err:
-        # Name the fields, never their values (they are operator-supplied).
-        fields = sorted({".".join(str(p) for p in e["loc"]) for e in err.errors()})[:5]
-        shown = ", ".join(f for f in fields if f.replace(".", "").replace("_", "").isalnum())
+        # Name the model's own fields that failed, never a value or an operator-chosen key.
+        known = {f.alias or name for name, f in model.model_fields.items()}
+        failed = {str(e["loc"][0]) for e in err.errors() if e["loc"]}
+        shown = ", ".join(sorted(failed & known)[:5])
         raise ClientError(
             f"malformed response to {method} (fields: {shown or 'unnamed'}); "
             "the operator may or may not have acted",
@@ -111,6 +114,20 @@ class AsyncClient:
 
     def __repr__(self) -> str:
         return f"AsyncClient({self.endpoint_for_display!r})"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Self:
+        """A client configured like ``saihm-mcp``: ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``,
+        ``SAIHM_TIMEOUT_SECONDS``, ``SAIHM_CA_FILE``, ``SAIHM_TLS_PIN_SHA256`` from ``env``."""
+        settings = read_env(env)
+        return cls(
+            settings.endpoint_url or "",
+            settings.auth_header or "",
+            timeout=settings.timeout_seconds,
+            ca_file=settings.ca_file,
+            tls_pin_sha256=settings.tls_pin_sha256,
+            names=("SAIHM_ENDPOINT_URL", "SAIHM_AUTH_HEADER"),
+        )
 
     @property
     def endpoint_for_display(self) -> str:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 from saihm.client._async import AsyncClient, RecordKind
+from saihm.client._env import read_env
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 from saihm.client.models import (
     ContractAnswer,
@@ -69,6 +70,20 @@ class Client:
 
     def __repr__(self) -> str:
         return f"Client({self._async.endpoint_for_display!r})"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Self:
+        """A client configured like ``saihm-mcp``: ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``,
+        ``SAIHM_TIMEOUT_SECONDS``, ``SAIHM_CA_FILE``, ``SAIHM_TLS_PIN_SHA256`` from ``env``."""
+        settings = read_env(env)
+        return cls(
+            settings.endpoint_url or "",
+            settings.auth_header or "",
+            timeout=settings.timeout_seconds,
+            ca_file=settings.ca_file,
+            tls_pin_sha256=settings.tls_pin_sha256,
+            names=("SAIHM_ENDPOINT_URL", "SAIHM_AUTH_HEADER"),
+        )
 
     @property
     def holder_id(self) -> str | None:

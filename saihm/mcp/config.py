@@ -7,11 +7,11 @@ at import time; :func:`load_config` reads the mapping it is given.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from saihm.client import _endpoint
+from saihm.client._env import read_env
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 from saihm.client.errors import ClientError
 from saihm.mcp.checks import Refused
@@ -52,27 +52,23 @@ class ClientConfig:
 
 def load_config(env: Mapping[str, str]) -> ClientConfig:
     """Read ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30),
-    ``SAIHM_CA_FILE`` and ``SAIHM_TLS_PIN_SHA256`` from ``env``.
+    ``SAIHM_CA_FILE`` and ``SAIHM_TLS_PIN_SHA256`` from ``env`` (the client library's
+    :func:`~saihm.client._env.read_env`).
 
     The endpoint, credential and pin are validated per call (:func:`validate_endpoint`,
     :func:`check_auth_header`) so a tool can report the problem to the agent. Raises
     :class:`ConfigError` for a timeout that is not a positive finite number of seconds.
     """
-    raw_timeout = env.get("SAIHM_TIMEOUT_SECONDS", "").strip()
-    timeout = DEFAULT_TIMEOUT_SECONDS
-    if raw_timeout:
-        try:
-            timeout = float(raw_timeout)
-        except ValueError as err:
-            raise ConfigError("SAIHM_TIMEOUT_SECONDS is not a number") from err
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise ConfigError("SAIHM_TIMEOUT_SECONDS must be a positive number of seconds")
+    try:
+        settings = read_env(env)
+    except ClientError as err:
+        raise ConfigError(str(err)) from err
     return ClientConfig(
-        endpoint_url=env.get("SAIHM_ENDPOINT_URL") or None,
-        auth_header=env.get("SAIHM_AUTH_HEADER") or None,
-        timeout_seconds=timeout,
-        ca_file=env.get("SAIHM_CA_FILE") or None,
-        tls_pin_sha256=env.get("SAIHM_TLS_PIN_SHA256") or None,
+        endpoint_url=settings.endpoint_url,
+        auth_header=settings.auth_header,
+        timeout_seconds=settings.timeout_seconds,
+        ca_file=settings.ca_file,
+        tls_pin_sha256=settings.tls_pin_sha256,
     )
 
 

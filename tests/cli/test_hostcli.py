@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -174,3 +175,29 @@ def test_mcp_config_without_a_credential_prints_a_placeholder_and_refuses_bad_ur
         text=True,
     )
     assert bad.returncode == 2 and "pw" not in bad.stderr and bad.stdout == ""
+
+
+def test_two_processes_recording_into_one_session_keep_one_unbroken_chain(served) -> None:
+    """Shared state, two processes: concurrent ``saihm record`` calls into one session each get
+    their own place in the chain (seq 0..n-1, each prev the cell before)."""
+    url, data = served
+    token = holder_create(data)["token"]
+    env = {**os.environ, "SAIHM_ENDPOINT_URL": url, "SAIHM_AUTH_HEADER": f"Bearer {token}"}
+    loop = 'for i in 1 2 3 4; do {saihm} record --kind did "$0 step $i" || exit 1; done'
+    procs = [
+        subprocess.Popen(
+            ["bash", "-c", loop.format(saihm=SAIHM), name],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("alpha", "beta")
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    entries = [json.loads(line) for out, _ in outs for line in out.splitlines()]
+    by_seq = sorted(entries, key=lambda e: e["seq"])
+    assert [e["seq"] for e in by_seq] == list(range(8))
+    assert by_seq[0].get("prev") is None
+    assert all(b["prev"] == a["cellId"] for a, b in itertools.pairwise(by_seq))
