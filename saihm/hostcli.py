@@ -110,10 +110,18 @@ def _emit(obj: object) -> int:
     return 0
 
 
+def _stdin_text() -> str:
+    """Standard input as UTF-8 text; anything else is refused (nothing is recorded)."""
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise MalformedInput("standard input is not UTF-8 text; nothing recorded") from err
+
+
 def _cmd_record(args: argparse.Namespace) -> int:
     from saihm.client import ClientError
 
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = _stdin_text() if args.text == "-" else args.text
     try:
         with _client() as client:
             recorded = client.record(args.kind, text)

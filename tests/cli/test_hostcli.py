@@ -91,6 +91,24 @@ def test_bad_record_input_is_one_line_and_records_nothing(served, argv, stdin) -
         assert client.recall() == []
 
 
+def test_record_from_stdin_that_is_not_utf8_is_refused(served) -> None:
+    url, data = served
+    holder = holder_create(data)
+    env = {
+        **os.environ,
+        "SAIHM_ENDPOINT_URL": url,
+        "SAIHM_AUTH_HEADER": f"Bearer {holder['token']}",
+    }
+    done = subprocess.run(
+        [SAIHM, "record", "-"], env=env, input=b"\xff\xfe bad", capture_output=True, timeout=60
+    )
+    assert done.returncode == 2 and b"not UTF-8" in done.stderr and b"Traceback" not in done.stderr
+    from saihm.client import Client
+
+    with Client(url, f"Bearer {holder['token']}") as client:
+        assert client.recall() == []
+
+
 def test_rejected_token_names_the_fix_and_never_echoes_the_token(served) -> None:
     url, _ = served
     done = host(url, "forged-token-s3cr3t", "record", "hello")
