@@ -150,7 +150,7 @@ def _cmd_contract_answer(args: argparse.Namespace) -> int:
         with _client() as client:
             if args.verb == "withdraw":
                 incoming = {c.contract_id: c for c in client.status().incoming_contracts or []}
-                known = incoming.get(args.contract_id)
+                known = incoming.get(args.contract_id.lower())
                 if known is None or not known.accepted:
                     raise ClientError(
                         "refused: this contract is not one you have accepted "
