@@ -219,3 +219,37 @@ def test_two_processes_recording_into_one_session_keep_one_unbroken_chain(served
     assert [e["seq"] for e in by_seq] == list(range(8))
     assert by_seq[0].get("prev") is None
     assert all(b["prev"] == a["cellId"] for a, b in itertools.pairwise(by_seq))
+
+
+@pytest.mark.anyio
+async def test_grantee_sees_incoming_contracts_in_the_mcp_status_and_accepts_on_the_cli(
+    served,
+) -> None:
+    """Sharing end to end against the real operator: the grantee's MCP status report shows
+    the waiting contract and the command that accepts it; after ``saihm contract accept`` the
+    shared cell is in the grantee's recall, marked."""
+    url, data = served
+    alice, bob = holder_create(data), holder_create(data)
+    from saihm.client import Client
+
+    with Client(url, f"Bearer {alice['token']}") as owner:
+        cell = owner.remember("shared by alice: the code word is heron")
+        contract = owner.share([bob["holderId"]], [cell.cell_id], "permanent").contract_id
+    cfg = ClientConfig(endpoint_url=url, auth_header=f"Bearer {bob['token']}")
+    async with mcp.Client(build_mcp(OperatorClient(cfg)), raise_exceptions=True) as agent:
+        before = (await agent.call_tool("saihm_status", {})).content[0].text
+        assert f"INCOMING CONTRACT [{contract}] from holder {alice['holderId']}" in before
+        assert (
+            f"not accepted, a person accepts it with `saihm contract accept {contract}`" in before
+        )
+        listed = host(url, bob["token"], "contract", "list")
+        assert [c["contractId"] for c in json.loads(listed.stdout)["incoming"]] == [contract]
+        accepted = host(url, bob["token"], "contract", "accept", contract)
+        assert accepted.returncode == 0 and json.loads(accepted.stdout)["accepted"] is True
+        after = (await agent.call_tool("saihm_status", {})).content[0].text
+        recalled = await agent.call_tool("saihm_recall", {"query": "heron"})
+    assert "accepted (its cells appear in recall, marked shared)" in after
+    (seen,) = recalled.structured_content["cells"]
+    assert seen["sharedByOtherHolder"] is True and "SHARED BY ANOTHER HOLDER" in (
+        recalled.content[0].text
+    )
