@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
@@ -34,6 +35,17 @@ from saihm.client.models import (
 __all__ = ["Client"]
 
 T = TypeVar("T")
+
+
+def _shutdown(
+    client: AsyncClient, loop: asyncio.AbstractEventLoop, thread: threading.Thread
+) -> None:
+    """Close ``client``'s pool on ``loop``, then stop the loop and its thread."""
+    if loop.is_running():
+        asyncio.run_coroutine_threadsafe(client.aclose(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+    loop.close()
 
 
 class Client:
@@ -65,7 +77,7 @@ class Client:
             names=names,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -102,21 +114,18 @@ class Client:
                 thread = threading.Thread(target=loop.run_forever, name="saihm-client", daemon=True)
                 thread.start()
                 asyncio.run_coroutine_threadsafe(self._async.__aenter__(), loop).result()
-                self._loop, self._thread = loop, thread
+                # A client that is never closed is closed when collected or at exit.
+                self._finalizer = weakref.finalize(self, _shutdown, self._async, loop, thread)
+                self._loop = loop
             loop = self._loop
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def close(self) -> None:
         """Close the connection pool and stop the client's thread; idempotent."""
         with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        asyncio.run_coroutine_threadsafe(self._async.aclose(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
+            finalizer, self._finalizer, self._loop = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()
 
     def __enter__(self) -> Self:
         return self

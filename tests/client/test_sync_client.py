@@ -76,3 +76,22 @@ def test_sync_client_over_https_with_ca_file_and_pin(tmp_path: Path) -> None:
         with pytest.raises(ClientError) as mismatch:
             Client(url, auth, ca_file=str(tmp_path / "ca.pem"), tls_pin_sha256="11" * 32).status()
         assert mismatch.value.kind == "not_sent"
+
+
+def test_a_client_never_closed_stops_its_thread_when_collected(tmp_path: Path) -> None:
+    import gc
+    import threading
+
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data)) as (_, url):
+        holder = holder_create(data)
+        before = {t.ident for t in threading.enumerate() if t.name == "saihm-client"}
+        client = Client(url, f"Bearer {holder['token']}")
+        client.status()
+        (thread,) = [
+            t for t in threading.enumerate() if t.name == "saihm-client" and t.ident not in before
+        ]
+        del client
+        gc.collect()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
