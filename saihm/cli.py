@@ -159,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_TOKEN_TTL_HELP = "token lifetime in seconds (default 2592000, 30 days)"
+_TOKEN_TTL_HELP = (
+    f"token lifetime in seconds (default {Config.token_ttl}, {Config.token_ttl // 86_400} days)"
+)
 
 
 def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]:
