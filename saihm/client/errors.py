@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from saihm.client.advice import advice_for
 from saihm.errors import SaihmError
 
 __all__ = ["ClientError", "Kind", "Outcome"]
@@ -71,8 +72,6 @@ class ClientError(SaihmError):
     @property
     def advice(self) -> str | None:
         """For a 401 or 403: the likely cause and the command that fixes it (no credential)."""
-        from saihm.client.advice import advice_for
-
         return advice_for(self.http_status, self.operator_code) if self.kind == "status" else None
 
     def __repr__(self) -> str:
