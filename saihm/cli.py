@@ -8,6 +8,8 @@ line on stderr and a non-zero exit; JSON goes to stdout where the design pins it
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import importlib
 import json
 import os
@@ -15,10 +17,12 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from saihm import __version__
 from saihm.config import Config
 from saihm.errors import SaihmError
+from saihm.helpformat import DefaultsFormatter
 
 if TYPE_CHECKING:
     from saihm.events import CapabilityScope
@@ -35,7 +39,12 @@ EPILOG = """first steps:
 
 
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line (and exit 2), like every other error."""
+    """An argument parser whose usage errors are one line (and exit 2), like every other error,
+    and whose help states every option's default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
@@ -64,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="saihm",
         description="A custodial SAIHM operator for AI-agent memory with a public Merkle log.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"saihm {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser(
@@ -81,6 +90,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body", type=int, default=1 << 20, metavar="BYTES",
         help="largest accepted request body (default 1 MiB)",
     )  # fmt: skip
+    _serve_policy(serve)
+    serve.add_argument(
+        "--rate-limit",
+        type=float,
+        metavar="PER_SECOND",
+        help="calls per second each token may make, per worker (default 50; 0 disables)",
+    )
+    serve.add_argument(
+        "--rate-burst",
+        type=int,
+        metavar="CALLS",
+        help="calls a token may make at once before the rate applies (default 200)",
+    )
+    serve.add_argument(
+        "--pending-max",
+        type=int,
+        metavar="N",
+        help="pending memory proposals held per consumer (default 100)",
+    )
+    serve.add_argument(
+        "--pending-ttl",
+        type=int,
+        metavar="SECONDS",
+        help="lifetime of a pending memory proposal (default 604800, 7 days)",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
@@ -137,6 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
     _data(rebuild)
     rebuild.set_defaults(handler=_cmd_rebuild)
 
+    backup = commands.add_parser(
+        "backup",
+        help="a consistent, compacted copy of the data directory without KEKs (safe while serving)",
+        description="Copy the data directory to DEST (which must not exist): LMDB from one "
+        "read snapshot, compacted, plus the other files of the data directory; never the KEK "
+        "directory. Restore: docs/operations.md 'Backups and restore'.",
+    )
+    _data(backup)
+    backup.add_argument("dest", metavar="DEST", help="the new backup directory")
+    backup.set_defaults(handler=_delegate("saihm.backup", "main"))
+
     from saihm.hostcli import add_commands as add_host_commands
 
     add_host_commands(commands)
@@ -162,6 +207,66 @@ def build_parser() -> argparse.ArgumentParser:
 _TOKEN_TTL_HELP = (
     f"token lifetime in seconds (default {Config.token_ttl}, {Config.token_ttl // 86_400} days)"
 )
+
+
+def _policy_default(name: str) -> object:
+    """The default of a Config policy field: the dataclass is the one place it is written."""
+    (field,) = [f for f in dataclasses.fields(Config) if f.name == name]
+    return field.default
+
+
+def _serve_policy(serve: argparse.ArgumentParser) -> None:
+    """The config file and the operator's published policy (saihm.config.Config fields)."""
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML file of serve options, keyed by the long option without '--' "
+        "(also $SAIHM_CONFIG); every option is also $SAIHM_<OPTION>, e.g. SAIHM_TLS_CERT; "
+        "command line > environment > file > default (docs/operations.md)",
+    )
+    onoff = argparse.BooleanOptionalAction
+    for option, text in (
+        ("--governance", "offer the governance tools"),
+        ("--recall-receipts", "log a RECALL receipt per recall"),
+        ("--status-receipts", "log a STATUS receipt per status"),
+    ):
+        default = _policy_default(option[2:].replace("-", "_"))
+        serve.add_argument(option, action=onoff, default=default, help=text)
+    serve.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=_policy_default("checkpoint_interval"),
+        metavar="SECONDS",
+        help="seconds between signed checkpoints while the log grows",
+    )
+    serve.add_argument(
+        "--kek-rotation-hours",
+        type=int,
+        default=_policy_default("kek_rotation_hours"),
+        metavar="HOURS",
+        help="hours between KEK retirements (0: no schedule; governable)",
+    )
+    serve.add_argument(
+        "--voting-window",
+        type=int,
+        default=_policy_default("voting_window"),
+        metavar="SECONDS",
+        help="how long a governance proposal stays open",
+    )
+    serve.add_argument(
+        "--temporary-default-ttl",
+        type=int,
+        default=_policy_default("temporary_default_ttl"),
+        metavar="SECONDS",
+        help="TEMPORARY contract lifetime when none is given (governable)",
+    )
+    serve.add_argument(
+        "--service-window-ms",
+        type=int,
+        default=_policy_default("service_window_ms"),
+        metavar="MS",
+        help="a call answered within this many ms counts as served in time (status prs)",
+    )
 
 
 def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]:
@@ -193,11 +298,37 @@ def _bench_names() -> tuple[str, ...]:
     return NAMES
 
 
+_PATHS = ("data_dir", "kek_dir", "authority_dir", "log_keys_dir")
+
+
 def config_from(args: argparse.Namespace) -> Config:
-    """The Config for a command's --data/--kek-dir/--authority-dir."""
+    """The Config for a command's --data/--kek-dir/--authority-dir, with every other Config
+    field the command has an option of the same name for (the serve policy options)."""
+    options = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(Config)
+        if f.name not in _PATHS and getattr(args, f.name, None) is not None
+    }
     return Config.for_data(
-        args.data, args.kek_dir, args.authority_dir, getattr(args, "log_keys_dir", None)
+        args.data,
+        args.kek_dir,
+        args.authority_dir,
+        getattr(args, "log_keys_dir", None),
+        **options,
     )
+
+
+def existing_data(args: argparse.Namespace) -> None:
+    """Refuse a --data directory that does not exist: only ``serve`` creates one, so a typo
+    cannot make a new store whose tokens the running server rejects."""
+    from pathlib import Path
+
+    from saihm.errors import NotFound
+
+    data = getattr(args, "data", None)
+    if data is not None and not Path(data, "authority.pub").is_file():
+        what = "does not exist" if not Path(data).exists() else "is not a saihm data directory"
+        raise NotFound(f"data directory {data} {what} (saihm serve --data {data} creates one)")
 
 
 def _print(obj: object) -> None:
@@ -303,6 +434,7 @@ def _cmd_grant(args: argparse.Namespace) -> int:
             raise MalformedInput("--namespaces names no namespace")
     holder_id = _hex32(args.holder, "holder")
     expires_at = int(time.time()) + args.ttl
+    _check_grant_token(holder_id, namespaces, expires_at)
     operator = open_operator(config_from(args), checkpointer=False)
     try:
         grant_id, _ = operator.grant(holder_id, namespaces, expires_at)
@@ -315,6 +447,23 @@ def _cmd_grant(args: argparse.Namespace) -> int:
     token, fields = _issue(args, holder_id, secrets.token_bytes(32), scope)
     _print({"grantId": grant_id.hex(), "token": token, **fields})
     return 0
+
+
+def _check_grant_token(holder_id: bytes, namespaces: list[str] | None, expires_at: int) -> None:
+    """Refuse, before GRANT is logged, a grant whose token no server could read."""
+    from saihm.authority import check_token_fits
+    from saihm.errors import MalformedInput
+    from saihm.events import CapabilityScope
+
+    try:
+        scope = CapabilityScope(
+            sessions="all",
+            namespaces=None if namespaces is None else tuple(namespaces),
+            grant_id=bytes(32),
+        )
+    except ValueError as err:
+        raise MalformedInput("--namespaces: each namespace is 1 to 256 characters") from err
+    check_token_fits(holder_id, bytes(32), scope, expires_at)
 
 
 def _cmd_kek_rotate(args: argparse.Namespace) -> int:
@@ -375,11 +524,18 @@ def main(argv: list[str] | None = None) -> int:
         elif argv[:2] == ["grant", "revoke"]:
             args = build_grant_revoke_parser().parse_args(argv[2:])
             args.command = "grant revoke"
+        elif argv[:1] == ["serve"]:
+            from saihm.settings import parse_with_settings
+
+            args = parse_with_settings(subparser(parser, "serve"), argv[1:], os.environ)
+            args.command = "serve"
         else:
             args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return 0
+        if args.command != "serve":
+            existing_data(args)
         return args.handler(args)
     except SystemExit as done:
         # argparse's own exits (--help: 0, bad usage: 2) become return codes.
@@ -389,8 +545,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+    except ModuleNotFoundError as err:
+        hint = missing_extra(err)
+        if hint is None:
+            raise
+        print(f"saihm: error: {hint}", file=sys.stderr)
+        return 2
     except OSError as err:
-        print(f"saihm: error: {err.strerror or type(err).__name__}", file=sys.stderr)
+        print(f"saihm: error: {os_error_text(err)}", file=sys.stderr)
         return 2
     except Exception as err:
         # A bug, not bad input: say so in one line; SAIHM_DEBUG=1 shows the traceback.
@@ -399,6 +563,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"saihm: internal error ({type(err).__name__}); rerun with SAIHM_DEBUG=1",
               file=sys.stderr)  # fmt: skip
         return 70
+
+
+def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``name``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    raise KeyError(name)
+
+
+#: The optional extras, by the top-level module each one installs.
+EXTRAS = {"pqcrypto": "audit", "pymerkle": "bench"}
+
+
+def missing_extra(err: ModuleNotFoundError) -> str | None:
+    """A one-line install hint when ``err`` is a module of an optional extra, else None."""
+    top = (err.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return f"this needs the optional {top} package: pip install 'saihm[{extra}]'"
+
+
+def os_error_text(err: OSError) -> str:
+    """One line for an OS error: what failed and on which file, without ``[Errno N]``."""
+    from saihm.errors import os_message
+
+    return os_message(err)
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of our stdout went away (``saihm ... | head``): stop quietly, exit 141 as a
+    shell does for SIGPIPE, and keep Python from complaining while it flushes stdout."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

@@ -81,3 +81,27 @@ class Disabled(SaihmError):
 
     status = 501
     code = "disabled"
+
+
+def os_message(err: OSError) -> str:
+    """One line for an OS error, for a person: ``FILE: reason`` without ``[Errno N]``.
+
+    A full disk says so and that the failed write changed nothing it reports on.
+    """
+    import errno
+    import os
+
+    if err.errno == errno.ENOSPC:
+        reason = "no space left on the device"
+    elif err.strerror:
+        reason = err.strerror
+    elif err.errno:
+        reason = os.strerror(err.errno)
+    else:
+        reason = str(err) or type(err).__name__
+    return f"{err.filename}: {reason}" if err.filename is not None else reason
+
+
+def message(err: BaseException) -> str:
+    """``os_message`` for an OS error, else the error's own text."""
+    return os_message(err) if isinstance(err, OSError) else str(err)

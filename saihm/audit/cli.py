@@ -8,11 +8,13 @@ a check failed, 2 for bad usage or unreadable input.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
 
-from saihm.errors import SaihmError
+from saihm.errors import SaihmError, message
+from saihm.helpformat import DefaultsFormatter
 
 __all__ = ["export", "monitor", "replay", "verify"]
 
@@ -33,6 +35,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     """``saihm export --data DIR --out FILE [--with-cells]``."""
     parser = argparse.ArgumentParser(
         prog="saihm export",
+        formatter_class=DefaultsFormatter,
         description="Write a self-contained audit bundle (docs/formats.md §5): every leaf, "
         "checkpoint, the log's verifier keys, the authority public key and the published "
         "erasure list and tallies. No plaintext, DEK, KEK, seed, token or session tag.",
@@ -48,7 +51,7 @@ def export(args: argparse.Namespace | list[str]) -> int:
     try:
         bundle = read_data_dir(opts.data, with_cells=opts.with_cells)
     except (SaihmError, OSError) as err:
-        print(f"saihm export: {err}", file=sys.stderr)
+        print(f"saihm export: {message(err)}", file=sys.stderr)
         return 2
     for index, what in bundle.read_problems:
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
@@ -63,6 +66,7 @@ def verify(args: argparse.Namespace | list[str]) -> int:
     """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
     parser = argparse.ArgumentParser(
         prog="saihm verify",
+        formatter_class=DefaultsFormatter,
         description="Verify an audit bundle (or a data directory, read-only) without trusting "
         "the operator. Exit 0 only when every check holds.",
     )
@@ -79,6 +83,10 @@ def verify(args: argparse.Namespace | list[str]) -> int:
     opts = parser.parse_args(_rest(args))
     if (opts.bundle is None) == (opts.data is None):
         parser.error("give exactly one of FILE or --data DIR")
+    if opts.second_implementation and importlib.util.find_spec("pqcrypto") is None:
+        hint = "--second-implementation needs the optional pqcrypto package"
+        print(f"saihm verify: {hint}: pip install 'saihm[audit]'", file=sys.stderr)
+        return 2
     from saihm.audit.bundle import read_bundle
     from saihm.audit.datadir import read_data_dir
     from saihm.audit.progress import progress
@@ -91,7 +99,7 @@ def verify(args: argparse.Namespace | list[str]) -> int:
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]
     except (SaihmError, OSError) as err:
-        print(f"saihm verify: {err}", file=sys.stderr)
+        print(f"saihm verify: {message(err)}", file=sys.stderr)
         return 2
     with progress(not opts.no_progress) as bar:
         report = verify_bundle(

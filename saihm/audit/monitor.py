@@ -32,6 +32,7 @@ from pathlib import Path
 
 from saihm.errors import SaihmError
 from saihm.events import Operation, Receipt, verify_receipt
+from saihm.helpformat import DefaultsFormatter
 from saihm.translog import (
     NoteError,
     ProofError,
@@ -211,10 +212,71 @@ def _spot_check(base: str, size: int, root: bytes, n: int, state: _State, result
         result.spot_checked += 1
 
 
+#: Exit codes of ``saihm monitor --once``: the log's fault (an alarm) is 1; the monitor's own
+#: bad configuration (URL, --trust file, state directory) is 2 and contacts nobody.
+EXIT_ALARM = 1
+EXIT_CONFIG = 2
+
+
+class MonitorConfigError(SaihmError):
+    """The monitor's own configuration is unusable: not the operator's fault."""
+
+
+def _configuration(opts: argparse.Namespace) -> list[str] | None:
+    """Check what the monitor itself was given before contacting anyone; return the keys of
+    ``--trust``. Raises :class:`MonitorConfigError` naming the problem."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(opts.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise MonitorConfigError(f"URL must be http(s)://HOST[:PORT], not {opts.url!r}")
+    if opts.interval <= 0 or opts.spot_check < 0 or opts.max_stale < 0:
+        raise MonitorConfigError("--interval must be positive; --spot-check and --max-stale >= 0")
+    state = Path(opts.state)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        probe = state / ".writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+        pinned = state / "keys.txt"
+        keys_text = pinned.read_text() if pinned.exists() else None
+        saved = state / "state.json"
+        if saved.exists():
+            json.loads(saved.read_text())
+    except OSError as err:
+        raise MonitorConfigError(f"state directory {state}: {err.strerror or err}") from err
+    except ValueError as err:
+        raise MonitorConfigError(f"state directory {state}: state.json is corrupt") from err
+    if keys_text is not None:
+        _check_keys(keys_text.splitlines(), f"{state / 'keys.txt'}")
+    if not opts.trust:
+        return None
+    try:
+        lines = Path(opts.trust).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise MonitorConfigError(f"--trust {opts.trust}: cannot read it") from err
+    return _check_keys(lines, f"--trust {opts.trust}")
+
+
+def _check_keys(lines: list[str], where: str) -> list[str]:
+    from saihm.translog.checkpoint import verifier_from_key
+
+    keys = [k.strip() for k in lines if k.strip() and not k.startswith("#")]
+    if not keys:
+        raise MonitorConfigError(f"{where}: holds no verifier key")
+    for key in keys:
+        try:
+            verifier_from_key(key)
+        except (SaihmError, ValueError) as err:
+            raise MonitorConfigError(f"{where}: not a verifier key: {key[:40]!r}") from err
+    return keys
+
+
 def main(argv: list[str]) -> int:
     """``saihm monitor URL --state DIR [--interval S] [--once] [--spot-check N] ...``."""
     parser = argparse.ArgumentParser(
         prog="saihm monitor",
+        formatter_class=DefaultsFormatter,
         description="Mirror a SAIHM log's checkpoints; alarm on rollback, fork, inconsistent "
         "proof, bad signature or a stale log. With --once, exit 1 on any alarm.",
     )
@@ -228,10 +290,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-stale", type=float, default=300.0, metavar="S",
                         help="alarm when leaves stay beyond the checkpoint this long")  # fmt: skip
     opts = parser.parse_args(argv)
-    trust = None
-    if opts.trust:
-        lines = Path(opts.trust).read_text().splitlines()
-        trust = [k.strip() for k in lines if k.strip() and not k.startswith("#")]
+    try:
+        trust = _configuration(opts)
+    except MonitorConfigError as err:
+        print(f"saihm monitor: configuration error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
     while True:
         try:
             result = check_once(opts.url, opts.state, trust=trust, spot_check=opts.spot_check,
@@ -244,5 +307,5 @@ def main(argv: list[str]) -> int:
         for alarm in result.alarms:
             print(f"saihm monitor: ALARM: {alarm}", file=sys.stderr, flush=True)
         if opts.once:
-            return 0 if result.ok else 1
+            return 0 if result.ok else EXIT_ALARM
         time.sleep(opts.interval)

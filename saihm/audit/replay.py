@@ -28,8 +28,9 @@ import lmdb
 from saihm.audit.bundle import read_bundle
 from saihm.audit.derive import Derived
 from saihm.audit.progress import progress
-from saihm.errors import SaihmError
+from saihm.errors import SaihmError, message
 from saihm.events import Operation, Receipt
+from saihm.helpformat import DefaultsFormatter
 
 __all__ = ["main", "receipt_json"]
 
@@ -51,6 +52,12 @@ def receipt_json(index: int, receipt: Receipt) -> dict:
             "detail": detail}  # fmt: skip
 
 
+def _every_tally(derived: Derived) -> list[tuple[bytes, list[int]]]:
+    """A tally for every proposal, in log order: one with no VOTE yet tallies 0/0/0, so replay
+    counts the proposals ``saihm verify`` counts."""
+    return [(pid, derived.tallies.get(pid, [0, 0, 0])) for pid in derived.proposals]
+
+
 class _Jsonl:
     def __init__(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=False)
@@ -69,7 +76,7 @@ class _Jsonl:
             self.files["holders"].write(json.dumps(doc) + "\n")
         for cell, index in derived.erasures.items():
             self.files["erasures"].write(json.dumps({"cellId": cell.hex(), "index": index}) + "\n")
-        for pid, (f, a, b) in derived.tallies.items():
+        for pid, (f, a, b) in _every_tally(derived):
             doc = {"proposalId": pid.hex(), "for": f, "against": a, "abstain": b}
             self.files["tallies"].write(json.dumps(doc) + "\n")
         for f in self.files.values():
@@ -111,7 +118,7 @@ class _Lmdb:
             put(holder, json.dumps(doc).encode(), db=self.db["holders"])
         for cell, index in derived.erasures.items():
             put(cell, _U64.pack(index), db=self.db["erasures"])
-        for pid, (f, a, b) in derived.tallies.items():
+        for pid, (f, a, b) in _every_tally(derived):
             doc = {"for": f, "against": a, "abstain": b}
             put(pid, json.dumps(doc).encode(), db=self.db["tallies"])
         self.txn.commit()
@@ -122,6 +129,7 @@ def main(argv: list[str]) -> int:
     """``saihm replay FILE --out DIR [--format lmdb|jsonl]``; prints events/s at the end."""
     parser = argparse.ArgumentParser(
         prog="saihm replay",
+        formatter_class=DefaultsFormatter,
         description="Rebuild the public projections of an audit bundle (receipts by subject, "
         "holder and operation; erasure list; tallies; contract and grant events).",
     )
@@ -135,7 +143,7 @@ def main(argv: list[str]) -> int:
         out = Path(opts.out)
         sink = _Lmdb(out, len(bundle.leaves)) if opts.format == "lmdb" else _Jsonl(out)
     except (SaihmError, OSError, lmdb.Error) as err:
-        print(f"saihm replay: {err}", file=sys.stderr)
+        print(f"saihm replay: {message(err)}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     derived, holders, skipped = Derived(), {}, 0
@@ -158,5 +166,6 @@ def main(argv: list[str]) -> int:
     rate = len(bundle.leaves) / seconds if seconds else None
     summary = {"out": opts.out, "format": opts.format, "events": len(bundle.leaves),
                "skipped": skipped, "seconds": seconds, "eventsPerSecond": rate}  # fmt: skip
+    summary.update(erasures=len(derived.erasures), proposals=len(derived.proposals))
     print(json.dumps(summary))
     return 0 if skipped == 0 else 1

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Failure", "Report"]
+__all__ = ["UNPINNED_RESULT", "Failure", "Report"]
+
+#: The verdict when every check held but the checkpoint keys were not pinned with --trust.
+UNPINNED_RESULT = (
+    "RESULT: OK — every check held, but the checkpoint keys were NOT pinned (give --trust KEYFILE)"
+)
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,12 @@ class Report:
             f"  cells             {self.cells} cells, {self.contracts} contracts checked",
         ]
         lines += [f"  note: {n}" for n in self.notes]
-        if self.ok:
+        if self.ok and self.keys_pinned:
             lines.append("RESULT: OK — every check held")
+        elif self.ok:
+            # Without pinned keys the checkpoints were checked against keys the operator
+            # supplied, which proves consistency, not which log this is.
+            lines.append(UNPINNED_RESULT)
         else:
             lines.append(f"RESULT: FAILED — {len(self.failures)} failure(s); first: "
                          f"{self.failures[0]}")  # fmt: skip

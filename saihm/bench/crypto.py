@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 
 from saihm.events import HolderKey, SealedPayload, cell_message, open_cell, seal
 from saihm.events.signing import CELL_CONTEXT
+from saihm.helpformat import DefaultsFormatter
 from saihm.mldsa import mldsa65_verify
 
 __all__ = ["run"]
@@ -55,7 +56,7 @@ def _figure(figure: str, value: float, peer: str | None, peer_value: float | Non
 
 def run(args: list[str]) -> Iterator[dict]:
     """Yield the four figures described in the module docstring."""
-    parser = argparse.ArgumentParser(prog="saihm bench crypto")
+    parser = argparse.ArgumentParser(prog="saihm bench crypto", formatter_class=DefaultsFormatter)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--content-bytes", type=int, default=256)
     opts = parser.parse_args(args)

@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from saihm.helpformat import DefaultsFormatter
+
 __all__ = ["run"]
 
 READY_SECONDS = 60
@@ -157,7 +159,7 @@ async def _over_http(url: str, tokens: list[str], opts) -> tuple[float, float]:
 
 
 def _options(args: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="saihm bench http")
+    parser = argparse.ArgumentParser(prog="saihm bench http", formatter_class=DefaultsFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput phase")
     parser.add_argument("--n", type=int, default=200, help="recall calls per phase")
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent callers")

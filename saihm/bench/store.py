@@ -37,6 +37,7 @@ from saihm.config import Config
 from saihm.events import CapabilityScope, Operation, Receipt
 from saihm.events.identity import HolderKey
 from saihm.events.signing import RECEIPT_CONTEXT, sign_receipt
+from saihm.helpformat import DefaultsFormatter
 from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
 from saihm.operator import Operator
 from saihm.store import Change, Store
@@ -165,7 +166,7 @@ def _pad(store: Store, holder_id: bytes, events: int, workers: int) -> None:
 
 def run(args: list[str]) -> Iterator[dict]:
     """Yield one figure per measurement. ``--cells N --seconds S`` make a small run."""
-    parser = argparse.ArgumentParser(prog="saihm bench store")
+    parser = argparse.ArgumentParser(prog="saihm bench store", formatter_class=DefaultsFormatter)
     parser.add_argument("--cells", type=int, default=10_000, help="cells in the recall store")
     parser.add_argument("--sessions", type=int, default=100, help="sessions the cells span")
     parser.add_argument("--events", type=int, default=20_000, help="minimum log size to rebuild")

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from saihm.helpformat import DefaultsFormatter
 from saihm.translog.tree import MerkleTree
 
 __all__ = ["run"]
@@ -48,7 +49,7 @@ def _figure(
 
 def run(args: list[str]) -> Iterator[dict]:
     """Yield one JSON-ready figure per measurement; ``--leaves N`` (default 1,000,000)."""
-    parser = argparse.ArgumentParser(prog="saihm bench translog")
+    parser = argparse.ArgumentParser(prog="saihm bench translog", formatter_class=DefaultsFormatter)
     parser.add_argument("--leaves", type=int, default=1_000_000)
     parser.add_argument("--samples", type=int, default=2000)
     opts = parser.parse_args(args)

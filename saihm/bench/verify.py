@@ -19,6 +19,7 @@ from saihm.audit.bundle import Bundle
 from saihm.audit.verifier import verify_bundle
 from saihm.events import HolderKey, Operation, receipt_signed_bytes, sign_receipt
 from saihm.events.signing import RECEIPT_CONTEXT
+from saihm.helpformat import DefaultsFormatter
 from saihm.mldsa import mldsa65_verify
 from saihm.translog import Checkpoint, LogKeys, MerkleTree
 
@@ -79,7 +80,7 @@ def run(args: list[str]) -> Iterator[dict]:
     """Yield the verify figures: floor, one process, ``--workers`` processes."""
     import tempfile
 
-    parser = argparse.ArgumentParser(prog="saihm bench verify")
+    parser = argparse.ArgumentParser(prog="saihm bench verify", formatter_class=DefaultsFormatter)
     parser.add_argument("--receipts", type=int, default=3000)
     parser.add_argument("--holders", type=int, default=8)
     parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -22,6 +23,8 @@ import signal
 import socket
 import ssl
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,7 +57,26 @@ def _check(args: argparse.Namespace) -> bool:
         raise MalformedInput("--workers must be at least 1")
     if args.max_body < 1:
         raise MalformedInput("--max-body must be positive")
+    _check_policy(args)
     return tls
+
+
+#: The serve policy options and the values each accepts (a zero checkpoint interval would spin).
+POLICY_RANGES = {
+    "checkpoint_interval": (0.001, 86_400.0),
+    "kek_rotation_hours": (0, 168),
+    "voting_window": (1, 10 * 365 * 86_400),
+    "temporary_default_ttl": (1, 86_400),
+    "service_window_ms": (0, 3_600_000),
+}
+
+
+def _check_policy(args: argparse.Namespace) -> None:
+    for name, (low, high) in POLICY_RANGES.items():
+        value = getattr(args, name, None)
+        if value is not None and not low <= value <= high:
+            option = "--" + name.replace("_", "-")
+            raise MalformedInput(f"{option} must be {low}..{high}, not {value}")
 
 
 def tls_context(cert: str, key: str) -> ssl.SSLContext:
@@ -120,10 +142,12 @@ async def _serve(
 ) -> None:
     from saihm.compose import open_operator
     from saihm.http.app import create_app
+    from saihm.http.guard import GuardedAppRunner
 
     operator = open_operator(config)
     try:
-        runner = web.AppRunner(
+        # The guarded runner answers parser refusals with JSON and logs no header value.
+        runner = GuardedAppRunner(
             create_app(operator, client_max_size=max_body), access_log=None, handle_signals=False
         )
         await runner.setup()
@@ -196,12 +220,16 @@ def main(args: argparse.Namespace) -> int:
     """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
     from saihm.cli import config_from
     from saihm.compose import initialise
+    from saihm.http.limits import with_serve_limits
+    from saihm.logs import configure_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    configure_logging(sys.stderr)
     try:
         tls = _check(args)
         context = tls_context(args.tls_cert, args.tls_key) if tls else None
-        config = config_from(args)
+        if context is not None:
+            _log_key_exchange(context)
+        config = with_serve_limits(config_from(args), args)
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)
@@ -222,4 +250,37 @@ def main(args: argparse.Namespace) -> int:
             return _worker(config, sock, context, args)
         finally:
             sock.close()
-    return _supervise(config, sock, context, args)
+    with _shared_metrics_dir():
+        return _supervise(config, sock, context, args)
+
+
+def _log_key_exchange(context: ssl.SSLContext) -> None:
+    """Log the TLS key exchange this server negotiates (saihm-protocol: it SHOULD include a
+    post-quantum or hybrid group; docs/operations.md "TLS" says how to get one)."""
+    from saihm.http.tlsinfo import key_exchange
+
+    found = key_exchange(context)
+    log.info(json.dumps({"event": "tls_key_exchange", **found}))
+    if found["postQuantum"] is False:
+        log.warning(
+            "TLS key exchange has no post-quantum or hybrid group with %s; use OpenSSL >= 3.5 "
+            "or a TLS-terminating proxy that offers X25519MLKEM768 (docs/operations.md)",
+            found["openssl"],
+        )
+
+
+@contextlib.contextmanager
+def _shared_metrics_dir() -> Iterator[None]:
+    """With several workers, their request metrics are summed through prometheus-client's
+    multiprocess mode: a directory named by ``PROMETHEUS_MULTIPROC_DIR`` before the workers
+    import prometheus-client. One the operator set is kept; one made here is removed at exit."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="saihm-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    try:
+        yield
+    finally:
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        shutil.rmtree(path, ignore_errors=True)

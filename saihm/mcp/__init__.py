@@ -8,6 +8,7 @@ performs no cryptography beyond TLS (saihm-protocol "Client conformance" 2). Con
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -18,12 +19,42 @@ from saihm.mcp.transport import OperatorClient
 __all__ = ["ClientConfig", "OperatorClient", "build_mcp", "load_config", "main"]
 
 
-def main() -> None:
+HELP_EPILOG = """environment:
+  SAIHM_ENDPOINT_URL     the operator, https://... (http only to 127.0.0.1 or localhost)
+  SAIHM_AUTH_HEADER      "Bearer <token>" from saihm holder create (never printed)
+  SAIHM_TIMEOUT_SECONDS  seconds per call (default: 30)
+  SAIHM_CA_FILE          a CA bundle replacing the system trust store (default: none)
+
+An MCP host starts this program and speaks MCP over its stdin and stdout (docs/mcp.md).
+"""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """``saihm-mcp [--help] [--version]``: both answer at once, without reading stdin."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("saihm")
+    except PackageNotFoundError:
+        installed = "unknown"
+    parser = argparse.ArgumentParser(
+        prog="saihm-mcp",
+        description="The SAIHM custodial MCP client: the protocol's eight tools over stdio.",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"saihm-mcp {installed}")
+    return parser.parse_args(sys.argv[1:] if argv is None else argv)
+
+
+def main(argv: list[str] | None = None) -> None:
     """Console script ``saihm-mcp``: read the environment and serve the tools over stdio.
 
-    An endpoint or credential problem is reported by each tool call (so the agent sees it);
-    only an unusable SAIHM_TIMEOUT_SECONDS stops the server from starting.
+    ``--help`` and ``--version`` print and exit before anything else. An endpoint or
+    credential problem is reported by each tool call (so the agent sees it); only an unusable
+    SAIHM_TIMEOUT_SECONDS stops the server from starting.
     """
+    parse_args(argv)
     try:
         config = load_config(os.environ)
     except ConfigError as err:

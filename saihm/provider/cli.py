@@ -9,6 +9,7 @@ the new consumer token that ``grant`` exists to hand out.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from saihm.config import Config
-from saihm.errors import MalformedInput, SaihmError
+from saihm.errors import MalformedInput, NotFound, SaihmError
+from saihm.helpformat import DefaultsFormatter
 from saihm.provider.models import GraphQuery, MemoryContext, MemoryQuery
 from saihm.provider.records import parse_store, validation_message
 
@@ -56,9 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="saihm memory",
         description="RFC 0007 Memory Provider: the local-vault over this operator's store.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    sub = parser.add_subparsers(
+        dest="action",
+        metavar="ACTION",
+        required=True,
+        parser_class=functools.partial(argparse.ArgumentParser, formatter_class=DefaultsFormatter),
+    )
 
     p = sub.add_parser("init", help="set up the vault for a data directory")
     _common(p)
@@ -151,6 +158,9 @@ def _run(ns: argparse.Namespace) -> int:
     from saihm.provider.vault import LocalVault
 
     config = Config.for_data(ns.data, ns.kek_dir, ns.authority_dir, ns.log_keys_dir)
+    if not config.authority_public_key_file.is_file():
+        # Only `saihm serve` creates a data directory: a typo must not make a new store.
+        raise NotFound(f"data directory {ns.data} does not exist or is not a saihm data directory")
     operator = open_operator(config, checkpointer=False)
     try:
         needs_authority = ns.action in ("init", "grant", "store")

@@ -52,3 +52,32 @@ def test_replay_lmdb_indexes(world: World, tmp_path) -> None:
         )
         assert receipt["subjectId"] == world.cells["gamma"].hex()
     env.close()
+
+
+def test_replay_tallies_every_proposal_verify_counts(world: World, tmp_path, capsys) -> None:
+    """A proposal nobody has voted on yet is a proposal in ``saihm verify``'s count, so replay
+    writes a 0/0/0 tally for it: the two tools' tallies agree."""
+    op = world.operator()
+    try:
+        unvoted = op.call(world.token_b, "saihm_governance_propose", {"scope": "protocol_upgrade"})
+    finally:
+        op.store.close()
+    bundle = _bundle(world)
+    capsys.readouterr()
+    assert cli.verify([bundle, "--json", "--no-progress"]) == 0
+    verified = json.loads(capsys.readouterr().out)
+    out = tmp_path / "j"
+    assert cli.replay([bundle, "--out", str(out), "--format", "jsonl", "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    tallies = [json.loads(x) for x in (out / "tallies.jsonl").read_text().splitlines()]
+    assert len(tallies) == verified["proposals"] == summary["proposals"] == 2
+    assert summary["erasures"] == verified["erasures"] == 1
+    by_id = {t["proposalId"]: (t["for"], t["against"], t["abstain"]) for t in tallies}
+    assert by_id == {world.proposal_id.hex(): (1, 1, 0), unvoted["proposalId"]: (0, 0, 0)}
+    lmdb_out = tmp_path / "l"
+    assert cli.replay([bundle, "--out", str(lmdb_out), "--no-progress"]) == 0
+    env = lmdb.open(str(lmdb_out), readonly=True, max_dbs=16)
+    with env.begin() as txn:
+        db = env.open_db(b"tallies", txn=txn)
+        assert txn.stat(db)["entries"] == 2
+    env.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from saihm.cli import main
-from saihm.compose import open_operator
+from saihm.compose import initialise, open_operator
 from saihm.config import Config
 
 SAIHM = str(Path(sys.executable).parent / "saihm")
@@ -59,7 +59,10 @@ def log_size(data: Path) -> int:
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
+    """A data directory as ``saihm serve`` leaves it on first run (only serve creates one)."""
+    path = tmp_path / "data"
+    initialise(Config.for_data(path))
+    return path
 
 
 def test_holder_create_prints_holder_id_token_and_session(capsys, data) -> None:
@@ -182,6 +185,7 @@ def test_log_keys_can_live_off_the_data_volume_and_offline_tools_still_verify(
     """With --log-keys-dir the data directory holds no checkpoint signing key, only the public
     verifier keys that export and verify need."""
     data, keys = tmp_path / "data", tmp_path / "elsewhere" / "log-keys"
+    initialise(Config.for_data(data, log_keys_dir=keys))
     created = run_json(capsys, "holder", "create", "--data", str(data), "--log-keys-dir", str(keys))
     operator = open_operator(Config.for_data(data, log_keys_dir=keys), checkpointer=False)
     try:

@@ -184,4 +184,4 @@ def test_two_workers_write_one_consistent_log(tmp_path):
 def _binding_pids(access_log: Path) -> set[int]:
     """The worker pids that answered ``POST /`` according to the JSON access log."""
     lines = [json.loads(x) for x in access_log.read_text().splitlines() if x.startswith("{")]
-    return {line["pid"] for line in lines if line["path"] == "/"}
+    return {line["pid"] for line in lines if line.get("path") == "/"}

@@ -7,12 +7,15 @@ import json
 
 import pytest
 
+from saihm.compose import initialise
+from saihm.config import Config
 from saihm.provider.cli import main
 
 
 @pytest.fixture
 def run(tmp_path, capsys):
     data = str(tmp_path / "data")
+    initialise(Config.for_data(data))  # as `saihm serve` leaves it; only serve creates one
 
     def go(*argv: str, ok: bool = True) -> object:
         action, *rest = argv

@@ -38,8 +38,10 @@ LMDB_OPEN_ALLOWED = {
     "(readonly=True), and audit never decrypts",
     "saihm/audit/replay.py": "writes a fresh research LMDB (its own new directory) from a "
     "public bundle: receipts, keys, erasures, tallies; never a data directory, no cells",
+    "saihm/backup.py": "saihm backup: copies one read snapshot of a data directory "
+    "(readonly=True, env.copy); never decrypts, never reads a KEK",
 }
-READONLY_REQUIRED = {"saihm/audit/datadir.py"}
+READONLY_REQUIRED = {"saihm/audit/datadir.py", "saihm/backup.py"}
 
 # Functions that produce plaintext (or the key to it) from a stored cell.
 PLAINTEXT_FUNCTIONS = {"decrypt", "decrypt_bytes", "open_cell"}
