@@ -343,8 +343,8 @@ def _hex32(value: str | None, what: str) -> bytes:
 
 def _issue(
     args: argparse.Namespace, holder_id: bytes, session_id: bytes, scope: CapabilityScope
-) -> tuple[str, dict[str, object]]:
-    """The token and its ``scope``/``expiresAt`` fields; says on stderr what it may see."""
+) -> tuple[str, dict[str, object], str]:
+    """The token, its ``scope``/``expiresAt`` fields and the stderr line saying what it sees."""
     from saihm.authority import Authority
     from saihm.continuity import choose_ttl, token_fields, token_summary
 
@@ -353,8 +353,14 @@ def _issue(
     ttl = choose_ttl(getattr(args, "ttl", None), config.token_ttl)
     now = int(time.time())
     cap = authority.issue(holder_id, session_id, scope, ttl, now=now)
-    print(token_summary(cap, str(config.data_dir), now=now), file=sys.stderr, flush=True)
-    return cap.to_token(), token_fields(cap)
+    return cap.to_token(), token_fields(cap), token_summary(cap, str(config.data_dir), now=now)
+
+
+def _print_issued(obj: dict[str, object], summary: str) -> None:
+    """The pinned JSON on stdout, then what the token sees on stderr (after the JSON, so a
+    closed stdout stays a quiet exit)."""
+    _print(obj)
+    print(summary, file=sys.stderr, flush=True)
 
 
 def _cmd_holder_create(args: argparse.Namespace) -> int:
@@ -367,8 +373,11 @@ def _cmd_holder_create(args: argparse.Namespace) -> int:
     finally:
         operator.store.close()
     session_id = secrets.token_bytes(32)
-    token, fields = _issue(args, holder_id, session_id, CapabilityScope())
-    _print({"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex(), **fields})
+    token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
+    _print_issued(
+        {"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex(), **fields},
+        summary,
+    )
     return 0
 
 
@@ -387,8 +396,8 @@ def _cmd_session_open(args: argparse.Namespace, session_id: bytes | None = None)
     finally:
         operator.store.close()
     session_id = session_id or secrets.token_bytes(32)
-    token, fields = _issue(args, holder_id, session_id, CapabilityScope())
-    _print({"sessionId": session_id.hex(), "token": token, **fields})
+    token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
+    _print_issued({"sessionId": session_id.hex(), "token": token, **fields}, summary)
     return 0
 
 
@@ -444,8 +453,8 @@ def _cmd_grant(args: argparse.Namespace) -> int:
         sessions="all", namespaces=None if namespaces is None else tuple(namespaces),
         grant_id=grant_id,
     )  # fmt: skip
-    token, fields = _issue(args, holder_id, secrets.token_bytes(32), scope)
-    _print({"grantId": grant_id.hex(), "token": token, **fields})
+    token, fields, summary = _issue(args, holder_id, secrets.token_bytes(32), scope)
+    _print_issued({"grantId": grant_id.hex(), "token": token, **fields}, summary)
     return 0
 
 

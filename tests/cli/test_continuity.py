@@ -20,6 +20,17 @@ from saihm.client import Client, ClientError
 from tests.support.serve import SAIHM, serving
 
 
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """A data directory as ``saihm serve`` leaves it on first run (only serve creates one)."""
+    from saihm.compose import initialise
+    from saihm.config import Config
+
+    path = tmp_path / "data"
+    initialise(Config.for_data(path))
+    return path
+
+
 def run(capsys, *argv: str) -> tuple[dict, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -68,9 +79,9 @@ def test_continuity_path_second_session_recalls_first_only_through_a_grant_until
 
 
 def test_every_token_issuing_command_says_what_it_sees_and_when_it_expires(
-    capsys, tmp_path: Path
+    capsys, data: Path
 ) -> None:
-    data = str(tmp_path / "data")
+    data = str(data)
     before = int(time.time())
     created, said = run(capsys, "holder", "create", "--data", data)
     holder, session = created["holderId"], created["sessionId"]
@@ -113,11 +124,10 @@ def test_every_token_issuing_command_says_what_it_sees_and_when_it_expires(
         assert token not in said
 
 
-def test_session_renew_gives_a_fresh_token_for_the_same_session(capsys, tmp_path: Path) -> None:
+def test_session_renew_gives_a_fresh_token_for_the_same_session(capsys, data: Path) -> None:
     from saihm.compose import open_operator
     from saihm.config import Config
 
-    data = tmp_path / "data"
     created, _ = run(capsys, "holder", "create", "--data", str(data))
     renewed, said = run(
         capsys,
@@ -157,9 +167,9 @@ def test_session_renew_gives_a_fresh_token_for_the_same_session(capsys, tmp_path
     ],
 )
 def test_bad_renewals_and_lifetimes_are_one_line_errors_that_issue_nothing(
-    capsys, tmp_path: Path, argv: list[str]
+    capsys, data: Path, argv: list[str]
 ) -> None:
-    data = str(tmp_path / "data")
+    data = str(data)
     created, _ = run(capsys, "holder", "create", "--data", data)
     argv = [a.replace("HOLDER", created["holderId"]) for a in argv]
     code = main([*argv[:2], "--data", data, *argv[2:]])
