@@ -33,6 +33,9 @@ EPILOG = """first steps:
   saihm holder create --data ./saihm-data    make a holder; prints its token
   curl -s http://127.0.0.1:8080/ -H "Authorization: Bearer $TOKEN" \\
        -d '{"method":"saihm_status","params":{}}'
+  saihm grant --data ./saihm-data --holder H --sessions all --ttl 604800
+                                             a token that recalls across all sessions for a week
+  saihm mcp-config --host claude-desktop     an MCP host config for saihm-mcp
 """
 
 
@@ -164,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
     create = holder.add_parser("create", help="create a holder; prints holderId, token, sessionId")
     _data(create)
+    create.add_argument("--ttl", type=int, help=_TOKEN_TTL_HELP)
     create.set_defaults(handler=_cmd_holder_create)
 
     session = commands.add_parser("session", help="sessions").add_subparsers(
@@ -172,7 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     opened = session.add_parser("open", help="open a new session for a holder; prints a token")
     _data(opened)
     opened.add_argument("--holder", required=True, help="holderId (64 hex)")
+    opened.add_argument("--ttl", type=int, help=_TOKEN_TTL_HELP)
     opened.set_defaults(handler=_cmd_session_open)
+    renew = session.add_parser(
+        "renew", help="a fresh token for the same session (same memory); prints a token"
+    )
+    _data(renew)
+    renew.add_argument("--holder", required=True, help="holderId (64 hex)")
+    renew.add_argument("--session", required=True, help="sessionId (64 hex) to keep")
+    renew.add_argument("--ttl", type=int, help=_TOKEN_TTL_HELP)
+    renew.set_defaults(handler=_cmd_session_renew)
     revoke = session.add_parser(
         "revoke",
         help="revoke a session's tokens (logged as UNGRANT; docs/formats.md)",
@@ -188,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     grant = commands.add_parser(
         "grant",
-        help="a person's wider grant (logged as GRANT); 'grant revoke GRANTID' withdraws it",
+        help="a person's wider grant (logged as GRANT): let an agent recall across all its "
+        "sessions for --ttl seconds; 'grant revoke GRANTID' withdraws it",
         usage="saihm grant --data DIR --holder H --sessions all [--namespaces a,b] "
         "[--ttl SECONDS]\n       saihm grant revoke --data DIR GRANTID",
     )
@@ -235,6 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_argument("dest", metavar="DEST", help="the new backup directory")
     backup.set_defaults(handler=_delegate("saihm.backup", "main"))
 
+    from saihm.hostcli import add_commands as add_host_commands
+
+    add_host_commands(commands)
+
     for name, text in DELEGATED_HELP.items():
         sub = commands.add_parser(name, help=text, add_help=False)
         sub.add_argument("rest", nargs=argparse.REMAINDER)
@@ -251,6 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="options passed to the benchmark")
     bench.set_defaults(handler=_cmd_bench)
     return parser
+
+
+_TOKEN_TTL_HELP = (
+    f"token lifetime in seconds (default {Config.token_ttl}, {Config.token_ttl // 86_400} days)"
+)
 
 
 def _policy_default(name: str) -> object:
@@ -412,13 +435,24 @@ def _hex32(value: str | None, what: str) -> bytes:
 
 def _issue(
     args: argparse.Namespace, holder_id: bytes, session_id: bytes, scope: CapabilityScope
-) -> str:
+) -> tuple[str, dict[str, object], str]:
+    """The token, its ``scope``/``expiresAt`` fields and the stderr line saying what it sees."""
     from saihm.authority import Authority
+    from saihm.continuity import choose_ttl, token_fields, token_summary
 
     config = config_from(args)
     authority = Authority.open(config.authority_dir)
-    ttl = getattr(args, "ttl", None) or config.token_ttl
-    return authority.issue(holder_id, session_id, scope, ttl).to_token()
+    ttl = choose_ttl(getattr(args, "ttl", None), config.token_ttl)
+    now = int(time.time())
+    cap = authority.issue(holder_id, session_id, scope, ttl, now=now)
+    return cap.to_token(), token_fields(cap), token_summary(cap, str(config.data_dir), now=now)
+
+
+def _print_issued(obj: dict[str, object], summary: str) -> None:
+    """The pinned JSON on stdout, then what the token sees on stderr (after the JSON, so a
+    closed stdout stays a quiet exit)."""
+    _print(obj)
+    print(summary, file=sys.stderr, flush=True)
 
 
 def _cmd_holder_create(args: argparse.Namespace) -> int:
@@ -431,13 +465,15 @@ def _cmd_holder_create(args: argparse.Namespace) -> int:
     finally:
         operator.store.close()
     session_id = secrets.token_bytes(32)
-    args.ttl = None
-    token = _issue(args, holder_id, session_id, CapabilityScope())
-    _print({"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex()})
+    token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
+    _print_issued(
+        {"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex(), **fields},
+        summary,
+    )
     return 0
 
 
-def _cmd_session_open(args: argparse.Namespace) -> int:
+def _cmd_session_open(args: argparse.Namespace, session_id: bytes | None = None) -> int:
     from saihm.compose import open_operator
     from saihm.errors import NotFound
     from saihm.events import CapabilityScope
@@ -451,11 +487,15 @@ def _cmd_session_open(args: argparse.Namespace) -> int:
                 raise NotFound("no such holder")
     finally:
         operator.store.close()
-    session_id = secrets.token_bytes(32)
-    args.ttl = None
-    token = _issue(args, holder_id, session_id, CapabilityScope())
-    _print({"sessionId": session_id.hex(), "token": token})
+    session_id = session_id or secrets.token_bytes(32)
+    token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
+    _print_issued({"sessionId": session_id.hex(), "token": token, **fields}, summary)
     return 0
+
+
+def _cmd_session_renew(args: argparse.Namespace) -> int:
+    """A new token for an existing session id: the agent keeps recalling that session."""
+    return _cmd_session_open(args, _hex32(args.session, "session"))
 
 
 def _cmd_session_revoke(args: argparse.Namespace) -> int:
@@ -523,8 +563,8 @@ def _cmd_grant(args: argparse.Namespace) -> int:
         sessions="all", namespaces=None if namespaces is None else tuple(namespaces),
         grant_id=grant_id,
     )  # fmt: skip
-    token = _issue(args, holder_id, secrets.token_bytes(32), scope)
-    _print({"grantId": grant_id.hex(), "token": token})
+    token, fields, summary = _issue(args, holder_id, secrets.token_bytes(32), scope)
+    _print_issued({"grantId": grant_id.hex(), "token": token, **fields}, summary)
     return 0
 
 

@@ -87,6 +87,22 @@ FORBIDDEN = {
         "cli",
         "mldsa",
     },
+    # The client library obeys the MCP client's rule, and never imports the MCP client.
+    "saihm.client": {
+        "translog",
+        "events",
+        "keyring",
+        "projections",
+        "store",
+        "operator",
+        "authority",
+        "http",
+        "audit",
+        "provider",
+        "cli",
+        "mldsa",
+        "mcp",
+    },
 }
 MCP_FORBIDDEN_THIRD_PARTY = {"cryptography", "lmdb", "pqcrypto", "cbor2"}
 
@@ -123,10 +139,11 @@ def test_imports_point_down(package: str) -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_mcp_client_does_no_cryptography_and_opens_no_store() -> None:
+@pytest.mark.parametrize("package", ["saihm.mcp", "saihm.client"])
+def test_mcp_client_does_no_cryptography_and_opens_no_store(package: str) -> None:
     bad = [
         f"{path.name} imports {name}"
-        for path in _files("saihm.mcp")
+        for path in _files(package)
         for name in _imports(path)
         if name.split(".")[0] in MCP_FORBIDDEN_THIRD_PARTY
     ]

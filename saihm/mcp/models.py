@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 __all__ = [
     "ContractSummary",
     "ForgetResult",
+    "IncomingContractSummary",
     "ProposalSummary",
     "ProposeResult",
     "RecallResult",
@@ -43,6 +44,7 @@ class ToolResult(BaseModel):
     httpStatus: int | None = None
     errorCode: str | None = None
     receiptId: str | None = None
+    advice: str | None = None
 
 
 class RememberResult(ToolResult):
@@ -69,6 +71,10 @@ class RecalledCell(BaseModel):
     holderSignaturePrefix: str | None = None
     timestamp: Number | None = None
     tier: str | None = None
+    # Extension fields (DESIGN.md "HTTP"): "memory", or "said" / "did" / "end" for the host's
+    # record of the session; the namespace the cell was written to.
+    kind: str | None = None
+    namespace: str | None = None
 
 
 class RecallResult(ToolResult):
@@ -90,7 +96,6 @@ class ForgetResult(ToolResult):
     cellId: str | None = None
     destructionAnchor: str | None = None
     epoch: Number | None = None
-    advice: str | None = None
 
 
 class ContractSummary(BaseModel):
@@ -99,6 +104,18 @@ class ContractSummary(BaseModel):
     contractId: str | None = None
     mode: str | None = None
     granteeIds: list[str] | None = None
+    expiresAt: Number | None = None
+
+
+class IncomingContractSummary(BaseModel):
+    """A contract naming the caller as grantee (status extension ``incomingContracts``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contractId: str | None = None
+    holderIdHex: str | None = None
+    mode: str | None = None
+    accepted: bool | None = None
     expiresAt: Number | None = None
 
 
@@ -126,6 +143,8 @@ class StatusResult(ToolResult):
     shards: dict[str, Number] | None = None
     contracts: list[ContractSummary] | None = None
     contractCount: int | None = None
+    incomingContracts: list[IncomingContractSummary] | None = None
+    incomingContractCount: int | None = None
     governance: list[ProposalSummary] | None = None
     governanceCount: int | None = None
 
@@ -145,7 +164,6 @@ class RevokeResult(ToolResult):
     requestedContractId: str
     revoked: bool | None = None
     epoch: Number | None = None
-    advice: str | None = None
 
 
 class ProposeResult(ToolResult):

@@ -13,6 +13,7 @@ from saihm.mcp.checks import frame_plaintext, result_identifier
 from saihm.mcp.config import DEFAULT_REPORT_BUDGET
 from saihm.mcp.models import (
     ForgetResult,
+    IncomingContractSummary,
     ProposeResult,
     RecalledCell,
     RecallResult,
@@ -53,9 +54,8 @@ def _failure(result: ToolResult) -> list[str]:
         out.append(f"  {result.detail}")
     if result.errorCode:
         out.append(f"  error code: {result.errorCode}")
-    advice = getattr(result, "advice", None)
-    if advice:
-        out.append(f"  {advice}")
+    if result.advice:
+        out.append(f"  {result.advice}")
     return out
 
 
@@ -73,12 +73,29 @@ def _remember(r: RememberResult) -> list[str]:
     return [f"REMEMBER {_HEAD[r.status]}", *_failure(r)]
 
 
+# The host's record (DESIGN.md: kind "said" | "did" | "end"), told apart from stored memory so
+# that "Assistant said: ..." never reads as a stored fact.
+RECORD_MARK = {
+    "said": "the host's record of what was said, not a stored fact",
+    "did": "the host's record of an action taken, not a stored fact",
+    "end": "the host closed this session's record",
+}
+
+
 def _cell(cell: RecalledCell) -> list[str]:
     owner = SHARED_MARK if cell.sharedByOtherHolder else "own"
-    head = f"CELL [{cell.cellId}] {owner}"
+    if cell.kind in RECORD_MARK:
+        head = f"RECORD [{cell.cellId}] {cell.kind}: {RECORD_MARK[cell.kind]}; {owner}"
+    else:
+        head = f"CELL [{cell.cellId}] {owner}"
     if cell.sharedByOtherHolder:
         head += f" (holder {cell.holderIdHex or 'not reported'})"
-    extra = [f"{n} {getattr(cell, n)}" for n in ("tier", "timestamp") if getattr(cell, n)]
+    extra = []
+    if cell.kind is not None and cell.kind not in RECORD_MARK and cell.kind != "memory":
+        extra.append(f"kind {cell.kind}")
+    extra += [
+        f"{n} {getattr(cell, n)}" for n in ("namespace", "tier", "timestamp") if getattr(cell, n)
+    ]
     if extra:
         head += " - " + ", ".join(extra)
     if cell.plaintext is None:
@@ -197,6 +214,10 @@ def _status(r: StatusResult) -> list[str]:
                 parts.append(f"{len(c.granteeIds)} grantee(s)")
             ident = f"[{c.contractId}]" if c.contractId else "(no valid contractId)"
             out.append(f"    CONTRACT {ident} " + ", ".join(p for p in parts if p))
+    if r.incomingContracts is not None:
+        out.append(f"  incoming contracts: {r.incomingContractCount}")
+        for c in r.incomingContracts:
+            out.append("    " + _incoming(c))
     if r.governance is not None:
         out.append(f"  governance: {r.governanceCount}")
         for g in r.governance:
@@ -205,6 +226,24 @@ def _status(r: StatusResult) -> list[str]:
             shown = [f"{n} {getattr(g, n)}" for n in fields if getattr(g, n) is not None]
             out.append(f"    PROPOSAL {ident} " + ", ".join(shown))
     return out
+
+
+def _incoming(c: IncomingContractSummary) -> str:
+    """One incoming contract; acceptance is the grantee person's decision (not an MCP tool)."""
+    ident = f"[{c.contractId}]" if c.contractId else "(no valid contractId)"
+    parts = [
+        f"from holder {c.holderIdHex}" if c.holderIdHex else "",
+        f"mode {c.mode}" if c.mode else "",
+    ]
+    if c.expiresAt is not None:
+        parts.append(f"expiresAt {c.expiresAt}")
+    if c.accepted is True:
+        parts.append("accepted (its cells appear in recall, marked shared)")
+    elif c.accepted is False:
+        parts.append("not accepted")
+        if c.contractId:
+            parts.append(f"a person accepts it with `saihm contract accept {c.contractId}`")
+    return f"INCOMING CONTRACT {ident} " + ", ".join(p for p in parts if p)
 
 
 def _share(r: ShareResult) -> list[str]:

@@ -20,6 +20,7 @@ from saihm.mcp.checks import (
 from saihm.mcp.models import (
     ContractSummary,
     ForgetResult,
+    IncomingContractSummary,
     ProposalSummary,
     ProposeResult,
     RecalledCell,
@@ -93,6 +94,8 @@ def _recalled_cell(element: dict[str, Any], cell_id: str, caller_id: str | None)
         holderSignaturePrefix=printable(element.get("holderSignaturePrefix")),
         timestamp=parse_number(element.get("timestamp")),
         tier=printable(element.get("tier")),
+        kind=printable(element.get("kind")),
+        namespace=printable(element.get("namespace")),
     )
 
 
@@ -191,6 +194,16 @@ def _contract(item: dict[str, Any]) -> ContractSummary:
     )
 
 
+def _incoming(item: dict[str, Any]) -> IncomingContractSummary:
+    return IncomingContractSummary(
+        contractId=result_identifier(item.get("contractId")),
+        holderIdHex=printable(item.get("holderIdHex")),
+        mode=printable(item.get("mode")),
+        accepted=parse_bool(item.get("accepted")),
+        expiresAt=parse_number(item.get("expiresAt")),
+    )
+
+
 def _proposal(item: dict[str, Any]) -> ProposalSummary:
     numbers = ("opens_ts", "closes_ts", "tally_for", "tally_against", "tally_abstain")
     return ProposalSummary(
@@ -212,11 +225,13 @@ def check_status_result(body: Any) -> StatusResult:
 
     An absent or unusable agentIdHashHex is ``None`` ("not reported"), never "". An absent
     array is ``None``, never a length of zero. Non-object list items are left out of the
-    lists but counted in ``contractCount`` and ``governanceCount``.
+    lists but counted in ``contractCount``, ``incomingContractCount`` and ``governanceCount``.
+    ``incomingContracts`` is the operator's extension (contracts naming the caller as grantee).
     """
     if not isinstance(body, dict):
         return StatusResult(status="malformed", detail=NOT_OBJECT)
     contracts = _list_or_none(body.get("contracts"))
+    incoming = _list_or_none(body.get("incomingContracts"))
     governance = _list_or_none(body.get("governance"))
     return StatusResult(
         status="ok",
@@ -230,6 +245,10 @@ def check_status_result(body: Any) -> StatusResult:
         if contracts is None
         else [_contract(c) for c in contracts if isinstance(c, dict)],
         contractCount=None if contracts is None else len(contracts),
+        incomingContracts=None
+        if incoming is None
+        else [_incoming(c) for c in incoming if isinstance(c, dict)],
+        incomingContractCount=None if incoming is None else len(incoming),
         governance=None
         if governance is None
         else [_proposal(g) for g in governance if isinstance(g, dict)],

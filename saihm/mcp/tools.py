@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from saihm.client.advice import advice_for
 from saihm.mcp.checks import (
     Refused,
     check_content,
@@ -79,6 +80,9 @@ def failure_result(
         fields["errorCode"] = err.error_code
         if withdraws_access and err.error_code == "operator_log_unavailable":
             fields["advice"] = LOG_UNAVAILABLE_ADVICE
+        elif isinstance(err, OperatorFailed) and not isinstance(err, RedirectRefused):
+            # A 401 or 403: the likely cause and the person's command that fixes it.
+            fields["advice"] = advice_for(err.http_status, err.error_code)
     return model(**fields)
 
 

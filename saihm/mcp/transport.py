@@ -1,24 +1,23 @@
-"""The HTTPS binding: one POST per tool call, with every transport requirement of the protocol.
+"""The HTTPS binding for the MCP client, over the client library's transport.
 
-saihm-protocol "HTTPS binding" and "Transport requirements": certificate validation, no
-redirects, a timeout after which the outcome is unknown, a 16 MiB bound enforced while
-reading, and error text that never carries the userinfo, query or fragment of the endpoint,
-the Authorization value, or text from the HTTP library. Every exception raised here is a
-:class:`TransportError` whose message the client wrote itself.
+saihm-protocol "HTTPS binding" and "Transport requirements" are implemented once, in
+:mod:`saihm.client._transport` (certificate validation and an optional pin, no redirects, a
+timeout after which the outcome is unknown, a 16 MiB bound enforced while reading, error text
+that never carries the endpoint's userinfo, query or fragment, the Authorization value, or
+text from the HTTP library). This module turns each :class:`~saihm.client.ClientError` into
+the :class:`TransportError` the tools report, keeping its message.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import ssl
 from typing import Any, ClassVar
 
-import aiohttp
-
+from saihm.client._endpoint import parse_pin
+from saihm.client._transport import Target, make_ssl_context, post
+from saihm.client.errors import ClientError
 from saihm.errors import SaihmError
-from saihm.mcp.checks import normalise_excerpt, printable, result_identifier
-from saihm.mcp.config import ClientConfig, check_auth_header, redact_endpoint, validate_endpoint
+from saihm.mcp.config import ClientConfig, ConfigError, check_auth_header, redact_endpoint
+from saihm.mcp.config import validate_endpoint as _validate_endpoint
 
 __all__ = [
     "NotSent",
@@ -28,11 +27,7 @@ __all__ = [
     "ProbableIntermediary",
     "RedirectRefused",
     "TransportError",
-    "make_ssl_context",
-    "read_bounded",
 ]
-
-_CHUNK = 64 * 1024
 
 
 class TransportError(SaihmError):
@@ -77,50 +72,18 @@ class ProbableIntermediary(OutcomeUnknown):
     """A 2xx response whose body is not JSON: probably a proxy or captive portal."""
 
 
-def make_ssl_context(ca_file: str | None) -> ssl.SSLContext:
-    """A verifying TLS context: the system trust store, or only the CAs in ``ca_file``.
-
-    Certificate and host name validation are always on (saihm-protocol "Transport
-    requirements"); Python's default context also refuses TLS below 1.2.
-    """
-    try:
-        return ssl.create_default_context(cafile=ca_file)
-    except (OSError, ssl.SSLError, ValueError) as err:
-        raise NotSent("SAIHM_CA_FILE could not be loaded as a CA bundle") from err
-
-
-async def read_bounded(content: aiohttp.StreamReader, limit: int) -> bytes:
-    """Read a body of at most ``limit`` bytes, counting while reading (chunked bodies included).
-
-    Raises :class:`OutcomeUnknown` as soon as more than ``limit`` bytes have arrived.
-    """
-    body = bytearray()
-    async for chunk in content.iter_chunked(_CHUNK):
-        body += chunk
-        if len(body) > limit:
-            raise OutcomeUnknown(
-                f"the response exceeded {limit} bytes and was abandoned; "
-                "the operator may or may not have acted"
-            )
-    return bytes(body)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse_json(body: bytes) -> Any:
-    """Strict JSON (UTF-8, no NaN or Infinity); ``ValueError`` otherwise."""
-    return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
-
-
-def _error_code(body: bytes) -> str | None:
-    """The ``error`` member of a failure body when it is a printable identifier, else ``None``."""
-    try:
-        parsed = _parse_json(body)
-    except (ValueError, RecursionError):
-        return None
-    return result_identifier(parsed.get("error")) if isinstance(parsed, dict) else None
+def _translate(err: ClientError) -> TransportError:
+    """The tools' view of a client-library failure; the message is kept as written."""
+    message = str(err)
+    if err.kind == "redirect":
+        return RedirectRefused(message, err.http_status or 0)
+    if err.kind == "status":
+        return OperatorFailed(message, err.http_status or 0, err.operator_code)
+    if err.kind == "intermediary":
+        return ProbableIntermediary(message)
+    if err.outcome == "not_sent":
+        return NotSent(message)
+    return OutcomeUnknown(message)
 
 
 class OperatorClient:
@@ -139,86 +102,31 @@ class OperatorClient:
         """The endpoint as it may appear in any text: ``scheme://host[:port]/path``."""
         return redact_endpoint(self.config.endpoint_url)
 
+    def _target(self) -> Target:
+        url = _validate_endpoint(self.config.endpoint_url)
+        auth = check_auth_header(self.config.auth_header)
+        try:
+            pin = parse_pin(self.config.tls_pin_sha256, "SAIHM_TLS_PIN_SHA256")
+        except ClientError as err:
+            raise ConfigError(str(err)) from err
+        if pin is not None and not url.startswith("https:"):
+            raise ConfigError("SAIHM_TLS_PIN_SHA256 needs an https endpoint")
+        try:
+            context = make_ssl_context(self.config.ca_file, "SAIHM_CA_FILE")
+        except ClientError as err:
+            raise NotSent(str(err)) from err
+        return Target(
+            url, auth, context, pin, self.config.timeout_seconds, self.config.max_response_bytes
+        )
+
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         """POST ``{"method", "params"}`` and return the 2xx JSON body.
 
         Raises :class:`~saihm.mcp.config.ConfigError` before any connection for a refused
-        endpoint or credential, and a :class:`TransportError` for every other failure.
+        endpoint, credential or pin, and a :class:`TransportError` for every other failure.
         """
-        url = validate_endpoint(self.config.endpoint_url)
-        auth = check_auth_header(self.config.auth_header)
-        ssl_context = make_ssl_context(self.config.ca_file)
-        body = json.dumps({"method": method, "params": params}).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Authorization": auth}
-        where = self.endpoint_for_display
-        seconds = self.config.timeout_seconds
+        target = self._target()
         try:
-            async with asyncio.timeout(seconds):
-                return await self._post(url, body, headers, ssl_context)
-        except TransportError:
-            raise
-        except TimeoutError as err:
-            raise OutcomeUnknown(
-                f"no complete response from {where} within {seconds:g} s; "
-                "the operator may or may not have acted"
-            ) from err
-        except aiohttp.ClientConnectorCertificateError as err:
-            raise NotSent(f"the TLS certificate of {where} did not validate; nothing sent") from err
-        except aiohttp.ClientSSLError as err:
-            raise NotSent(f"the TLS handshake with {where} failed; nothing sent") from err
-        except aiohttp.ClientConnectorError as err:
-            raise NotSent(f"could not connect to {where}; nothing sent") from err
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as err:
-            raise OutcomeUnknown(
-                f"the connection to {where} closed before a complete response; "
-                "the operator may or may not have acted"
-            ) from err
-        except (aiohttp.ClientError, OSError, ValueError, UnicodeError) as err:
-            # The library's own text may quote the URL or a header; only its type is shown.
-            raise OutcomeUnknown(
-                f"HTTP error ({type(err).__name__}) talking to {where}; "
-                "the operator may or may not have acted"
-            ) from err
-
-    async def _post(
-        self, url: str, body: bytes, headers: dict[str, str], ssl_context: ssl.SSLContext
-    ) -> Any:
-        limit = self.config.max_response_bytes
-        timeout = aiohttp.ClientTimeout(total=self.config.timeout_seconds)
-        connector = aiohttp.TCPConnector(ssl=ssl_context)
-        async with (
-            aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False) as session,
-            session.post(url, data=body, headers=headers, allow_redirects=False) as resp,
-        ):
-            status = resp.status
-            reason = printable(resp.reason)
-            shown = f"HTTP {status}" + (f" {reason}" if reason else "")
-            if 300 <= status < 400:
-                raise RedirectRefused(
-                    f"{shown}: the endpoint answered with a redirect, which is a failure; "
-                    "it was not followed and nothing was re-sent",
-                    status,
-                )
-            if resp.content_length is not None and resp.content_length > limit:
-                if not 200 <= status < 300:
-                    raise OperatorFailed(f"{shown}: the operator reported a failure", status)
-                raise OutcomeUnknown(
-                    f"{shown}: the response announced more than {limit} bytes and was not read; "
-                    "the operator may or may not have acted"
-                )
-            if not 200 <= status < 300:
-                try:
-                    code = _error_code(await read_bounded(resp.content, limit))
-                except OutcomeUnknown:
-                    code = None
-                raise OperatorFailed(f"{shown}: the operator reported a failure", status, code)
-            raw = await read_bounded(resp.content, limit)
-        try:
-            return _parse_json(raw)
-        except (ValueError, RecursionError) as err:
-            excerpt = normalise_excerpt(raw.decode("utf-8", errors="replace"))
-            quoted = f' (begins: "{excerpt}")' if excerpt else ""
-            raise ProbableIntermediary(
-                f"{shown} with a body that is not JSON{quoted}: probably a proxy or captive "
-                "portal, not the operator; the operator may or may not have acted"
-            ) from err
+            return await post(target, method, params)
+        except ClientError as err:
+            raise _translate(err) from err

@@ -67,7 +67,7 @@ def data(tmp_path: Path) -> Path:
 
 def test_holder_create_prints_holder_id_token_and_session(capsys, data) -> None:
     created = run_json(capsys, "holder", "create", "--data", str(data))
-    assert set(created) == {"holderId", "token", "sessionId"}
+    assert set(created) >= {"holderId", "token", "sessionId"}  # pinned keys (and more)
     assert len(bytes.fromhex(created["holderId"])) == 32
     remember(data, created["token"], "from the first session")
     assert recall(data, created["token"]) == ["from the first session"]
@@ -80,7 +80,7 @@ def test_session_open_gives_a_new_session_that_starts_empty(capsys, data) -> Non
     opened = run_json(
         capsys, "session", "open", "--data", str(data), "--holder", created["holderId"]
     )
-    assert set(opened) == {"sessionId", "token"}
+    assert set(opened) >= {"sessionId", "token"}
     assert opened["sessionId"] != created["sessionId"]
     assert recall(data, opened["token"]) == []
 
@@ -98,7 +98,7 @@ def test_grant_widens_to_all_sessions_and_chosen_namespaces_and_revoke_withdraws
         capsys, "grant", "--data", str(data), "--holder", created["holderId"],
         "--sessions", "all", "--namespaces", "work", "--ttl", "600",
     )  # fmt: skip
-    assert set(granted) == {"grantId", "token"}
+    assert set(granted) >= {"grantId", "token"}
     assert log_size(data) == size + 1  # the GRANT receipt
     assert recall(data, granted["token"]) == ["work note"]
     revoked = run_json(capsys, "grant", "revoke", "--data", str(data), granted["grantId"])

@@ -1,0 +1,206 @@
+"""``Client``: the synchronous face of :class:`~saihm.client.AsyncClient`.
+
+Each call runs the async client's coroutine on a private event loop in one daemon thread, so
+a ``Client`` works the same from plain scripts, from threads and from code that is already
+inside a running event loop (where ``asyncio.run`` would fail). The loop keeps one
+connection pool until :meth:`Client.close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Coroutine, Mapping
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+from saihm.client._async import AsyncClient, RecordKind
+from saihm.client._env import read_env
+from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
+from saihm.client.models import (
+    ContractAnswer,
+    Forgotten,
+    Proposed,
+    RecalledCell,
+    Recorded,
+    Remembered,
+    Revoked,
+    SessionForgotten,
+    Shared,
+    Status,
+    Voted,
+)
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+
+def _shutdown(
+    client: AsyncClient, loop: asyncio.AbstractEventLoop, thread: threading.Thread
+) -> None:
+    """Close ``client``'s pool on ``loop``, then stop the loop and its thread."""
+    if loop.is_running():
+        asyncio.run_coroutine_threadsafe(client.aclose(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+    loop.close()
+
+
+class Client:
+    """A synchronous client of one SAIHM operator; same arguments and methods as
+    :class:`~saihm.client.AsyncClient`, each returning the same typed result or raising the
+    same :class:`~saihm.client.ClientError`.
+
+    Use it as a context manager, or call :meth:`close` when done.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        auth_header: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        ca_file: str | None = None,
+        tls_pin_sha256: str | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        names: tuple[str, str] = ("endpoint", "auth_header"),
+    ) -> None:
+        self._async = AsyncClient(
+            endpoint,
+            auth_header,
+            timeout=timeout,
+            ca_file=ca_file,
+            tls_pin_sha256=tls_pin_sha256,
+            max_response_bytes=max_response_bytes,
+            names=names,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Client({self._async.endpoint_for_display!r})"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Self:
+        """A client configured like ``saihm-mcp``: ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``,
+        ``SAIHM_TIMEOUT_SECONDS``, ``SAIHM_CA_FILE``, ``SAIHM_TLS_PIN_SHA256`` from ``env``."""
+        settings = read_env(env)
+        return cls(
+            settings.endpoint_url or "",
+            settings.auth_header or "",
+            timeout=settings.timeout_seconds,
+            ca_file=settings.ca_file,
+            tls_pin_sha256=settings.tls_pin_sha256,
+            names=("SAIHM_ENDPOINT_URL", "SAIHM_AUTH_HEADER"),
+        )
+
+    @property
+    def holder_id(self) -> str | None:
+        """The caller's holderId once :meth:`status` (or :meth:`recall`) learned it."""
+        return self._async.holder_id
+
+    @property
+    def endpoint_for_display(self) -> str:
+        """The endpoint as it may appear in any text: ``scheme://host[:port]/path``."""
+        return self._async.endpoint_for_display
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="saihm-client", daemon=True)
+                thread.start()
+                asyncio.run_coroutine_threadsafe(self._async.__aenter__(), loop).result()
+                # A client that is never closed is closed when collected or at exit.
+                self._finalizer = weakref.finalize(self, _shutdown, self._async, loop, thread)
+                self._loop = loop
+            loop = self._loop
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def close(self) -> None:
+        """Close the connection pool and stop the client's thread; idempotent."""
+        with self._lock:
+            finalizer, self._finalizer, self._loop = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        """One raw binding call: the parsed 2xx JSON body."""
+        return self._run(self._async.call(method, params))
+
+    def remember(self, content: str, *, namespace: str | None = None) -> Remembered:
+        """saihm_remember (see :meth:`AsyncClient.remember`)."""
+        return self._run(self._async.remember(content, namespace=namespace))
+
+    def recall(self, query: str | None = None) -> list[RecalledCell]:
+        """saihm_recall (see :meth:`AsyncClient.recall`)."""
+        return self._run(self._async.recall(query))
+
+    def forget(self, cell_id: str) -> Forgotten:
+        """saihm_forget (see :meth:`AsyncClient.forget`)."""
+        return self._run(self._async.forget(cell_id))
+
+    def status(self) -> Status:
+        """saihm_status (see :meth:`AsyncClient.status`)."""
+        return self._run(self._async.status())
+
+    def share(
+        self,
+        grantees: list[str],
+        shard_ids: list[str],
+        mode: Literal["temporary", "permanent", "syndicate"],
+        *,
+        scope: Literal["read", "write", "readwrite"] = "read",
+        expiry_epoch: str | int | None = None,
+    ) -> Shared:
+        """saihm_share (see :meth:`AsyncClient.share`)."""
+        return self._run(
+            self._async.share(grantees, shard_ids, mode, scope=scope, expiry_epoch=expiry_epoch)
+        )
+
+    def revoke_share(self, contract_id: str) -> Revoked:
+        """saihm_revoke_share (see :meth:`AsyncClient.revoke_share`)."""
+        return self._run(self._async.revoke_share(contract_id))
+
+    def governance_propose(
+        self,
+        scope: Literal["emission_param", "protocol_upgrade"],
+        param_key: str | None = None,
+        proposed_value: str | None = None,
+    ) -> Proposed:
+        """saihm_governance_propose (see :meth:`AsyncClient.governance_propose`)."""
+        return self._run(self._async.governance_propose(scope, param_key, proposed_value))
+
+    def governance_vote(self, proposal_id: str, approve: bool) -> Voted:
+        """saihm_governance_vote (see :meth:`AsyncClient.governance_vote`)."""
+        return self._run(self._async.governance_vote(proposal_id, approve))
+
+    def accept_contract(self, contract_id: str) -> ContractAnswer:
+        """saihm_accept_contract (see :meth:`AsyncClient.accept_contract`)."""
+        return self._run(self._async.accept_contract(contract_id))
+
+    def decline_contract(self, contract_id: str) -> ContractAnswer:
+        """saihm_decline_contract (see :meth:`AsyncClient.decline_contract`)."""
+        return self._run(self._async.decline_contract(contract_id))
+
+    def record(self, kind: RecordKind, content: str) -> Recorded:
+        """saihm_record (see :meth:`AsyncClient.record`)."""
+        return self._run(self._async.record(kind, content))
+
+    def forget_session(self, session_id: str) -> SessionForgotten:
+        """saihm_forget_session (see :meth:`AsyncClient.forget_session`)."""
+        return self._run(self._async.forget_session(session_id))

@@ -1,0 +1,44 @@
+"""What a 401 or 403 most likely means, and the command a person runs to fix it.
+
+The operator's 401 body stays the protocol's ``{"error": "unauthenticated"}`` (saihm-protocol
+"Authentication"), so the client cannot tell an expired token from a revoked grant; the
+advice names the likely causes in order and the commands of docs/integrations.md
+("Continuity"). It never quotes the credential or the endpoint.
+"""
+
+from __future__ import annotations
+
+__all__ = ["advice_for"]
+
+_UNAUTHENTICATED = (
+    "the operator did not accept the credential (value not shown). Most likely it expired "
+    "(a session token lasts 30 days and a grant 1 hour unless --ttl said otherwise), its grant "
+    "was revoked, or it was issued for another operator's data directory. A person fixes it on "
+    "the operator's machine: `saihm session renew --data DIR --holder HOLDER --session SESSION` "
+    "issues a fresh token for the same session; `saihm grant --data DIR --holder HOLDER "
+    "--sessions all --ttl SECONDS` lets the agent recall across all its sessions. Then set "
+    'the Authorization value (SAIHM_AUTH_HEADER) to "Bearer <new token>" and restart the host'
+)
+_NOT_HOLDER = (
+    "the object is not this holder's, or lies outside what this token may see: a session "
+    "token sees only its own session. To act on memory of the holder's other sessions a "
+    "person runs `saihm grant --data DIR --holder HOLDER --sessions all --ttl SECONDS` and "
+    "the host uses that token"
+)
+_CONSUMER = (
+    "this credential is not a holder's session token (a Memory Provider consumer grant reads "
+    "through /memory/v1 only); use a token from `saihm holder create`, `saihm session open`, "
+    "`saihm session renew` or `saihm grant`"
+)
+
+
+def advice_for(http_status: int | None, error_code: str | None) -> str | None:
+    """The advice for a failure with this status and operator error code, or ``None``."""
+    if http_status == 401:
+        return _UNAUTHENTICATED
+    if http_status == 403:
+        if error_code == "not_holder":
+            return _NOT_HOLDER
+        if error_code in (None, "not_permitted"):
+            return _CONSUMER
+    return None
