@@ -174,12 +174,16 @@ def test_a_refusal_log_line_names_the_exception_class_and_status_only(tmp_path: 
         port = int(url.rsplit(":", 1)[1].strip("/"))
         token = holder_create(data)["token"]
         _exchange(port, _request(token, auth_tail=b"\r"))
-    lines = [
-        line for line in (tmp_path / "serve.err").read_text().splitlines() if "HTTP parser" in line
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "serve.err").read_text().splitlines()
+        if "HTTP parser" in line
     ]
-    assert len(lines) == 1
+    assert len(records) == 1
+    # A JSON log line (saihm/logs.py): its fields are the time, level, logger, pid and message.
+    assert set(records[0]) == {"ts", "level", "logger", "msg", "pid"}
     assert re.fullmatch(
-        r"refused a request the HTTP parser could not read: [A-Za-z]+ \(400\)", lines[0]
+        r"refused a request the HTTP parser could not read: [A-Za-z]+ \(400\)", records[0]["msg"]
     )
 
 

@@ -62,12 +62,13 @@ def test_the_longest_scope_that_fits_is_issued(tmp_path):
 
 
 def test_cli_grant_with_fifty_namespaces_is_refused_and_logs_no_grant(tmp_path):
-    from saihm.compose import open_operator
+    from saihm.compose import initialise, open_operator
     from saihm.config import Config
 
     data = tmp_path / "data"
-    holder = holder_create(data)["holderId"]
     config = Config.for_data(data)
+    initialise(config)  # as `saihm serve` leaves it: only serve creates a data directory
+    holder = holder_create(data)["holderId"]
     operator = open_operator(config, checkpointer=False)
     before = operator.store.size()
     operator.store.close()
@@ -101,7 +102,11 @@ def test_cli_grant_with_fifty_namespaces_is_refused_and_logs_no_grant(tmp_path):
 
 
 def test_cli_grant_with_an_overlong_namespace_is_one_line(tmp_path):
+    from saihm.compose import initialise
+    from saihm.config import Config
+
     data = tmp_path / "data"
+    initialise(Config.for_data(data))
     holder = holder_create(data)["holderId"]
     done = subprocess.run(
         [
