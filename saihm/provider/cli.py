@@ -97,6 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
 
+    p = sub.add_parser(
+        "register", help="add this vault to providers.json (RFC 0007 provider registry)"
+    )
+    _common(p)
+    p.add_argument(
+        "--file", metavar="PATH", help="the registry (default ~/.ai-passport/memory/providers.json)"
+    )
+    p.add_argument("--endpoint", metavar="URL", help="the operator URL consumers should use")
+
     p = sub.add_parser("revoke", help="withdraw a consumer's grant (logged UNGRANT)")
     _common(p)
     p.add_argument("consumer")
@@ -242,6 +251,17 @@ def _forget(vault, ns) -> int:
     return 0
 
 
+def _register(vault, ns) -> int:
+    from pathlib import Path
+
+    from saihm.provider import registry
+
+    path = Path(ns.file) if ns.file else registry.default_path()
+    item = registry.register(path, vault.data_dir, ns.endpoint)
+    _emit({"registry": str(path), "provider": item})
+    return 0
+
+
 def _revoke(vault, ns) -> int:
     _emit(vault.revoke(ns.consumer))
     return 0
@@ -313,8 +333,8 @@ def _reject(vault, ns) -> int:
 
 
 _ACTIONS: dict[str, Callable[..., int]] = {
-    "grant": _grant, "revoke": _revoke, "forget": _forget, "store": _store, "query": _query,
-    "export": _query,
+    "grant": _grant, "revoke": _revoke, "forget": _forget, "register": _register,
+    "store": _store, "query": _query, "export": _query,
     "graph": _graph, "propose": _propose, "status": _status, "pending": _pending,
     "accept": _accept, "reject": _reject,
 }  # fmt: skip

@@ -7,8 +7,10 @@ client (``saihm-mcp``) keeps exactly the protocol's eight:
 - ``get_memory_context``: a ``MemoryExcerpt`` from ``POST /memory/v1/query``. Requested
   namespaces are narrowed to the grant and a namespace outside it is refused by the provider
   (RFC "Phase C notes"); ``limit``, ``max_bytes``, ``intent`` and ``text`` are passed through.
-- ``get_passport_context``: the consumer's grant (``GET /memory/v1/status``) and the
-  ``memory`` block ``{"provider", "excerpt"}`` (``POST /memory/v1/context``).
+- ``get_passport_context``: the consumer's grant (``GET /memory/v1/status``), the names of the
+  passport ``sections`` it grants (a requested section outside them is refused: the provider
+  enforces the names, the passport owns their content) and the ``memory`` block
+  ``{"provider", "excerpt"}`` (``POST /memory/v1/context``).
 
 Configuration is the SAIHM client's: ``SAIHM_ENDPOINT_URL`` (the operator's root URL, as
 ``saihm serve`` answers it), ``SAIHM_AUTH_HEADER`` (``Bearer <consumer token>`` from ``saihm
@@ -63,6 +65,7 @@ _ADVICE = {
     "not_consumer": "SAIHM_AUTH_HEADER must carry a consumer token from saihm memory grant, "
     "not a session token",
     "no_vault": "the operator has no vault yet (saihm memory init)",
+    "section_not_granted": "a requested passport section is outside this consumer's grant",
 }
 
 
@@ -235,10 +238,19 @@ def build_memory_mcp(endpoint: MemoryEndpoint) -> MCPServer:
 
     @mcp.tool(name="get_passport_context", annotations=_READ_ONLY)
     async def get_passport_context(
-        namespaces: Namespaces = None, intent: Intent = None, limit: Limit = 20
+        namespaces: Namespaces = None,
+        intent: Intent = None,
+        limit: Limit = 20,
+        sections: Annotated[
+            list[str] | None,
+            Field(description="Passport sections wanted; absent = every section granted."),
+        ] = None,
     ) -> CallToolResult:
         """The consumer's grant and its ``memory`` block ``{"provider", "excerpt"}``
-        (RFC 0007 "Passport Context assembly"); consumers that do not understand it ignore it."""
+        (RFC 0007 "Passport Context assembly"); consumers that do not understand it ignore it.
+
+        A requested section or namespace outside the grant is refused.
+        """
 
         async def run() -> CallToolResult:
             status, grant = await endpoint.call("status", None)
@@ -247,6 +259,9 @@ def build_memory_mcp(endpoint: MemoryEndpoint) -> MCPServer:
                 return _failure(status, str(code or "failed"))
             if "query" not in (grant.get("capabilities") or ()):
                 return _failure(403, "mode_not_granted")
+            granted = list(grant.get("sections") or [])
+            if sections is not None and not set(sections) <= set(granted):
+                return _failure(403, "section_not_granted")
             body = _query(namespaces, intent, limit, None, None)
             status, block = await endpoint.call("context", body)
             if status != 200 or not isinstance(block, dict) or "memory" not in block:
@@ -255,6 +270,7 @@ def build_memory_mcp(endpoint: MemoryEndpoint) -> MCPServer:
             context = {
                 "consumer": grant.get("consumer"),
                 "grant": {"mode": grant.get("mode"), "namespaces": grant.get("namespaces")},
+                "sections": granted if sections is None else [x for x in granted if x in sections],
                 **block,
             }
             text = f"passport context for {grant.get('consumer')}\n" + render_excerpt(

@@ -55,6 +55,9 @@ class MemoryProviderStatus(BaseModel):
     consumer: str | None = None
     mode: Mode | None = None
     namespaces: tuple[str, ...] | None = None
+    #: The passport sections recorded in this consumer's live grant (RFC "Permission model
+    #: extension"); the passport owns their content, the provider reports and enforces the names.
+    sections: tuple[str, ...] | None = None
 
 
 class MemoryQuery(BaseModel):

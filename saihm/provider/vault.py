@@ -251,6 +251,19 @@ class LocalVault:
             raise NotPermitted("the grant's mode does not allow this call", code="mode_not_granted")
         return access
 
+    def sections(self, access: Access) -> tuple[str, ...]:
+        """The passport sections recorded with the grant ``access`` was issued under.
+
+        Read from the vault metadata only when its entry names the same grant id, so a
+        re-granted or revoked consumer's earlier sections are never reported.
+        """
+        entry = self.meta.consumers.get(access.consumer or "")
+        if entry is None or access.grant_id is None:
+            return ()
+        if entry.get("grantId") != access.grant_id.hex():
+            return ()
+        return tuple(str(s) for s in entry.get("sections") or ())
+
     @staticmethod
     def scope(access: Access, requested: tuple[str, ...]) -> frozenset[str] | None:
         """Requested namespaces narrowed to the grant; outside the grant is refused."""
@@ -305,6 +318,7 @@ class ConsumerProvider:
             id=self.id, version=self.version, healthy=True, capabilities=tuple(caps),
             consumer=access.consumer, mode=access.mode,
             namespaces=None if access.namespaces is None else tuple(sorted(access.namespaces)),
+            sections=self._vault.sections(access),
         )  # fmt: skip
 
     def query(self, request: MemoryQuery) -> MemoryExcerpt:

@@ -94,7 +94,8 @@ async def test_tools_against_a_real_saihm_serve(tmp_path: Path) -> None:
         newer = cli("memory", "store", *d, "--namespace", "projects", "--json",
                     '{"name": "kettle", "note": "green tea"}')["id"]  # fmt: skip
         cli("memory", "store", *d, "--namespace", "health", "--json", '{"x": "private"}')
-        token = cli("memory", "grant", "cursor", *d, "--memory", "projects")["token"]
+        token = cli("memory", "grant", "cursor", *d, "--memory", "projects",
+                    "--sections", "identity,coding")["token"]  # fmt: skip
 
         server = build_memory_mcp(endpoint(url, token))
         async with mcp.Client(server, raise_exceptions=True) as client:
@@ -127,6 +128,12 @@ async def test_tools_against_a_real_saihm_serve(tmp_path: Path) -> None:
             assert body["consumer"] == "cursor" and body["memory"]["provider"] == "local-vault"
             assert [r["id"] for r in body["memory"]["excerpt"]["records"]] == [newer, older]
             assert body["grant"] == {"mode": "read", "namespaces": ["projects"]}
+            assert body["sections"] == ["identity", "coding"]
+            narrowed = await client.call_tool("get_passport_context", {"sections": ["coding"]})
+            assert narrowed.structured_content["sections"] == ["coding"]
+            outside = await client.call_tool("get_passport_context", {"sections": ["health"]})
+            assert outside.is_error
+            assert outside.structured_content["error"] == "section_not_granted"
 
             forgot = cli("memory", "forget", *d, newer)
             assert forgot["erased"] is True and forgot["receiptId"]
