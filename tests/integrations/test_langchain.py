@@ -89,3 +89,30 @@ def test_an_absent_extra_is_one_line_naming_it() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0
     assert "pip install 'saihm[langchain]'" in done.stderr.strip().splitlines()[-1]
+
+
+def test_chat_history_round_trips_in_order_and_clear_erases(tmp_path) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from saihm.integrations.langchain import SaihmChatMessageHistory
+
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data)) as (_, url):
+        auth = f"Bearer {holder_create(data)['token']}"
+        history = SaihmChatMessageHistory(url, auth)
+        with Client(url, auth) as client:
+            client.remember('{"saihm-chat": 1, "at": 0, "message": "not mine"}')
+        history.add_messages([HumanMessage("I like green tea"), AIMessage("Noted: green tea")])
+        history.add_user_message("and oolong")
+        got = history.messages
+        assert [(type(m).__name__, m.content) for m in got] == [
+            ("HumanMessage", "I like green tea"),
+            ("AIMessage", "Noted: green tea"),
+            ("HumanMessage", "and oolong"),
+        ]
+        assert SaihmChatMessageHistory(url, auth).messages == got  # read back, not cached
+        history.clear()
+        assert history.messages == []
+        with Client(url, auth) as client:  # the remembered look-alike is untouched
+            assert len(client.recall("saihm-chat")) == 1
+        assert auth.split()[1] not in repr(history)
