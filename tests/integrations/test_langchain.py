@@ -1,67 +1,26 @@
-"""The LangChain retriever: langchain-tests' own retriever suite, then end to end, both against
-a real ``saihm serve`` (tests/support/serve.py)."""
+"""The LangChain adapters end to end against a real ``saihm serve`` (tests/support/serve.py);
+langchain-tests' own retriever suite is in test_langchain_standard.py."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 pytest.importorskip("langchain_core")
-pytest.importorskip("langchain_tests")
-
-from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from saihm.client import Client
 from saihm.integrations import require
 from saihm.integrations.langchain import SaihmRetriever
 from tests.support.serve import holder_create, serving
 
-TEAS = ["green tea in the morning", "tea with no sugar", "oolong tea on Fridays", "tea: jasmine"]
-
-
-@pytest.fixture(scope="module")
-def operator(tmp_path_factory) -> Iterator[tuple[str, str]]:
-    """(url, auth header) of a real operator holding four tea memories and one record."""
-    tmp = tmp_path_factory.mktemp("lc")
-    data = tmp / "data"
-    with serving(tmp, "--data", str(data)) as (_, url):
-        auth = f"Bearer {holder_create(data)['token']}"
-        with Client(url, auth) as client:
-            for text in TEAS:
-                client.remember(text)
-            client.record("said", "Assistant said: more tea is coming")
-            client.remember("coffee after lunch")
-        yield url, auth
-
-
-class TestSaihmRetrieverStandard(RetrieversIntegrationTests):
-    """langchain-tests' published retriever contract, run unchanged."""
-
-    @pytest.fixture(autouse=True)
-    def _operator(self, operator) -> None:
-        self._url, self._auth = operator
-
-    @property
-    def retriever_constructor(self) -> type[SaihmRetriever]:
-        return SaihmRetriever
-
-    @property
-    def retriever_constructor_params(self) -> dict:
-        return {"endpoint": self._url, "auth_header": self._auth}
-
-    @property
-    def retriever_query_example(self) -> str:
-        return "tea"
-
 
 def test_recall_as_documents_leaves_the_host_record_out_unless_asked(operator) -> None:
-    url, auth = operator
+    url, auth, teas = operator
     retriever = SaihmRetriever(endpoint=url, auth_header=auth, k=10)
     docs = retriever.invoke("tea")
-    assert sorted(d.page_content for d in docs) == sorted(TEAS)
+    assert sorted(d.page_content for d in docs) == sorted(teas)
     assert {d.metadata["kind"] for d in docs} == {"memory"}
     assert all(len(d.metadata["cell_id"]) == 64 and d.id == d.metadata["cell_id"] for d in docs)
     with_record = SaihmRetriever(endpoint=url, auth_header=auth, k=10, include_records=True)
@@ -74,7 +33,7 @@ def test_recall_as_documents_leaves_the_host_record_out_unless_asked(operator) -
 def test_a_refused_token_is_an_error_that_quotes_no_credential(operator) -> None:
     from saihm.client import ClientError
 
-    url, _ = operator
+    url, _, _ = operator
     retriever = SaihmRetriever(endpoint=url, auth_header="Bearer not-a-token-s3cret")
     with pytest.raises(ClientError) as caught:
         retriever.invoke("tea")
