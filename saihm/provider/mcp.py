@@ -102,7 +102,8 @@ class MemoryEndpoint:
         """(HTTP status, parsed JSON) of ``GET`` (``body`` None) or ``POST`` to ``path``.
 
         Raises :class:`ClientError` for a configuration problem, a redirect, a timeout, a
-        connection failure or a body that is not JSON; a 4xx/5xx with a JSON body is returned.
+        connection failure or a 2xx body that is not JSON; a 4xx/5xx is returned, its body
+        ``None`` when it is not JSON.
         """
         target = self._target(path)
         headers = {"Authorization": target.auth, "Content-Type": "application/json"}
@@ -121,7 +122,17 @@ class MemoryEndpoint:
                             http_status=resp.status,
                         )  # fmt: skip
                     raw = await read_bounded(resp.content, target.max_response_bytes)
-                    return resp.status, parse_json(raw)
+                    try:
+                        return resp.status, parse_json(raw)
+                    except (ValueError, RecursionError) as err:
+                        if not 200 <= resp.status < 300:
+                            return resp.status, None  # e.g. a 404 page: a refusal, no code
+                        raise ClientError(
+                            f"HTTP {resp.status} with a body that is not JSON: probably not "
+                            "the operator",
+                            kind="intermediary",
+                            http_status=resp.status,
+                        ) from err
         except ClientError:
             raise
         except TimeoutError as err:

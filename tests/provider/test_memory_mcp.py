@@ -145,6 +145,13 @@ async def test_tools_against_a_real_saihm_serve(tmp_path: Path) -> None:
             assert revoked.is_error and revoked.structured_content["error"] == "unauthenticated"
             assert token not in revoked.content[0].text
 
+        # A wrong path under the operator is a refusal with the operator's code, not a crash.
+        wrong = build_memory_mcp(endpoint(url + "nowhere/", token))
+        async with mcp.Client(wrong, raise_exceptions=True) as client:
+            lost = await client.call_tool("get_memory_context", {})
+        assert lost.is_error
+        assert lost.structured_content == {"error": "not_found", "httpStatus": 404}
+
         # Once through the real stdio console path, as an MCP host starts it.
         token = cli("memory", "grant", "cursor", *d, "--memory", "projects")["token"]
         env = {"SAIHM_ENDPOINT_URL": url, "SAIHM_AUTH_HEADER": f"Bearer {token}"}
@@ -180,3 +187,22 @@ def test_memory_forget_refuses_a_bad_id_with_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert json.loads(gone.stdout)["erased"] is False
     assert sys.executable  # the console script is the one beside this interpreter
+
+
+async def test_a_body_that_is_not_json_is_a_refusal_or_an_intermediary(aiohttp_server) -> None:
+    from aiohttp import web
+
+    from saihm.client import ClientError
+
+    async def page(request: web.Request) -> web.Response:
+        status = 404 if request.path.endswith("/query") else 200
+        return web.Response(text="<html>portal</html>", status=status)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", page)
+    server = await aiohttp_server(app)
+    target = endpoint(f"http://127.0.0.1:{server.port}/", "tok")
+    assert await target.call("query", {}) == (404, None)
+    with pytest.raises(ClientError) as caught:
+        await target.call("status", None)
+    assert caught.value.kind == "intermediary"
