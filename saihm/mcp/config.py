@@ -17,6 +17,7 @@ from saihm.client.errors import ClientError
 from saihm.mcp.checks import Refused
 
 __all__ = [
+    "DEFAULT_REPORT_BUDGET",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_RESPONSE_BYTES",
     "ClientConfig",
@@ -26,6 +27,11 @@ __all__ = [
     "redact_endpoint",
     "validate_endpoint",
 ]
+
+#: Characters of the report a tool returns to the agent, well inside common host limits;
+#: the structured result always keeps everything (saihm/mcp/report.py).
+DEFAULT_REPORT_BUDGET = 20_000
+MIN_REPORT_BUDGET = 1_000
 
 
 class ConfigError(Refused):
@@ -48,12 +54,14 @@ class ClientConfig:
     ca_file: str | None = None
     max_response_bytes: int = MAX_RESPONSE_BYTES
     tls_pin_sha256: str | None = None
+    report_budget: int = DEFAULT_REPORT_BUDGET
 
 
 def load_config(env: Mapping[str, str]) -> ClientConfig:
     """Read ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30),
     ``SAIHM_CA_FILE`` and ``SAIHM_TLS_PIN_SHA256`` from ``env`` (the client library's
-    :func:`~saihm.client._env.read_env`).
+    :func:`~saihm.client._env.read_env`), and ``SAIHM_REPORT_BUDGET`` (characters, default
+    20,000).
 
     The endpoint, credential and pin are validated per call (:func:`validate_endpoint`,
     :func:`check_auth_header`) so a tool can report the problem to the agent. Raises
@@ -63,12 +71,22 @@ def load_config(env: Mapping[str, str]) -> ClientConfig:
         settings = read_env(env)
     except ClientError as err:
         raise ConfigError(str(err)) from err
+    raw_budget = env.get("SAIHM_REPORT_BUDGET", "").strip()
+    budget = DEFAULT_REPORT_BUDGET
+    if raw_budget:
+        if not raw_budget.isdigit() or not MIN_REPORT_BUDGET <= int(raw_budget) <= 10_000_000:
+            raise ConfigError(
+                f"SAIHM_REPORT_BUDGET must be a whole number of characters, "
+                f"{MIN_REPORT_BUDGET} to 10000000"
+            )
+        budget = int(raw_budget)
     return ClientConfig(
         endpoint_url=settings.endpoint_url,
         auth_header=settings.auth_header,
         timeout_seconds=settings.timeout_seconds,
         ca_file=settings.ca_file,
         tls_pin_sha256=settings.tls_pin_sha256,
+        report_budget=budget,
     )
 
 
