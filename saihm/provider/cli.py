@@ -27,6 +27,8 @@ EPILOG = """example:
   saihm memory store --data ./saihm-data --namespace preferences --json '{"fact":"tabs"}'
   saihm memory grant cursor --data ./saihm-data --memory preferences,projects
   saihm memory query --data ./saihm-data --consumer-token "$TOKEN" --namespaces preferences
+  saihm memory forget --data ./saihm-data RECORD_ID
+  SAIHM_ENDPOINT_URL=http://127.0.0.1:8080/ SAIHM_AUTH_HEADER="Bearer $TOKEN" saihm memory mcp
 """
 
 
@@ -79,6 +81,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["read", "write", "readwrite"], help="explicit mode")
     p.add_argument("--sections", metavar="A,B", help="passport sections, recorded in the grant")
     p.add_argument("--ttl", type=int, default=30 * 86_400, help="lifetime in seconds")
+
+    p = sub.add_parser("forget", help="erase a record as the person (logged FORGET)")
+    _common(p)
+    p.add_argument("id", help="record id (64 hex)")
+
+    sub.add_parser(
+        "mcp",
+        help="RFC 0007 MCP stdio server: get_memory_context, get_passport_context",
+        description=(
+            "An MCP stdio server with the tools get_memory_context and get_passport_context, "
+            "over a running saihm serve. SAIHM_ENDPOINT_URL is the operator's root URL; "
+            'SAIHM_AUTH_HEADER is "Bearer <consumer token>" from saihm memory grant. '
+            "It lists its tools without contacting the operator."
+        ),
+    )
+
+    p = sub.add_parser(
+        "register", help="add this vault to providers.json (RFC 0007 provider registry)"
+    )
+    _common(p)
+    p.add_argument(
+        "--file", metavar="PATH", help="the registry (default ~/.ai-passport/memory/providers.json)"
+    )
+    p.add_argument("--endpoint", metavar="URL", help="the operator URL consumers should use")
 
     p = sub.add_parser("revoke", help="withdraw a consumer's grant (logged UNGRANT)")
     _common(p)
@@ -142,6 +168,10 @@ def main(args: argparse.Namespace | list[str]) -> int:
         ns = build_parser().parse_args(argv)
     except SystemExit as stop:
         return int(stop.code or 0)
+    if ns.action == "mcp":
+        from saihm.provider.mcp import main as mcp_main
+
+        return mcp_main()
     try:
         return _run(ns)
     except ValidationError as err:
@@ -163,7 +193,7 @@ def _run(ns: argparse.Namespace) -> int:
         raise NotFound(f"data directory {ns.data} does not exist or is not a saihm data directory")
     operator = open_operator(config, checkpointer=False)
     try:
-        needs_authority = ns.action in ("init", "grant", "store")
+        needs_authority = ns.action in ("init", "grant", "store", "forget")
         authority = Authority.open(config.authority_dir) if needs_authority else None
         if ns.action == "init":
             holder = _hex32(ns.holder) if ns.holder else None
@@ -213,6 +243,22 @@ def _grant(vault, ns) -> int:
     entry = vault.meta.consumers[ns.consumer]
     _emit({"grant": grant.model_dump(mode="json"), "grantId": entry.get("grantId"),
            "expiresAt": entry.get("expiresAt"), "token": token})  # fmt: skip
+    return 0
+
+
+def _forget(vault, ns) -> int:
+    _emit(vault.forget(ns.id))
+    return 0
+
+
+def _register(vault, ns) -> int:
+    from pathlib import Path
+
+    from saihm.provider import registry
+
+    path = Path(ns.file) if ns.file else registry.default_path()
+    item = registry.register(path, vault.data_dir, ns.endpoint)
+    _emit({"registry": str(path), "provider": item})
     return 0
 
 
@@ -287,7 +333,8 @@ def _reject(vault, ns) -> int:
 
 
 _ACTIONS: dict[str, Callable[..., int]] = {
-    "grant": _grant, "revoke": _revoke, "store": _store, "query": _query, "export": _query,
+    "grant": _grant, "revoke": _revoke, "forget": _forget, "register": _register,
+    "store": _store, "query": _query, "export": _query,
     "graph": _graph, "propose": _propose, "status": _status, "pending": _pending,
     "accept": _accept, "reject": _reject,
 }  # fmt: skip

@@ -55,19 +55,24 @@ class MemoryProviderStatus(BaseModel):
     consumer: str | None = None
     mode: Mode | None = None
     namespaces: tuple[str, ...] | None = None
+    #: The passport sections recorded in this consumer's live grant (RFC "Permission model
+    #: extension"); the passport owns their content, the provider reports and enforces the names.
+    sections: tuple[str, ...] | None = None
 
 
 class MemoryQuery(BaseModel):
     """``query()`` input (RFC ``MemoryQuery``), plus the optional byte budget of issue #8.
 
     ``namespaces`` empty means "every namespace the grant allows"; a namespace outside the grant
-    is refused (RFC "Phase C notes"). ``text`` is an extension: keyword containment over the
-    record's sealed JSON, applied by the store's checked read.
+    is refused (RFC "Phase C notes"). ``consumer`` may be omitted: the consumer is the one the
+    capability names (a name that differs is refused). ``text`` is an extension: every keyword
+    must occur (case-insensitively) in the record's content, its string values and numbers,
+    never in JSON field names or the vault's own wrapper (:func:`records.content_matches`).
     """
 
     model_config = _STRICT
 
-    consumer: ConsumerName
+    consumer: ConsumerName | None = None
     namespaces: tuple[Namespace, ...] = ()
     intent: Annotated[str, Field(max_length=256)] | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
@@ -134,11 +139,14 @@ class MemoryRecordRef(BaseModel):
 
 
 class GraphQuery(BaseModel):
-    """``graph()`` input: optional start entity and depth over the visible records."""
+    """``graph()`` input: optional start entity and depth over the visible records.
+
+    ``consumer`` may be omitted: it is then the one the capability names.
+    """
 
     model_config = _STRICT
 
-    consumer: ConsumerName
+    consumer: ConsumerName | None = None
     namespaces: tuple[Namespace, ...] = ()
     entity: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     depth: Annotated[int, Field(ge=0, le=4)] = 1

@@ -68,6 +68,34 @@ def to_record(opened: OpenedCell) -> MemoryRecord:
         )  # fmt: skip
 
 
+def _words(value: object) -> list[str]:
+    """The searchable text of a content value: its strings and numbers, not its keys."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, int | float):
+        return [str(value)]
+    if isinstance(value, dict):
+        return [w for v in value.values() for w in _words(v)]
+    if isinstance(value, list | tuple):
+        return [w for v in value for w in _words(v)]
+    return []
+
+
+def content_matches(record: MemoryRecord, text: str | None) -> bool:
+    """True if every whitespace-separated keyword of ``text`` occurs, case-insensitively, in
+    the record's content (issue #15: field names and the ``saihm-memory`` marker never match).
+
+    A blank ``text`` matches every record.
+    """
+    terms = [t.casefold() for t in (text or "").split()]
+    if not terms:
+        return True
+    haystack = "\n".join(_words(record.content)).casefold()
+    return all(t in haystack for t in terms)
+
+
 def record_size(record: MemoryRecord) -> int:
     """Bytes the record takes in an excerpt (compact JSON, UTF-8)."""
     return len(dumps(record.model_dump(mode="json")).encode("utf-8"))

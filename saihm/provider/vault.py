@@ -39,7 +39,7 @@ from saihm.provider.models import (
     PendingProposal,
     iso8601,
 )
-from saihm.provider.records import record_size, seal_text, to_record
+from saihm.provider.records import content_matches, record_size, seal_text, to_record
 from saihm.store import Access
 
 READ_MODES = ("read", "readwrite")
@@ -198,6 +198,30 @@ class LocalVault:
             created_at=iso8601(int(result["epoch"])), receipt_id=result["receiptId"],
         )  # fmt: skip
 
+    def forget(self, record_id: str) -> dict:
+        """Erase one record as the person (RFC 0007 "memory forget"; saihm-protocol "Erasure").
+
+        The record's DEK is destroyed and FORGET is logged in one transaction
+        (:meth:`Operator.forget`). Returns ``{"id", "erased", "receiptId"}``; ``erased`` is
+        False for a record that is unknown or already erased. Raises ``MalformedInput`` for an
+        id that is not 64 hex characters and ``NotPermitted`` for a cell outside the vault's
+        session.
+        """
+        try:
+            cell_id = bytes.fromhex(record_id)
+        except ValueError as err:
+            raise MalformedInput("a record id is 64 hex characters") from err
+        if len(cell_id) != 32:
+            raise MalformedInput("a record id is 64 hex characters")
+        cap = self._authority().issue(
+            self.meta.holder_id, self.meta.session_id, CapabilityScope(), PERSON_TOKEN_TTL,
+            now=self._now(),
+        )  # fmt: skip
+        access = self.cells.authenticate(cap.to_token())
+        result = self.operator.forget(access, cell_id)
+        erased = bool(result.get("success"))
+        return {"id": record_id, "erased": erased, "receiptId": result.get("destructionAnchor")}
+
     # -- pending proposals (the person confirms) --------------------------------------------
 
     def pending(self, *, show: bool = True) -> list[PendingProposal]:
@@ -227,6 +251,19 @@ class LocalVault:
             raise NotPermitted("the grant's mode does not allow this call", code="mode_not_granted")
         return access
 
+    def sections(self, access: Access) -> tuple[str, ...]:
+        """The passport sections recorded with the grant ``access`` was issued under.
+
+        Read from the vault metadata only when its entry names the same grant id, so a
+        re-granted or revoked consumer's earlier sections are never reported.
+        """
+        entry = self.meta.consumers.get(access.consumer or "")
+        if entry is None or access.grant_id is None:
+            return ()
+        if entry.get("grantId") != access.grant_id.hex():
+            return ()
+        return tuple(str(s) for s in entry.get("sections") or ())
+
     @staticmethod
     def scope(access: Access, requested: tuple[str, ...]) -> frozenset[str] | None:
         """Requested namespaces narrowed to the grant; outside the grant is refused."""
@@ -244,12 +281,15 @@ class LocalVault:
         """Records ``access`` may see in ``namespaces``, newest first; logs RECALL.
 
         Visibility is :meth:`Store.read`'s per-item check; ``namespaces`` only narrows it.
+        ``text`` is matched against each record's content (:func:`records.content_matches`),
+        not the sealed JSON, so a field name or the vault's marker matches nothing.
         """
-        opened = self.cells.read(access, query=text, include_shared=False)
+        opened = self.cells.read(access, include_shared=False)
         self.operator.log_receipt(access, Operation.RECALL)
         chosen = [c for c in opened if namespaces is None or c.payload.namespace in namespaces]
         chosen.sort(key=lambda c: c.index, reverse=True)
-        return [to_record(c) for c in chosen]
+        records = [to_record(c) for c in chosen]
+        return [r for r in records if content_matches(r, text)]
 
 
 class ConsumerProvider:
@@ -278,6 +318,7 @@ class ConsumerProvider:
             id=self.id, version=self.version, healthy=True, capabilities=tuple(caps),
             consumer=access.consumer, mode=access.mode,
             namespaces=None if access.namespaces is None else tuple(sorted(access.namespaces)),
+            sections=self._vault.sections(access),
         )  # fmt: skip
 
     def query(self, request: MemoryQuery) -> MemoryExcerpt:

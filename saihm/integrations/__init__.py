@@ -1,0 +1,21 @@
+"""Framework adapters over :mod:`saihm.client` (issue 15 item 6), each an optional extra.
+
+``saihm.integrations.langchain`` (``pip install 'saihm[langchain]'``): a LangChain
+``BaseRetriever`` over ``saihm_recall``. Adapters hold no keys: they hold an endpoint and an
+``Authorization`` value and call the operator through the client library. Nothing is imported
+here, so a missing framework fails only when its adapter is imported, with one line naming the
+extra (:func:`require`). See docs/integrations.md, "Framework adapters".
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """``module`` imported, or ``ImportError`` with the one-line install hint for ``extra``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"{module} is not installed: pip install 'saihm[{extra}]'") from err
