@@ -10,7 +10,7 @@ DATA ?= ./saihm-data
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,integrations-test]'
 	touch $(STAMP)
 
 .PHONY: run test lint bench
