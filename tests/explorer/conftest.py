@@ -34,6 +34,7 @@ CHROMIUM_FLAGS = [
 ]
 #: How long the page may take to load and check (a bounded wait on a real condition).
 WAIT_MS = 30_000
+VIEWPORT = {"width": 1100, "height": 900}
 
 
 def chromium_path() -> str | None:
@@ -51,7 +52,7 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def browser(tmp_path_factory) -> Iterator[object]:
+def browser() -> Iterator[object]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -59,17 +60,14 @@ def browser(tmp_path_factory) -> Iterator[object]:
     executable = chromium_path()
     if executable is None:
         _unavailable("no Chromium: apt-get install chromium (or set SAIHM_CHROMIUM)")
-    profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=executable,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1100, "height": 900},
+        # Playwright starts Chromium with a new empty --user-data-dir of its own, and every
+        # test gets a fresh context (no cookies, storage or cache from another test).
+        browser = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_FLAGS
         )
-        yield context
-        context.close()
+        yield browser
+        browser.close()
 
 
 class Shots:
@@ -100,7 +98,8 @@ def shots(tmp_path_factory) -> Shots:
 class Proxy:
     """An aiohttp proxy in its own thread in front of the real server; ``lies`` says how it
     lies: ``"inclusion"`` flips a byte of the first hash of every inclusion proof,
-    ``"checkpoint"`` serves ``self.note`` instead of the log's checkpoint."""
+    ``"checkpoint"`` serves ``self.note`` instead of the log's checkpoint, ``"receipt-json"``
+    changes the JSON form of listed receipts but not their CBOR."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
@@ -129,6 +128,11 @@ class Proxy:
                     for k, v in up.headers.items()
                     if k.lower() in ("content-type", "content-security-policy", "cache-control")
                 }
+                if path.startswith("/log/v1/receipts?") and "receipt-json" in self.lies:
+                    answer = json.loads(body)
+                    for entry in answer["receipts"]:
+                        entry["receipt"]["timestamp"] = "1"  # the CBOR leaf stays as logged
+                    body = json.dumps(answer).encode()
                 if path.startswith("/log/v1/proof/inclusion") and "inclusion" in self.lies:
                     answer = json.loads(body)
                     first = bytearray.fromhex(answer["proof"][0])
@@ -224,7 +228,7 @@ def log(tmp_path_factory) -> Iterator[Log]:
 def page(browser, log):
     """A fresh tab; the proxy tells the truth unless a test says otherwise."""
     log.proxy.lies.clear()
-    tab = browser.new_page()
+    tab = browser.new_page(viewport=VIEWPORT)
     errors: list[str] = []
     tab.on("pageerror", lambda err: errors.append(str(err)))
     yield tab

@@ -242,16 +242,90 @@ def test_governance_tallies_are_recomputed_from_vote_receipts(page, log, shots):
 
 
 def test_the_basic_view_works_without_javascript(browser, log):
-    context = browser.browser.new_context(java_script_enabled=False) if browser.browser else None
-    if context is None:  # a persistent context has no parent browser; use a page-level switch
-        tab = browser.new_page()
-        tab.route("**/*.js", lambda route: route.abort())
-    else:
-        tab = context.new_page()
+    context = browser.new_context(java_script_enabled=False)
     try:
+        tab = context.new_page()
         tab.goto(log.url + "explorer/")
         size = log.checkpoint_note().split(b"\n")[1].decode()
         text = tab.inner_text("#checkpoint-body")
         assert "Tree size" in text and size in text
+        assert "Without JavaScript" in tab.inner_text("header")  # the noscript note shows
     finally:
-        tab.close()
+        context.close()
+
+
+def test_a_json_form_that_does_not_match_its_logged_cbor_fails_the_check(page, log):
+    log.proxy.lies.add("receipt-json")
+    open_explorer(page, log.proxy.url)
+    _search(page, log.ids["cells"][2]["cellId"], "subjectId")
+    result = _check_first_inclusion(page, "#search-results")
+    assert result.get_attribute("data-result") == "fail"
+    assert "does not match the logged CBOR" in result.inner_text()
+
+
+def _cosign(note: bytes, name: str, timestamp: int, tamper: bool = False) -> tuple[bytes, str]:
+    """``note`` with a tlog-cosignature/v1 line by a fresh witness key, and its vkey."""
+    import hashlib
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    public = key.public_key().public_bytes_raw()
+    key_id = hashlib.sha256(name.encode() + b"\n\x04" + public).digest()[:4]
+    text = note[: note.index(b"\n\n") + 1]
+    signature = key.sign(b"cosignature/v1\ntime %d\n" % timestamp + text)
+    if tamper:
+        signature = bytes([signature[0] ^ 1]) + signature[1:]
+    blob = key_id + timestamp.to_bytes(8, "big") + signature
+    line = f"\u2014 {name} {base64.b64encode(blob).decode()}\n".encode()
+    material = base64.b64encode(bytes([4]) + public).decode()
+    vkey = f"{name}+{key_id.hex()}+{material}"
+    return note + line, vkey
+
+
+def test_a_witness_cosignature_is_listed_and_verified_with_the_witness_key(page, log, shots):
+    note, vkey = _cosign(log.checkpoint_note(), "witness.example/w1", 1_700_000_000)
+    note, bad_vkey = _cosign(note, "witness.example/w2", 1_700_000_001, tamper=True)
+    log.proxy.note = note
+    log.proxy.lies.add("checkpoint")
+    open_explorer(page, log.proxy.url)
+    rows = page.locator("table.sigs tbody tr")
+    assert rows.count() == 4
+    assert rows.nth(2).get_attribute("data-status") == "unknown-key"  # no key for it yet
+    assert "witness.example/w1" in rows.nth(2).inner_text()
+    for key in (vkey, bad_vkey):
+        page.fill("#pin-key", key)
+        page.click("#pin-form button")
+        page.wait_for_function(
+            "n => document.querySelector('#pin-result').textContent.startsWith(n + ' key')",
+            arg=1 if key == vkey else 2,
+            timeout=WAIT_MS,
+        )
+    statuses = [rows.nth(i).get_attribute("data-status") for i in range(4)]
+    assert statuses == ["verified", "not-checked", "verified", "failed"]
+    assert "2023-11-14T22:13:20Z" in rows.nth(2).inner_text()  # the cosignature's own time
+    shots.take(page, "cosignatures", "#checkpoint")
+
+
+def test_a_search_for_something_that_is_not_an_id_says_so_and_asks_nothing(page, log):
+    open_explorer(page, log.url)
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    _search(page, "<b>not an id</b>", "any")
+    page.wait_for_selector("#search-results[data-result=fail]", timeout=WAIT_MS)
+    assert "64 hexadecimal" in page.inner_text("#search-results")
+    assert page.locator("#search-results b").count() == 0
+    assert requests == []
+
+
+def test_the_scripts_never_parse_text_as_html():
+    """Nothing from the log or a reader is rendered as HTML: no innerHTML and friends."""
+    from pathlib import Path
+
+    import saihm.http.explorer as explorer
+
+    static = Path(explorer.__file__).parent / "static"
+    for script in static.glob("*.js"):
+        source = script.read_text()
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+            assert sink not in source, f"{script.name} uses {sink}"

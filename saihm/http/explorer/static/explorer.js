@@ -261,8 +261,8 @@ async function allReceipts(query, pages) {
 
 // -- the chart --------------------------------------------------------------------------------
 
-const COLOURS = ["#1b5e9e", "#b3412d", "#2e7d32", "#6a3d9a", "#8a6100", "#00727a", "#a1306b",
-  "#4e5a65", "#7a4b00", "#2f4f9f", "#99581e", "#3b6e22", "#7b2c2c"];
+const COLOURS = ["#1f5fa8", "#c0392b", "#2e8540", "#7b3fa0", "#d35400", "#127f8c", "#b0307a",
+  "#5d6d7e", "#6e4b1f", "#8a8a00", "#2c3e80", "#4f7a28", "#7d2a2a"];
 
 async function drawChart() {
   const box = $("chart");
@@ -296,7 +296,7 @@ async function drawChart() {
     OPERATIONS.forEach((op, k) => {
       if (!c[op]) return;
       const h = (c[op] / maxBucket) * (H - B - T) * 0.5;
-      chart.append(svg("rect", { x: L + i * bw + 2, y: H - B - base - h, width: bw - 4, height: h, fill: COLOURS[k], opacity: 0.55 }));
+      chart.append(svg("rect", { x: L + i * bw + 2, y: H - B - base - h, width: bw - 4, height: h, fill: COLOURS[k] }));
       base += h;
     });
   });
@@ -423,11 +423,11 @@ async function pinKey(event) {
     status(out, "fail", `Not a verifier key: ${err.message}.`);
     return;
   }
-  state.pinned = [value];
+  if (!state.pinned.includes(value)) state.pinned.push(value);
   await loadKeys();
   state.latest = await fetchCheckpoint();
   renderCheckpoint(state.latest);
-  status(out, "pass", "Key pinned; the checkpoint was checked again with it.");
+  status(out, "pass", `${state.pinned.length} key(s) pinned; the checkpoint was checked again with them.`);
 }
 
 async function start() {
