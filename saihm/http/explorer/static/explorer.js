@@ -82,8 +82,11 @@ function signatureTable(cp) {
 }
 
 function renderCheckpoint(cp) {
-  const signedAt = cp.lines.map((l) => l.timestamp).filter((t) => t !== undefined && t !== null);
-  const newest = signedAt.length ? signedAt.reduce((a, b) => (a > b ? a : b)) : null;
+  // The age is the time in the operator's ML-DSA-44 line (the Ed25519 line carries none).
+  const timed = cp.lines.find((l) => l.name === cp.body.origin && l.kind.includes("ML-DSA-44") && l.timestamp);
+  const ageText = timed
+    ? `${age(timed.timestamp)} (signed ${when(timed.timestamp)}, the time in the operator's ML-DSA-44 line, which this browser cannot verify)`
+    : "unknown (no operator signature line carries a time)";
   const operator = cp.operatorVerified
     ? "The operator's Ed25519 signature verified in this browser."
     : "The operator's Ed25519 signature was NOT verified here (see the table).";
@@ -92,7 +95,7 @@ function renderCheckpoint(cp) {
       ["Origin", cp.body.origin],
       ["Tree size", cp.body.size.toString()],
       ["Root hash", code(hex(cp.body.root))],
-      ["Age", newest === null ? "unknown (no signature line carries a time)" : `${age(newest)} (signed ${when(newest)})`],
+      ["Age", ageText],
       ["Fetched", new Date().toISOString()],
     ]),
     el("p", { id: "operator-signature", "data-result": cp.operatorVerified ? "pass" : "fail", class: `status ${cp.operatorVerified ? "pass" : "fail"}`, text: operator }),
@@ -350,7 +353,7 @@ async function loadErasures() {
     return el("li", {}, code(cellId), " ",
       el("button", { type: "button", onclick: () => showErasure(cellId, out), text: "Show REMEMBER and FORGET" }), out);
   });
-  box.replaceChildren(el("p", { text: `${body.cellIds.length} erased cells as of tree size ${body.treeSize}.` }), el("ul", { class: "erasures" }, ...items));
+  box.replaceChildren(el("p", { text: `Erased cells as of tree size ${body.treeSize}: ${body.cellIds.length}.` }), el("ul", { class: "erasures" }, ...items));
 }
 
 // -- governance -------------------------------------------------------------------------------

@@ -122,6 +122,9 @@ export async function checkSignatures(parsed, vkeys) {
       if (sig.signature.length === 72) {
         row.kind = "probably a tlog-cosignature (timestamp and Ed25519)";
         row.timestamp = u64(sig.signature, 0);
+      } else if (sig.signature.length === 8 + 2420) {
+        row.kind = "probably ML-DSA-44 (timestamp and subtree/v1 signature)";
+        row.timestamp = u64(sig.signature, 0);
       }
       out.push(row);
       continue;
