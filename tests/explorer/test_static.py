@@ -6,6 +6,7 @@ import functools
 import json
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,26 @@ def test_the_static_copy_reads_the_checkpoint_and_checks_it_with_a_pinned_key(pa
     page.wait_for_selector("#pin-result[data-result]")
     assert page.get_attribute("#pin-result", "data-result") == "pass"
     assert page.get_attribute("#operator-signature", "data-result") == "pass"
+
+
+def test_the_copy_command_in_operations_md_writes_the_explorer(tmp_path):
+    """docs/operations.md "The log explorer": the documented command writes OUT/explorer/."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.explorer.conftest import ROOT
+
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    section = doc[doc.index("## The log explorer") :]
+    command = re.search(r"```sh\n(python -c .*) OUT\n```", section).group(1)
+    python = str(Path(sys.executable))
+    done = subprocess.run(
+        command.replace("python", python, 1) + f" {tmp_path / 'out'}",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "out" / "explorer").iterdir()) == sorted(FILES)
