@@ -88,6 +88,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest accepted request body (default 1 MiB)",
     )  # fmt: skip
     _serve_policy(serve)
+    serve.add_argument(
+        "--rate-limit",
+        type=float,
+        metavar="PER_SECOND",
+        help="calls per second each token may make, per worker (default 50; 0 disables)",
+    )
+    serve.add_argument(
+        "--rate-burst",
+        type=int,
+        metavar="CALLS",
+        help="calls a token may make at once before the rate applies (default 200)",
+    )
+    serve.add_argument(
+        "--pending-max",
+        type=int,
+        metavar="N",
+        help="pending memory proposals held per consumer (default 100)",
+    )
+    serve.add_argument(
+        "--pending-ttl",
+        type=int,
+        metavar="SECONDS",
+        help="lifetime of a pending memory proposal (default 604800, 7 days)",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
@@ -379,6 +403,7 @@ def _cmd_grant(args: argparse.Namespace) -> int:
             raise MalformedInput("--namespaces names no namespace")
     holder_id = _hex32(args.holder, "holder")
     expires_at = int(time.time()) + args.ttl
+    _check_grant_token(holder_id, namespaces, expires_at)
     operator = open_operator(config_from(args), checkpointer=False)
     try:
         grant_id, _ = operator.grant(holder_id, namespaces, expires_at)
@@ -391,6 +416,23 @@ def _cmd_grant(args: argparse.Namespace) -> int:
     token = _issue(args, holder_id, secrets.token_bytes(32), scope)
     _print({"grantId": grant_id.hex(), "token": token})
     return 0
+
+
+def _check_grant_token(holder_id: bytes, namespaces: list[str] | None, expires_at: int) -> None:
+    """Refuse, before GRANT is logged, a grant whose token no server could read."""
+    from saihm.authority import check_token_fits
+    from saihm.errors import MalformedInput
+    from saihm.events import CapabilityScope
+
+    try:
+        scope = CapabilityScope(
+            sessions="all",
+            namespaces=None if namespaces is None else tuple(namespaces),
+            grant_id=bytes(32),
+        )
+    except ValueError as err:
+        raise MalformedInput("--namespaces: each namespace is 1 to 256 characters") from err
+    check_token_fits(holder_id, bytes(32), scope, expires_at)
 
 
 def _cmd_kek_rotate(args: argparse.Namespace) -> int:

@@ -33,6 +33,13 @@ class Config:
     token_ttl: int = 30 * DAY
     service_window_ms: int = 2_000
     kek_rotation_hours: int = 24
+    #: Per-token request rate (tokens per second refilled) and burst; 0 disables
+    #: (saihm.http.limits; per serving process).
+    rate_limit: float = 50.0
+    rate_burst: int = 200
+    #: Pending RFC 0007 write proposals: most held per consumer, and their lifetime in seconds.
+    pending_max: int = 100
+    pending_ttl: int = 7 * DAY
     governable: dict[str, str] = field(
         default_factory=lambda: {
             "kek_rotation_hours": "hours between KEK retirements (integer, 1..168)",

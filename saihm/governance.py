@@ -16,6 +16,8 @@ from saihm.store import Access, Change
 from saihm.toolbase import ToolBase
 
 SCOPES = ("emission_param", "protocol_upgrade")
+#: Longest paramKey or proposedValue accepted.
+TERM_MAX = 256
 
 
 class GovernanceTools(ToolBase):
@@ -37,11 +39,15 @@ class GovernanceTools(ToolBase):
 
     def _propose(self, access: Access, params: object) -> dict:
         p = P.check_params(params, {"scope", "paramKey", "proposedValue"}, {"scope"})
-        scope = P.text(p, "scope")
+        scope = P.text(p, "scope", code="unknown_scope")
         if scope not in SCOPES:
             raise MalformedInput("unknown proposal scope", code="unknown_scope")
         key = P.text(p, "paramKey", nullable=True)
         value = P.text(p, "proposedValue", nullable=True)
+        # Both go into the PROPOSE receipt, a log leaf (under 64 KiB); governable values are
+        # short, so a bound here refuses what would otherwise fail inside the write.
+        if any(v is not None and len(v) > TERM_MAX for v in (key, value)):
+            raise MalformedInput(f"paramKey and proposedValue are at most {TERM_MAX} characters")
         if scope == "protocol_upgrade":
             key = value = None
         elif key not in self.config.governable or value is None:

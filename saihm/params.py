@@ -31,13 +31,35 @@ def check_params(params: object, allowed: set[str], required: set[str] = frozens
     return params
 
 
-def text(params: dict, name: str, *, default: str | None = None, nullable: bool = False) -> Any:
-    """A string member (or ``default`` when absent; None when null and ``nullable``)."""
+def _unicode(value: str) -> bool:
+    """Whether ``value`` is valid Unicode text (no lone surrogate, which JSON can carry as
+    ``\\ud800`` but UTF-8 and CBOR cannot)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def text(
+    params: dict,
+    name: str,
+    *,
+    default: str | None = None,
+    nullable: bool = False,
+    code: str = "bad_request",
+) -> Any:
+    """A string member (or ``default`` when absent; None when null and ``nullable``).
+
+    A non-string or a string with a lone surrogate is :class:`MalformedInput` with ``code``.
+    """
     value = params.get(name, default)
     if value is None and (nullable or name not in params):
         return None
     if not isinstance(value, str):
-        raise MalformedInput(f"{name} must be a string")
+        raise MalformedInput(f"{name} must be a string", code=code)
+    if not _unicode(value):
+        raise MalformedInput(f"{name} is not valid Unicode text", code=code)
     return value
 
 
@@ -61,18 +83,19 @@ def epoch(value: object, name: str) -> int | None:
         return None
     if isinstance(value, bool):
         raise MalformedInput(f"{name} must be decimal digits", code="invalid_expiry")
-    if isinstance(value, int) and value >= 0:
+    if isinstance(value, int) and 0 <= value < 1 << 64:
         return value
     if isinstance(value, str) and _DIGITS.fullmatch(value) and int(value) < 1 << 64:
         return int(value)
     raise MalformedInput(f"{name} must be decimal digits", code="invalid_expiry")
 
 
-def string_list(params: dict, name: str) -> list[str]:
-    """A JSON array of strings."""
+def string_list(params: dict, name: str, *, code: str = "bad_request") -> list[str]:
+    """A JSON array of valid Unicode strings; anything else is :class:`MalformedInput`
+    with ``code``."""
     value = params.get(name)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MalformedInput(f"{name} must be an array of strings")
+    if not isinstance(value, list) or not all(isinstance(v, str) and _unicode(v) for v in value):
+        raise MalformedInput(f"{name} must be an array of strings", code=code)
     return value
 
 

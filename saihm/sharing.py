@@ -23,20 +23,23 @@ class SharingTools(ToolBase):
     def _share(self, access: Access, params: object) -> dict:
         names = {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"}
         p = P.check_params(params, names, names - {"expiryEpoch"})
+        # Each member's defect answers the protocol's code for that member (saihm_share
+        # "Errors"), so a client never meets an extension code it cannot interpret.
         grantees = [
             P.id32(g[2:] if g[:2] in ("0x", "0X") else g, code="invalid_grantee", what="grantee")
-            for g in P.string_list(p, "granteeIdHashesHex")
+            for g in P.string_list(p, "granteeIdHashesHex", code="invalid_grantee")
         ]
         shards = [
-            P.id32(s, code="shard_not_found", what="shard") for s in P.string_list(p, "shardIds")
+            P.id32(s, code="shard_not_found", what="shard")
+            for s in P.string_list(p, "shardIds", code="shard_not_found")
         ]
-        kind = P.text(p, "type")
+        kind = P.text(p, "type", code="invalid_mode")
         mode = MODES.get(kind) if isinstance(kind, str) else None
         if mode is None:
             raise MalformedInput(
                 "type must be temporary, permanent or syndicate", code="invalid_mode"
             )
-        scope = P.text(p, "scope")
+        scope = P.text(p, "scope", code="invalid_scope")
         expiry = P.epoch(p.get("expiryEpoch"), "expiryEpoch")
         return self.share(access, grantees, shards, mode, scope, expiry)
 

@@ -532,10 +532,31 @@ class Store(GroupCommit, PublicLog):
     def _pending(self) -> object:
         return self._db[PENDING]
 
-    def pending_put(self, proposal_id: bytes, cell: Cell, dek: bytes, meta: bytes) -> None:
-        """Hold a prepared cell and its DEK (wrapped under the current KEK) for confirmation."""
+    def pending_put(
+        self,
+        proposal_id: bytes,
+        cell: Cell,
+        dek: bytes,
+        meta: bytes,
+        admit: Callable[[list[tuple[bytes, bytes]]], Iterable[bytes]] | None = None,
+    ) -> None:
+        """Hold a prepared cell and its DEK (wrapped under the current KEK) for confirmation.
+
+        ``admit``, when given, is called inside the write transaction (so across processes no
+        other proposal lands in between) with every held ``(proposalId, meta)``; it returns
+        the proposals to drop first (their DEKs destroyed) or raises to refuse this one, which
+        then changes nothing.
+        """
         db = self._pending()
         with self.env.begin(write=True) as txn:
+            if admit is not None:
+                with txn.cursor(db=db) as cursor:
+                    held = [(bytes(k), loads(v)[2]) for k, v in cursor.iternext()]
+                for dropped in admit(held):
+                    raw = txn.get(dropped, db=db)
+                    if raw is not None:
+                        self.keyring.destroy(txn, Cell.from_cbor(loads(raw)[1]).cell_id)
+                        txn.delete(dropped, db=db)
             self.keyring.put_dek(txn, cell.cell_id, dek)
             if not txn.put(proposal_id, dumps({1: cell.to_cbor(), 2: meta}), db=db,
                            overwrite=False):  # fmt: skip

@@ -5,6 +5,6 @@ tools (``saihm holder create``, ``saihm session open``, ``saihm grant``) on the 
 machine. A token cannot be manufactured by anyone who lacks the authority's private key.
 """
 
-from saihm.authority.authority import Authority
+from saihm.authority.authority import ISSUABLE_TOKEN_CHARS, Authority, check_token_fits
 
-__all__ = ["Authority"]
+__all__ = ["ISSUABLE_TOKEN_CHARS", "Authority", "check_token_fits"]

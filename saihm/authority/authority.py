@@ -8,10 +8,47 @@ from pathlib import Path
 
 from saihm.errors import MalformedInput
 from saihm.events import Capability, CapabilityScope, sign_capability
+from saihm.events.capability import ISSUABLE_TOKEN_CHARS
 from saihm.events.identity import AuthorityKey
+
+__all__ = ["ISSUABLE_TOKEN_CHARS", "Authority", "check_token_fits"]
 
 SEED_FILE = "authority.seed"
 PUBLIC_FILE = "authority.pub"
+#: A stand-in for the signature when measuring a token before signing (always 3309 bytes).
+_SIGNATURE_SIZE = 3309
+
+
+def _refuse(chars: int) -> MalformedInput:
+    return MalformedInput(
+        f"the token would be {chars} characters; a server reads at most {ISSUABLE_TOKEN_CHARS} "
+        "(name fewer or shorter namespaces)",
+        code="token_too_long",
+    )
+
+
+def check_token_fits(
+    holder_id: bytes, session_id: bytes | None, scope: CapabilityScope, expires_at: int
+) -> int:
+    """The length of the token these fields make; raises :class:`MalformedInput`
+    ("token_too_long") when it is over :data:`ISSUABLE_TOKEN_CHARS`.
+
+    Callers that log a GRANT before issuing its token check first, so a refused token leaves
+    no grant behind; a ``grant_id`` not yet known may be any 32 bytes (the length is the same).
+    The signature is fixed-size (ML-DSA-65), so the measure is exact.
+    """
+    draft = Capability(
+        holder_id=holder_id,
+        session_id=session_id,
+        scope=scope,
+        expires_at=expires_at,
+        token_id=bytes(16),
+        signature=bytes(_SIGNATURE_SIZE),
+    )
+    chars = len(draft.to_token())
+    if chars > ISSUABLE_TOKEN_CHARS:
+        raise _refuse(chars)
+    return chars
 
 
 class Authority:
@@ -61,14 +98,23 @@ class Authority:
         *,
         now: int | None = None,
     ) -> Capability:
-        """Sign a capability for ``holder_id`` valid for ``ttl`` seconds."""
+        """Sign a capability for ``holder_id`` valid for ``ttl`` seconds.
+
+        Refuses (:class:`MalformedInput`, "token_too_long") a token longer than
+        :data:`ISSUABLE_TOKEN_CHARS`, which no server could read from its Authorization header.
+        """
         if ttl <= 0:
             raise MalformedInput("a token's lifetime must be positive")
         issued = int(time.time()) if now is None else now
-        return sign_capability(
+        check_token_fits(holder_id, session_id, scope, issued + ttl)
+        cap = sign_capability(
             self._key,
             holder_id=holder_id,
             session_id=session_id,
             scope=scope,
             expires_at=issued + ttl,
         )
+        chars = len(cap.to_token())
+        if chars > ISSUABLE_TOKEN_CHARS:  # the measure above is exact; this keeps it honest
+            raise _refuse(chars)
+        return cap

@@ -21,11 +21,23 @@ from saihm.events._types import read_map as _read_map
 from saihm.events.codec import encode
 from saihm.events.errors import CapabilityError, DecodeError
 
-__all__ = ["MAX_TOKEN_CHARS", "Capability", "CapabilityScope"]
+__all__ = [
+    "HEADER_FIELD_MAX",
+    "ISSUABLE_TOKEN_CHARS",
+    "MAX_TOKEN_CHARS",
+    "Capability",
+    "CapabilityScope",
+]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: Longest token string accepted (the signature alone is 3309 bytes, about 4412 characters).
 MAX_TOKEN_CHARS = 8192
+#: Longest header line (name, ": " and value) the server's HTTP parser reads (saihm.http.guard);
+#: a longer one is refused with 431 before any handler runs.
+HEADER_FIELD_MAX = 8190
+#: Longest token the authority issues: one that fits ``Authorization: Bearer <token>`` within
+#: ``HEADER_FIELD_MAX``, so every token issued can be presented to a server.
+ISSUABLE_TOKEN_CHARS = HEADER_FIELD_MAX - len("Authorization: Bearer ")
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
 Namespace = Annotated[str, Strict(), Field(min_length=1, max_length=256)]
 

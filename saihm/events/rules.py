@@ -32,19 +32,20 @@ def check_contract_terms(
     """Apply the protocol's contract rules to proposed terms.
 
     Raises ``MalformedInput`` with code ``invalid_grantee`` (empty list, an entry not 32 bytes,
-    or a duplicate), ``invalid_shard`` (empty list or an entry not 32 bytes, or a duplicate),
-    ``invalid_mode``, ``invalid_scope`` ("write" and "readwrite" are reserved; only "read" is
-    defined) or ``invalid_expiry`` (TEMPORARY: timestamp < expiresAt <= timestamp + 86400;
-    PERMANENT: expiresAt = 0; SYNDICATE: 0 or later than timestamp).
+    or a duplicate), ``shard_not_found`` (empty list, an entry not 32 bytes, or a duplicate:
+    the protocol's only shard code), ``invalid_mode``, ``invalid_scope`` ("write" and
+    "readwrite" are reserved; only "read" is defined) or ``invalid_expiry`` (TEMPORARY:
+    timestamp < expiresAt <= timestamp + 86400; PERMANENT: expiresAt = 0; SYNDICATE: 0 or later
+    than timestamp).
     """
     if not grantee_ids or any(not isinstance(g, bytes) or len(g) != 32 for g in grantee_ids):
         raise MalformedInput("each grantee must be a 32-byte holderId", code="invalid_grantee")
     if len(set(grantee_ids)) != len(grantee_ids):
         raise MalformedInput("a grantee is listed twice", code="invalid_grantee")
     if not shard_ids or any(not isinstance(s, bytes) or len(s) != 32 for s in shard_ids):
-        raise MalformedInput("each shard must be a 32-byte cellId", code="invalid_shard")
+        raise MalformedInput("each shard must be a 32-byte cellId", code="shard_not_found")
     if len(set(shard_ids)) != len(shard_ids):
-        raise MalformedInput("a shard is listed twice", code="invalid_shard")
+        raise MalformedInput("a shard is listed twice", code="shard_not_found")
     if mode not in MODES:
         raise MalformedInput("mode must be TEMPORARY, PERMANENT or SYNDICATE", code="invalid_mode")
     if scope != "read":

@@ -194,6 +194,10 @@ async def read_bounded(request: web.Request) -> bytes:
         return await request.read()
     except web.HTTPRequestEntityTooLarge as err:
         raise TooLarge("request body too large") from err
+    except web.RequestPayloadError as err:
+        # A body whose framing breaks after the handler started (a bad chunk, a short body):
+        # the client's fault, and the message (which quotes the bytes) is not kept.
+        raise MalformedInput("the request body is malformed") from err
 
 
 async def binding(request: web.Request) -> web.Response:
@@ -220,6 +224,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     """
     from saihm.http.explorer import add_explorer_routes
     from saihm.http.governance import governance
+    from saihm.http.limits import TokenBuckets, rate_limit_middleware
     from saihm.http.log_api import add_log_routes
     from saihm.http.ops import add_ops_routes, metrics_middleware
     from saihm.provider.http import add_routes as add_memory_routes
@@ -227,9 +232,13 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
 
     if client_max_size < 1:
         raise ValueError("client_max_size must be positive")
+    config = operator.config
+    limiter = rate_limit_middleware(
+        TokenBuckets(config.rate_limit, config.rate_burst), operator.store.authority_public_key
+    )
     app = web.Application(
         client_max_size=client_max_size,
-        middlewares=[access_log_middleware, metrics_middleware, error_middleware],
+        middlewares=[access_log_middleware, metrics_middleware, limiter, error_middleware],
     )
     app[OPERATOR] = operator
     app[MAX_BODY] = client_max_size

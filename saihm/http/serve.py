@@ -142,10 +142,12 @@ async def _serve(
 ) -> None:
     from saihm.compose import open_operator
     from saihm.http.app import create_app
+    from saihm.http.guard import GuardedAppRunner
 
     operator = open_operator(config)
     try:
-        runner = web.AppRunner(
+        # The guarded runner answers parser refusals with JSON and logs no header value.
+        runner = GuardedAppRunner(
             create_app(operator, client_max_size=max_body), access_log=None, handle_signals=False
         )
         await runner.setup()
@@ -218,6 +220,7 @@ def main(args: argparse.Namespace) -> int:
     """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
     from saihm.cli import config_from
     from saihm.compose import initialise
+    from saihm.http.limits import with_serve_limits
     from saihm.logs import configure_logging
 
     configure_logging(sys.stderr)
@@ -226,7 +229,7 @@ def main(args: argparse.Namespace) -> int:
         context = tls_context(args.tls_cert, args.tls_key) if tls else None
         if context is not None:
             _log_key_exchange(context)
-        config = config_from(args)
+        config = with_serve_limits(config_from(args), args)
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)

@@ -46,6 +46,8 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
         return model.model_validate_json(await request.read())
     except ValidationError as err:
         raise MalformedInput("request body does not match the schema") from err
+    except web.RequestPayloadError as err:
+        raise MalformedInput("the request body is malformed") from err
 
 
 VaultSource = LocalVault | Callable[[], LocalVault]

@@ -4,6 +4,13 @@ A proposal is sealed and signed at once (the plaintext never rests on disk); its
 wrapped DEK are held by the store's pending section. Accepting commits the very same cell with
 a REMEMBER receipt, in one transaction that also removes the proposal; rejecting destroys the
 wrapped DEK, so the held ciphertext can no longer be read.
+
+Bounds (Build 6, docs/operations.md): a consumer holds at most ``Config.pending_max``
+proposals (one more is refused, 409 "pending_full", and changes nothing; the count is taken
+inside the write transaction, so racing processes cannot pass it), and a proposal lives
+``Config.pending_ttl`` seconds, its expiry written into it when proposed. An expired proposal
+is neither listed nor acceptable; its wrapped DEK is destroyed at the next propose, listing,
+accept or :func:`sweep`.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import json
 import secrets
 from typing import TYPE_CHECKING
 
-from saihm.errors import MalformedInput, NotFound
+from saihm.errors import Conflict, MalformedInput, NotFound
 from saihm.events import Operation, SealedPayload
 from saihm.events.envelope import seal
 from saihm.events.signing import sign_receipt
@@ -35,9 +42,36 @@ def _id(value: str) -> bytes:
     return raw
 
 
+def _expires_at(meta: dict, ttl: int) -> int:
+    """When a proposal expires: its own ``expiresAt``, else (held before expiry was recorded)
+    ``proposedAt`` plus the configured lifetime."""
+    value = meta.get("expiresAt")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(meta.get("proposedAt", 0)) + ttl
+
+
+def _meta(raw: bytes) -> dict:
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _expired(meta: dict, now: int, ttl: int) -> bool:
+    return _expires_at(meta, ttl) <= now
+
+
 def propose(vault: LocalVault, access: Access, request: MemoryStore) -> MemoryRecordRef:
-    """Seal ``request`` into a prepared cell of the vault session and hold it."""
+    """Seal ``request`` into a prepared cell of the vault session and hold it.
+
+    Inside the write transaction every expired proposal is dropped (DEK destroyed) and the
+    consumer's live proposals are counted: at ``pending_max`` the proposal is refused with
+    :class:`Conflict` ("pending_full") and nothing is stored.
+    """
     store = vault.cells
+    config = vault.operator.config
     now = int(store.clock())
     payload = SealedPayload(
         content=seal_text(request), session_id=vault.meta.session_id,
@@ -48,19 +82,56 @@ def propose(vault: LocalVault, access: Access, request: MemoryStore) -> MemoryRe
         kek_version=store.kek_dir.current_version, tier=vault.operator.config.tier, timestamp=now,
     )  # fmt: skip
     proposal_id = secrets.token_bytes(32)
-    meta = {"consumer": access.consumer, "grantId": access.grant_id.hex(), "proposedAt": now}
-    store.pending_put(proposal_id, cell, dek, json.dumps(meta).encode())
+    meta = {
+        "consumer": access.consumer,
+        "grantId": access.grant_id.hex(),
+        "proposedAt": now,
+        "expiresAt": now + config.pending_ttl,
+    }
+
+    def admit(held: list[tuple[bytes, bytes]]) -> list[bytes]:
+        expired, mine = [], 0
+        for held_id, raw in held:
+            entry = _meta(raw)
+            if _expired(entry, now, config.pending_ttl):
+                expired.append(held_id)
+            elif entry.get("consumer") == access.consumer:
+                mine += 1
+        if mine >= config.pending_max:
+            raise Conflict("too many pending proposals for this consumer", code="pending_full")
+        return expired
+
+    store.pending_put(proposal_id, cell, dek, json.dumps(meta).encode(), admit=admit)
     return MemoryRecordRef(
         id=proposal_id.hex(), namespace=request.namespace, state="pending",
         created_at=iso8601(now),
     )  # fmt: skip
 
 
+def sweep(vault: LocalVault) -> int:
+    """Drop every expired proposal and destroy its wrapped DEK; returns how many."""
+    now = int(vault.cells.clock())
+    ttl = vault.operator.config.pending_ttl
+    count = 0
+    for proposal_id, _cell, raw_meta in vault.cells.pending_items():
+        if _expired(_meta(raw_meta), now, ttl):
+            count += vault.cells.pending_reject(proposal_id)
+    return count
+
+
 def listing(vault: LocalVault, *, show: bool) -> list[PendingProposal]:
-    """Every held proposal, oldest first; decrypted for the person when ``show``."""
+    """Every held, unexpired proposal, oldest first; decrypted for the person when ``show``.
+
+    Expired proposals are swept first (DEKs destroyed), so they are never listed.
+    """
+    sweep(vault)
+    now = int(vault.cells.clock())
+    ttl = vault.operator.config.pending_ttl
     out = []
     for proposal_id, _cell, raw_meta in vault.cells.pending_items():
         meta = json.loads(raw_meta)
+        if _expired(meta, now, ttl):
+            continue
         namespace = record = None
         if show:
             _, _, payload = vault.cells.pending_open(proposal_id)
@@ -80,10 +151,17 @@ def listing(vault: LocalVault, *, show: bool) -> list[PendingProposal]:
 
 
 def accept(vault: LocalVault, proposal_id: str) -> MemoryRecordRef:
-    """Make a held proposal a live record: REMEMBER receipt + cell, proposal removed, atomically."""
+    """Make a held proposal a live record: REMEMBER receipt + cell, proposal removed, atomically.
+
+    An expired proposal is not acceptable: it is dropped, its DEK destroyed, and the answer is
+    :class:`NotFound` ("proposal_not_found"), as for one never held.
+    """
     pid = _id(proposal_id)
     store = vault.cells
-    cell, _, payload = store.pending_open(pid)
+    cell, raw_meta, payload = store.pending_open(pid)
+    if _expired(_meta(raw_meta), int(store.clock()), vault.operator.config.pending_ttl):
+        store.pending_reject(pid)
+        raise NotFound("no such pending proposal", code="proposal_not_found")
     if cell.holder_id != vault.meta.holder_id:
         raise NotFound("no such pending proposal", code="proposal_not_found")
     receipt = sign_receipt(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from saihm.authority import Authority
+from saihm.authority import Authority, check_token_fits
 from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
 from saihm.events import CapabilityScope, Operation
 from saihm.operator import Operator
@@ -133,12 +133,23 @@ class LocalVault:
             raise MalformedInput("a memory grant names at least one namespace")
         if ttl <= 0:
             raise MalformedInput("a grant's lifetime must be positive")
+        expires_at = self._now() + ttl
+        authority = self._authority() if mode is not None else None
+        if mode is not None:
+            # Refuse a token no server could read before anything changes: before the earlier
+            # grant is withdrawn and before GRANT is logged (saihm.authority).
+            draft = CapabilityScope(
+                sessions="all",
+                namespaces=tuple(namespaces),
+                grant_id=bytes(32),
+                consumer=consumer,
+                mode=mode,
+            )
+            check_token_fits(self.meta.holder_id, bytes(32), draft, expires_at)
         self.revoke(consumer, missing_ok=True)
         entry: dict = {"sections": list(sections), "mode": mode, "namespaces": list(namespaces)}
         token = None
-        if mode is not None:
-            authority = self._authority()
-            expires_at = self._now() + ttl
+        if authority is not None and mode is not None:
             grant_id, _ = self.operator.grant(self.meta.holder_id, list(namespaces), expires_at)
             scope = CapabilityScope(
                 sessions="all", namespaces=tuple(namespaces), grant_id=grant_id,
