@@ -51,8 +51,11 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """Chromium for one test module. Not for the session: Playwright's sync API keeps an
+    asyncio loop running on the main thread while it is open, which the async tests of other
+    directories cannot share."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
