@@ -10,6 +10,7 @@ are stored and the projections apply. Effect and receipt commit together or not 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import lmdb
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
+from saihm.jobs import JobBoard, error_code
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
@@ -27,6 +29,7 @@ from saihm.projections.keys import dumps, loads
 if TYPE_CHECKING:
     from saihm.config import Config
     from saihm.keyring import Keyring
+    from saihm.lmdbenv import Environment
     from saihm.projections import Projections
     from saihm.translog import TreeStorage
 
@@ -64,7 +67,7 @@ class GroupCommit:
     """The store's one write path (mixed into :class:`saihm.store.Store`, which owns the
     environment and every attribute used here)."""
 
-    env: lmdb.Environment
+    env: Environment
     config: Config
     clock: Callable[[], float]
     tree: TreeStorage
@@ -75,6 +78,7 @@ class GroupCommit:
     _queue: list[Change]
     _committing: bool
     _last_checkpoint: float
+    jobs: JobBoard
 
     def _fault(self, step: str) -> None:
         """Fault-injection point for crash tests; the store replaces it when given a hook."""
@@ -111,48 +115,117 @@ class GroupCommit:
         return change
 
     def _write_batch(self, batch: list[Change]) -> None:
-        applied: list[Change] = []
+        """Commit ``batch`` in one write transaction, then run the post-commit work.
+
+        Refuses the whole batch (``Unavailable``, nothing written) when the data volume is
+        below the free-disk floor. A batch that fills the LMDB map is aborted, the map grown
+        (up to ``map_size_max``) and the batch tried once more from the start; at the ceiling
+        it is refused. Work after the commit (the fault hook, the checkpoint) is logged and
+        recorded, never raised: a committed change is answered as committed.
+        """
         try:
-            with self.env.begin(write=True) as txn:
-                # Guards and projections read projections, never the tree: each change is
-                # applied before the next guard runs, and all leaves go into the tree at once.
-                first = self.tree.size(txn)
-                leaves: list[bytes] = []
+            refusal = self._storage_refusal()
+            applied = [] if refusal else self._commit_batch(batch)
+            if refusal:
                 for change in batch:
-                    try:
-                        outcome = change.guard(txn) if change.guard else None
-                    except SaihmError as err:
-                        change.error = err
-                        continue
-                    if outcome is not None:
-                        change.outcome = outcome
-                        continue
-                    leaves.extend(self._write_change(txn, change, first + len(leaves)))
-                    applied.append(change)
-                if leaves:
-                    appended_at = self.tree.append(txn, leaves)
-                    if appended_at != first:
-                        raise RuntimeError("the tree grew inside this write transaction")
-                    self._count_calls(txn, applied)
-                self._fault("before_commit")
-        except Exception as err:
-            # LMDB aborts a transaction that fails, so nothing of the batch should be there; the
-            # protocol still says to look a receipt up before answering when unsure, so look.
-            log.error("write transaction failed: %s", type(err).__name__)
-            applied = [c for c in applied if self._receipts_written(c)]
-            for change in batch:
-                if change in applied:
-                    continue
-                if change.error is None:
-                    change.error = Unavailable("storage unavailable")
-                change.outcome = None
+                    change.error = refusal
         finally:
             for change in batch:
                 change.done = True
         if applied:
+            self._after_commit()
+
+    def _storage_refusal(self) -> Unavailable | None:
+        """``Unavailable`` when the data volume has less than ``min_free_disk`` bytes free."""
+        floor = self.config.min_free_disk
+        if floor <= 0:
+            return None
+        try:
+            free = shutil.disk_usage(self.config.lmdb_dir).free
+        except OSError as err:
+            log.error("cannot read free disk space: %s", type(err).__name__)
+            return Unavailable("storage unavailable: free disk space unknown")
+        if free < floor:
+            log.error("write refused: %d bytes free on the data volume, floor %d", free, floor)
+            return Unavailable("storage unavailable: the data volume is below its free floor")
+        return None
+
+    def _commit_batch(self, batch: list[Change]) -> list[Change]:
+        """Write ``batch``; return the changes that took effect (their receipts are logged)."""
+        for attempt in (0, 1):
+            for change in batch:
+                change.error, change.outcome, change.indexes = None, None, []
+            try:
+                return self._try_batch(batch)
+            except lmdb.MapFullError:
+                # LMDB aborted the transaction: nothing of the batch is stored, so a retry
+                # after growing cannot apply any change twice.
+                if attempt == 0 and self._grow_map():
+                    continue
+                ceiling = self.env.ceiling
+                log.error("write refused: the LMDB map is full at its ceiling (%d bytes)", ceiling)
+                self._refuse(batch, [], Unavailable("storage unavailable: the map is full"))
+                return []
+            except Exception as err:
+                # LMDB aborts a transaction that fails, so nothing of the batch should be there;
+                # the protocol still says to look a receipt up before answering when unsure.
+                log.error("write transaction failed: %s", type(err).__name__)
+                applied = [c for c in batch if c.indexes and self._receipts_written(c)]
+                self._refuse(batch, applied, Unavailable("storage unavailable"))
+                return applied
+        return []  # pragma: no cover - the loop returns
+
+    def _grow_map(self) -> bool:
+        try:
+            return self.env.grow()
+        except SaihmError as err:
+            log.error("cannot grow the LMDB map: %s", err.code)
+            return False
+
+    @staticmethod
+    def _refuse(batch: list[Change], applied: list[Change], error: Unavailable) -> None:
+        for change in batch:
+            if change in applied:
+                continue
+            if change.error is None:
+                change.error = error
+            change.outcome = None
+
+    def _try_batch(self, batch: list[Change]) -> list[Change]:
+        applied: list[Change] = []
+        with self.env.begin(write=True) as txn:
+            # Guards and projections read projections, never the tree: each change is
+            # applied before the next guard runs, and all leaves go into the tree at once.
+            first = self.tree.size(txn)
+            leaves: list[bytes] = []
+            for change in batch:
+                try:
+                    outcome = change.guard(txn) if change.guard else None
+                except SaihmError as err:
+                    change.error = err
+                    continue
+                if outcome is not None:
+                    change.outcome = outcome
+                    continue
+                leaves.extend(self._write_change(txn, change, first + len(leaves)))
+                applied.append(change)
+            if leaves:
+                appended_at = self.tree.append(txn, leaves)
+                if appended_at != first:
+                    raise RuntimeError("the tree grew inside this write transaction")
+                self._count_calls(txn, applied)
+            self._fault("before_commit")
+        return applied
+
+    def _after_commit(self) -> None:
+        """Post-commit work. It runs after the changes are durable and answers nothing: a
+        failure is logged and recorded in the store's job health, never raised."""
+        try:
             self._fault("after_commit")
             if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
-                self.checkpoint_now()
+                self.jobs.run("checkpoint", self.checkpoint_now, self.config.checkpoint_interval)
+        except Exception as err:
+            log.error("post-commit work failed: %s", error_code(err))
 
     def _receipts_written(self, change: Change) -> bool:
         """Whether ``change``'s receipts are in the log (saihm-protocol "Order of effect and
@@ -196,5 +269,9 @@ class GroupCommit:
         within = sum(now - change.started <= window for change in applied)
         day = u64(int(self.clock()) // 86_400)
         raw = txn.get(day, db=self._db[STATS])
-        calls, ok = (0, 0) if raw is None else loads(raw)
+        try:
+            calls, ok = (0, 0) if raw is None else loads(raw)
+        except Exception as err:  # a damaged counter must not refuse the batch's writes
+            log.error("statistics for this day unreadable (%s); counting afresh", error_code(err))
+            calls, ok = 0, 0
         txn.put(day, dumps([calls + len(applied), ok + within]), db=self._db[STATS])

@@ -112,6 +112,39 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="lifetime of a pending memory proposal (default 604800, 7 days)",
     )
+    serve.add_argument(
+        "--origin",
+        help="the log's identity, fixed when DIR is created (default: "
+        "saihm.localhost/log/<8 hex of the log key hash>; see docs/formats.md)",
+    )
+    serve.add_argument(
+        "--witness",
+        dest="witnesses",
+        action="append",
+        type=_witness_option,
+        metavar="URL=VKEY",
+        help="submit each new checkpoint to this tlog-witness (submission URL and its "
+        "verifier key; repeatable; default: none)",
+    )
+    serve.add_argument(
+        "--map-size",
+        type=int,
+        metavar="BYTES",
+        help="initial LMDB map size, at least 1 MiB (default 8 GiB); it doubles as needed",
+    )
+    serve.add_argument(
+        "--map-size-max",
+        type=int,
+        metavar="BYTES",
+        help="ceiling of the LMDB map; beyond it writes are refused with 503 (default 256 GiB)",
+    )
+    serve.add_argument(
+        "--min-free-disk",
+        type=int,
+        metavar="BYTES",
+        help="free bytes the data volume keeps; below it writes are refused with 503 "
+        "(default 256 MiB; 0 disables)",
+    )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
     holder = commands.add_parser("holder", help="holders").add_subparsers(dest="sub", required=True)
@@ -246,6 +279,16 @@ def _serve_policy(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _witness_option(text: str) -> str:
+    """``--witness URL=VKEY``, checked (saihm.witness.submit.parse_witness) and normalised."""
+    from saihm.witness.submit import parse_witness
+
+    try:
+        return parse_witness(text).spec
+    except SaihmError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         return importlib.import_module(module).__dict__[function](args)
@@ -259,6 +302,7 @@ DELEGATED_HELP = {
     "monitor": "mirror a log's checkpoints and report rollbacks and forks",
     "replay": "rebuild the public projections of a bundle for research",
     "memory": "RFC 0007 memory provider (local-vault): init, grant, query, pending, ...",
+    "witness": "run a C2SP tlog-witness: 'saihm witness serve --state DIR --log VKEY'",
 }
 DELEGATED = {
     **{
@@ -266,6 +310,7 @@ DELEGATED = {
         for name in ("export", "verify", "monitor", "replay")
     },
     "memory": _delegate("saihm.provider.cli", "main"),
+    "witness": _delegate("saihm.witness.server", "main"),
 }
 
 
@@ -440,7 +485,7 @@ def _cmd_kek_rotate(args: argparse.Namespace) -> int:
 
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        version = operator.store.rotate_kek()
+        version = operator.store.rotate_kek(wait=300)
     finally:
         operator.store.close()
     _print({"kekVersion": version})

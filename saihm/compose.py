@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from saihm.authority import Authority
 from saihm.config import Config
 from saihm.operator import Operator
@@ -23,4 +25,6 @@ def open_operator(config: Config, *, checkpointer: bool = True) -> Operator:
     """The operator over the store of ``config.data_dir`` (created if new)."""
     if not config.authority_public_key_file.exists():
         initialise(config)
-    return Operator(Store(config, checkpointer=checkpointer), config)
+    store = Store(config, checkpointer=checkpointer)
+    # A new data directory chose its origin while being created: pass the recorded one on.
+    return Operator(store, dataclasses.replace(config, origin=store.origin))

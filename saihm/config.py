@@ -12,18 +12,30 @@ DAY = 86_400
 class Config:
     """Where things live and the operator's published policy.
 
+    ``map_size`` is the LMDB map a store opens with (bytes); it grows by doubling, when a write
+    needs more, up to ``map_size_max``; writes are refused (503) beyond it and whenever the data
+    volume has less than ``min_free_disk`` bytes free (docs/operations.md "Storage limits").
+
     ``kek_dir`` and ``authority_dir`` default to siblings of the data directory
     (``<data>/../kek``, ``<data>/../authority``) and ``log_keys_dir`` to ``<data>/log-keys``;
     production puts them on other volumes or machines (docs/operations.md).
+
+    ``origin`` is the log's identity (saihm/origin.py, docs/formats.md §2): None until the
+    data directory records one; :meth:`for_data` fills in the recorded origin. ``witnesses``
+    are ``URL=VKEY`` strings, the witnesses each new checkpoint is submitted to
+    (docs/operations.md "Witnesses").
     """
 
     data_dir: Path
     kek_dir: Path
     authority_dir: Path
     log_keys_dir: Path
-    origin: str = "saihm.localhost/log"
+    origin: str | None = None
+    witnesses: tuple[str, ...] = ()
     tier: str = "STANDARD"
     map_size: int = 8 << 30
+    map_size_max: int = 256 << 30
+    min_free_disk: int = 256 << 20
     checkpoint_interval: float = 1.0
     recall_receipts: bool = True
     status_receipts: bool = True
@@ -53,8 +65,34 @@ class Config:
         authority_dir: str | Path | None = None, log_keys_dir: str | Path | None = None,
         **options: object,
     ) -> Config:  # fmt: skip
-        """The configuration for one data directory, with the default sibling directories."""
+        """The configuration for one data directory, with the default sibling directories.
+
+        The origin is the one the data directory records; an ``origin`` option that names
+        another raises :class:`~saihm.errors.Conflict` (an origin cannot change). ``witnesses``
+        (``URL=VKEY`` strings) are checked and normalised; a bad one, or two naming one witness,
+        raises :class:`~saihm.errors.MalformedInput`.
+        """
+        from saihm.origin import check_origin, recorded_origin
+
         data = Path(data_dir).absolute()
+        recorded = recorded_origin(data)
+        requested = options.get("origin")
+        if requested is not None:
+            check_origin(str(requested))
+            if recorded is not None and requested != recorded:
+                from saihm.errors import Conflict
+
+                raise Conflict(
+                    f"this data directory's log is {recorded}; --origin {requested} names "
+                    "another (a log's origin cannot change)"
+                )
+        options["origin"] = recorded if recorded is not None else requested
+        if options.get("witnesses"):
+            from saihm.witness.submit import parse_witnesses
+
+            specs = options["witnesses"]
+            assert isinstance(specs, (list, tuple))
+            options["witnesses"] = tuple(w.spec for w in parse_witnesses(specs))
         kek = Path(kek_dir).absolute() if kek_dir else data.parent / "kek"
         authority = Path(authority_dir).absolute() if authority_dir else data.parent / "authority"
         log_keys = Path(log_keys_dir).absolute() if log_keys_dir else data / "log-keys"

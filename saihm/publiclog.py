@@ -43,6 +43,26 @@ class PublicLog:
             latest = self._latest_checkpoint(txn)
         return self.checkpoint_now() if latest is None else latest[1]
 
+    def latest_witnessed_checkpoint(self, scan: int = 4096) -> bytes | None:
+        """The newest stored checkpoint that carries a signature line under another name than
+        the log's origin (a witness cosignature), looking back at most ``scan`` checkpoints;
+        or None."""
+        from saihm.translog.note import parse_note
+
+        with self.env.begin() as txn, txn.cursor(db=self._db[CHECKPOINTS]) as cursor:
+            if not cursor.last():
+                return None
+            for _ in range(scan):
+                note = bytes(cursor.value())
+                # The log signs with two lines; only a note with more can carry a cosignature.
+                if note.count(b"\n\xe2\x80\x94 ") > 2:
+                    origin = note.split(b"\n", 1)[0].decode()
+                    if any(s.name != origin for s in parse_note(note)[1]):
+                        return note
+                if not cursor.prev():
+                    return None
+        return None
+
     def checkpoints(self) -> Iterator[tuple[int, bytes]]:
         """Every stored checkpoint, by size."""
         with self.env.begin() as txn, txn.cursor(db=self._db[CHECKPOINTS]) as cursor:

@@ -20,7 +20,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,23 +33,31 @@ from saihm.errors import (
     NotFound,
     SaihmError,
     Unauthenticated,
+    Unavailable,
     VerificationFailed,
 )
 from saihm.events import Capability, Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.events.identity import HolderKey
 from saihm.events.signing import verify_capability
-from saihm.keyring import KekDirectory, Keyring
+from saihm.jobs import JobBoard
+from saihm.keyring import KekDirectory, Keyring, KeyringError, RotationBusy
+from saihm.lmdbenv import Environment
+from saihm.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 from saihm.projections import Body, LeafView, Projections, u64
 from saihm.projections import apply as P
 from saihm.projections.keys import dumps, loads, read_u64
 from saihm.publiclog import CHECKPOINTS, PublicLog
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
+from saihm.translog.witness import append_cosignatures
 
 log = logging.getLogger("saihm.store")
 
 PENDING = b"provider-pending"  # proposalId -> {1: cell CBOR, 2: caller's meta}; not a projection
 OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING)
+CHECKPOINT_JOB = "checkpoint"
+KEK_JOB = "kek_rotation"
+JOBS = (CHECKPOINT_JOB, KEK_JOB)
 
 FaultHook = Callable[[str], None]
 _BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
@@ -104,10 +112,11 @@ class Store(GroupCommit, PublicLog):
         config.lmdb_dir.mkdir(parents=True, exist_ok=True)
         self.kek_dir = KekDirectory(config.kek_dir)
         names = (*TreeStorage.DB_NAMES, *Keyring.DB_NAMES, *Projections.DB_NAMES, *OWN_DBS)
-        self.env = lmdb.open(
+        env = lmdb.open(
             str(config.lmdb_dir), max_dbs=len(names) + 4, map_size=config.map_size,
             max_readers=256,
         )  # fmt: skip
+        self.env = Environment(env, ceiling=config.map_size_max)
         self.tree = TreeStorage(self.env)
         self.keyring = Keyring(self.env, self.kek_dir)
         self.projections = Projections(self.env)
@@ -115,6 +124,8 @@ class Store(GroupCommit, PublicLog):
         self._memo_key = self.kek_dir.memo_key()
         self._access_key = secrets.token_bytes(32)
         self.log_keys = LogKeys.load(config.log_keys_dir)
+        #: The log's identity, fixed when the data directory was created (saihm/origin.py).
+        self.origin = settle_origin(config.data_dir, config.origin, self.log_keys.origin)
         if not config.verifier_keys_file.exists():
             # Public, and needed by offline tools wherever the signing keys are kept.
             keys = "".join(k + "\n" for k in self.log_keys.verifier_keys())
@@ -126,6 +137,7 @@ class Store(GroupCommit, PublicLog):
         self._queue: list[Change] = []
         self._committing = False
         self._last_checkpoint = 0.0
+        self.jobs = JobBoard(self.clock, JOBS)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if checkpointer:
@@ -137,18 +149,25 @@ class Store(GroupCommit, PublicLog):
         """Create a data directory's log keys and pin the authority key (first run only)."""
         config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not config.log_keys_dir.exists():
-            LogKeys.generate(config.origin).save(config.log_keys_dir)
+            generate_log_keys(recorded_origin(config.data_dir) or config.origin).save(
+                config.log_keys_dir
+            )
+        record_origin(config.data_dir, LogKeys.load(config.log_keys_dir).origin)
         if not config.authority_public_key_file.exists():
             config.authority_public_key_file.write_bytes(authority_public_key)
         KekDirectory(config.kek_dir)
 
     def close(self) -> None:
-        """Sign a final checkpoint if the log grew, stop the checkpointer, close LMDB."""
+        """Sign a final checkpoint if the log grew, stop the checkpointer, close LMDB.
+
+        A failing final checkpoint is logged and recorded (:meth:`job_health`), not raised:
+        what was committed stays committed, and the next open's checkpoint covers it.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         try:
-            self.checkpoint_now()
+            self.jobs.run(CHECKPOINT_JOB, self.checkpoint_now, self.config.checkpoint_interval)
         finally:
             self.env.close()
 
@@ -168,39 +187,87 @@ class Store(GroupCommit, PublicLog):
             if latest is not None and latest[0] >= size:
                 return latest[1]
             root = self.tree.root(txn, size)
-        note = self.log_keys.sign(Checkpoint(self.config.origin, size, root))
+        stamp = int(self.clock())
+        note = self.log_keys.sign(Checkpoint(self.origin, size, root), timestamp=stamp)
         with self.env.begin(write=True) as txn:
             txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False)
             self._fault("checkpoint")
         self._last_checkpoint = self.clock()
         return note
 
+    def add_cosignatures(self, size: int, lines: Sequence[bytes]) -> bytes:
+        """Append witness cosignature lines (c2sp.org/tlog-cosignature) to the stored
+        checkpoint of ``size`` and return the note; lines of keys it carries are skipped.
+
+        The caller has verified them (saihm/witness/submit.py). Raises ``NotFound`` if no
+        checkpoint of that size is stored, ``NoteError`` for a malformed line.
+        """
+        with self.env.begin(write=True) as txn:
+            note = txn.get(u64(size), db=self._db[CHECKPOINTS])
+            if note is None:
+                raise NotFound("no checkpoint of that size")
+            merged = append_cosignatures(bytes(note), lines)
+            if merged != note:
+                txn.put(u64(size), merged, db=self._db[CHECKPOINTS])
+        return merged
+
     def _checkpoint_loop(self) -> None:
-        while not self._stop.wait(self.config.checkpoint_interval):
-            try:
-                self.checkpoint_now()
-            except lmdb.Error:
-                log.exception("checkpoint failed; will retry")
-            try:
-                self.rotate_kek_if_due()
-            except SaihmError:
-                log.exception("scheduled KEK rotation failed; will retry")
+        """The background jobs. Each survives every exception, backs off and records its last
+        success (:meth:`job_health`); a failing one never stops the other."""
+        interval = self.config.checkpoint_interval
+        while not self._stop.wait(interval):
+            self.jobs.run(CHECKPOINT_JOB, self.checkpoint_now, interval)
+            self.jobs.run(KEK_JOB, self.rotate_kek_if_due, interval)
+
+    def job_health(self) -> dict[str, dict[str, object]]:
+        """Each background job's ``last_success`` and ``last_failure`` (UNIX seconds on the
+        store's clock, or None), ``last_error`` (a protocol code or errno name such as
+        ``ENOSPC``, never a message) and ``consecutive_failures``.
+
+        Jobs: ``checkpoint`` (the loop's and the post-commit checkpoint) and ``kek_rotation``
+        (the schedule's check; a success is a check that rotated or found nothing due, or saw
+        another process rotating). For ``/healthz`` and ``saihm_status`` extensions.
+        """
+        return self.jobs.snapshot()
 
     def rotate_kek_if_due(self, now: float | None = None) -> int | None:
         """Rotate the KEK when the generation in force is older than ``kek_rotation_hours``.
 
         This is the schedule that bounds when an erasure becomes cryptographically complete
         (docs/formats.md §4). The age is read from the KEK directory, so every worker and every
-        restart agrees on it; 0 hours disables the schedule. Returns the new generation, or None.
+        restart agrees on it; 0 hours disables the schedule; ``now`` defaults to the store's
+        clock. It is also due while a generation older than the one in force is still live (an
+        interrupted rotation), so that retirement completes at once. Of the processes sharing
+        the KEK directory exactly one rotates: the age is checked again under the rotation
+        lock, and a process that finds the lock held skips this tick. Returns the new
+        generation, or None.
         """
         hours = self.config.kek_rotation_hours
         if hours <= 0:
             return None
-        now = time.time() if now is None else now
-        if now - self.kek_dir.issued_at(self.kek_dir.current_version) < hours * 3600:
+        now = self.clock() if now is None else now
+
+        # Also due at once while an older generation is live: a rotation that failed or was
+        # killed part-way is completed on the next tick, not a period later; unless the last
+        # attempt found keys it could not re-wrap (damaged entries keep their generation
+        # live), which a rotation every tick would not mend.
+        job = self.jobs.snapshot()[KEK_JOB]
+        finish = not (job["consecutive_failures"] and job["last_error"] == KeyringError.code)
+
+        def due() -> bool:
+            if finish and len(self.kek_dir.live_versions()) > 1:
+                return True
+            issued = self.kek_dir.issued_at(self.kek_dir.current_version)
+            return now - issued >= hours * 3600
+
+        if not due():
             return None
-        version = self.rotate_kek()
-        log.info("scheduled KEK rotation: generation %d in force, older ones retired", version)
+        try:
+            version = self._rotate(wait=0, due=due, issued_at=now)
+        except RotationBusy:
+            return None
+        if version is not None:
+            log.info("scheduled KEK rotation: generation %d in force, older ones retired", version)
         return version
 
     # -- capabilities ---------------------------------------------------------------------
@@ -473,9 +540,34 @@ class Store(GroupCommit, PublicLog):
 
     # -- maintenance ----------------------------------------------------------------------
 
-    def rotate_kek(self) -> int:
-        """Re-wrap every live DEK and seed under a new KEK generation, then retire the old ones."""
-        return self.keyring.rotate()
+    def rotate_kek(self, wait: float | None = None) -> int:
+        """Re-wrap every live DEK and seed under a new KEK generation, then retire the old ones.
+
+        Waits up to ``wait`` seconds (None: as long as it takes) for a rotation another process
+        is running, then raises ``RotationBusy`` (:meth:`Keyring.rotate`).
+        """
+        version = self._rotate(wait=wait, due=None, issued_at=self.clock())
+        if version is None:  # pragma: no cover - only a ``due`` predicate returns None
+            raise KeyringError("rotation did not run")
+        return version
+
+    def _rotate(
+        self, *, wait: float | None, due: Callable[[], bool] | None, issued_at: float
+    ) -> int | None:
+        """One rotation; if the map is full for the re-wrap, grow it once and try again."""
+        for attempt in (0, 1):
+            try:
+                return self.keyring.rotate(
+                    wait=wait, due=due, issued_at=issued_at, hook=self._rotation_step
+                )
+            except lmdb.MapFullError:
+                if attempt or not self.env.grow():
+                    raise Unavailable("storage full: the KEK re-wrap did not fit") from None
+                due = None  # the first attempt issued a generation: finish it unconditionally
+        return None  # pragma: no cover
+
+    def _rotation_step(self, step: str) -> None:
+        self._fault("rotate." + step)
 
     def rebuild_into(self, target: Path, progress: Callable[[int], None] | None = None) -> dict:
         """Rebuild every projection from the log into a fresh environment and compare bytewise.
@@ -486,7 +578,8 @@ class Store(GroupCommit, PublicLog):
         target.mkdir(parents=True, exist_ok=False)
         # The scratch environment is compared and thrown away: it needs no durable commits.
         fresh_env = lmdb.open(
-            str(target), max_dbs=len(Projections.DB_NAMES) + 2, map_size=self.config.map_size,
+            str(target), max_dbs=len(Projections.DB_NAMES) + 2,
+            map_size=max(self.config.map_size, self.env.map_size),
             sync=False, metasync=False, writemap=True,
         )  # fmt: skip
         try:

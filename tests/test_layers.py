@@ -59,6 +59,20 @@ FORBIDDEN = {
         "cli",
         "mcp",
     },
+    # The witness and the submitter see the log only through translog and a store-shaped
+    # protocol; they borrow saihm.http.serve's socket and TLS helpers, nothing else above.
+    "saihm.witness": {
+        "events",
+        "keyring",
+        "projections",
+        "store",
+        "operator",
+        "authority",
+        "mcp",
+        "audit",
+        "provider",
+        "cli",
+    },
     "saihm.mcp": {
         "translog",
         "events",

@@ -13,16 +13,26 @@ checkpoint, partial tiles and lists that grow live for one second.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from saihm.witness.submit import Submitter
 
 from saihm.errors import MalformedInput, NotFound
 from saihm.http.app import OPERATOR, json_response, run_sync
 from saihm.http.forms import b64, receipt_entry, verifier_key_json
 
-__all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "add_log_routes"]
+__all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "SUBMITTER", "add_log_routes"]
+
+#: The running witness submitter, when witnesses are configured (its ``snapshot()`` is the
+#: per-witness health: last success, last error, cosigned size).
+SUBMITTER: web.AppKey[Submitter] = web.AppKey("saihm.witness_submitter")
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 SHORT = "public, max-age=1"
@@ -73,14 +83,27 @@ def checkpoint_size(note: bytes) -> int:
 
 
 async def get_checkpoint(request: web.Request) -> web.Response:
-    """``GET /log/checkpoint``: the signed note for the current tree size (text/plain).
+    """``GET /log/checkpoint``: the signed note for the current tree size (text/plain), with
+    every witness cosignature collected for it so far appended as note signature lines
+    (c2sp.org/tlog-cosignature; docs/formats.md §2).
 
     A checkpoint is signed on demand when the log grew since the last one, so a reader never
     waits a checkpoint interval to prove a receipt it has just been given; that is at most
-    one signature per write batch.
+    one signature per write batch. Such a fresh checkpoint carries no cosignature until the
+    witnesses answer; ``?witnessed=1`` asks instead for the newest checkpoint that carries at
+    least one (404 ``not_found`` if there is none).
     """
+    # Other query parameters are ignored here, as they always were on this path (tlog clients
+    # and caches may add their own); only ``witnessed`` means something.
     store = _store(request)
-    note = await run_sync(request, store.checkpoint_now)
+    if "witnessed" in request.query:
+        if request.query.getall("witnessed") != ["1"]:
+            raise MalformedInput("witnessed must be given once, as 1")
+        note = await run_sync(request, store.latest_witnessed_checkpoint)
+        if note is None:
+            raise NotFound("no witnessed checkpoint yet")
+    else:
+        note = await run_sync(request, store.checkpoint_now)
     return web.Response(
         body=note, content_type="text/plain", charset="utf-8", headers={"Cache-Control": SHORT}
     )
@@ -211,7 +234,7 @@ async def get_keys(request: web.Request) -> web.Response:
     operator = request.app[OPERATOR]
     store = operator.store
     body = {
-        "origin": operator.config.origin,
+        "origin": store.origin,
         "checkpointKeys": [verifier_key_json(k) for k in store.log_keys.verifier_keys()],
         "authority": {
             "algorithm": "ML-DSA-65",
@@ -222,8 +245,28 @@ async def get_keys(request: web.Request) -> web.Response:
     return json_response(body, cache=KEYS)
 
 
+async def _witnessing(app: web.Application) -> AsyncIterator[None]:
+    """Run the witness submitter (saihm/witness/submit.py) beside the server."""
+    from saihm.witness.submit import Submitter, parse_witnesses
+
+    operator = app[OPERATOR]
+    endpoints = parse_witnesses(operator.config.witnesses)
+    submitter = Submitter(operator.store, endpoints, operator.config.data_dir)
+    app[SUBMITTER] = submitter
+    task = asyncio.create_task(submitter.run())
+    yield
+    # A request in flight to a slow witness is abandoned: shutting down never waits on one.
+    submitter.stop()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 def add_log_routes(app: web.Application) -> None:
-    """Register every ``/log/...`` route."""
+    """Register every ``/log/...`` route, and the witness submitter when the operator is
+    configured with witnesses."""
+    if app[OPERATOR].config.witnesses:
+        app.cleanup_ctx.append(_witnessing)
     app.router.add_get("/log/checkpoint", get_checkpoint)
     app.router.add_get("/log/tile/{path:.+}", get_tile)
     app.router.add_get("/log/v1/entries", get_entries)

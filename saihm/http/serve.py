@@ -68,6 +68,10 @@ POLICY_RANGES = {
     "voting_window": (1, 10 * 365 * 86_400),
     "temporary_default_ttl": (1, 86_400),
     "service_window_ms": (0, 3_600_000),
+    # The LMDB map (docs/operations.md "Storage limits"): at least 1 MiB, at most 2^48 bytes.
+    "map_size": (1 << 20, 1 << 48),
+    "map_size_max": (1 << 20, 1 << 48),
+    "min_free_disk": (0, 1 << 60),
 }
 
 
@@ -125,7 +129,7 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
         f"saihm: KEK directory {config.kek_dir} (keep it on another volume in production)\n"
         f"saihm: authority {config.authority_dir} (signs capability tokens; the server reads "
         f"only {config.authority_public_key_file})\n"
-        f"saihm: log keys {config.log_keys_dir}\n"
+        f"saihm: log keys {config.log_keys_dir}; log origin {config.origin}\n"
         f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
         f" governance at {url}governance\n"
         "saihm: first call (in another terminal):\n"
@@ -233,6 +237,7 @@ def main(args: argparse.Namespace) -> int:
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)
+            config = config_from(args)  # now with the origin the new directory recorded
         sock = bind(args.host, args.port)
     except SaihmError as err:
         print(f"saihm: error: {err}", file=sys.stderr)

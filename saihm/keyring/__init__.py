@@ -4,7 +4,7 @@ Imports only ``saihm.errors`` from saihm (DESIGN.md "Layers"); the Store owns th
 environment and passes it, or a transaction, in.
 """
 
-from saihm.keyring.errors import KekUnavailable, KeyringError, UnwrapError
+from saihm.keyring.errors import KekUnavailable, KeyringError, RotationBusy, UnwrapError
 from saihm.keyring.kekdir import KekDirectory
 from saihm.keyring.keyring import Keyring, new_dek, new_holder_seed, rotate
 from saihm.keyring.wrap import unwrap, wrap
@@ -14,6 +14,7 @@ __all__ = [
     "KekUnavailable",
     "Keyring",
     "KeyringError",
+    "RotationBusy",
     "UnwrapError",
     "new_dek",
     "new_holder_seed",

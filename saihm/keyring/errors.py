@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from saihm.errors import SaihmError, VerificationFailed
 
-__all__ = ["KekUnavailable", "KeyringError", "UnwrapError"]
+__all__ = ["KekUnavailable", "KeyringError", "RotationBusy", "UnwrapError"]
 
 
 class KeyringError(SaihmError):
@@ -17,6 +17,13 @@ class KekUnavailable(KeyringError):
     """A KEK generation that was never issued or has been retired; never falls back (500)."""
 
     code = "kek_unavailable"
+
+
+class RotationBusy(KeyringError):
+    """Another process holds the rotation lock (``saihm kek rotate`` while one is running)."""
+
+    status = 503
+    code = "kek_rotation_busy"
 
 
 class UnwrapError(VerificationFailed):

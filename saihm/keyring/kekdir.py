@@ -4,10 +4,13 @@ Layout (directory mode 0700, files 0600):
 
 - ``kek-XXXXXXXX`` — one 32-byte KEK per live generation, XXXXXXXX the 32-bit kekVersion in hex;
 - ``memo.key`` — a separate 32-byte HMAC key for the store's "this exact cell verified" memo;
-- ``state.json`` — ``{"format": 1, "current": N, "highest": N, "retired": [...]}``: the
-  generation in force, the highest number ever issued (never reused) and the retired set;
+- ``state.json`` — ``{"format": 1, "current": N, "highest": N, "retired": [...],
+  "issued": {"N": epoch}}``: the generation in force, the highest number ever issued (never
+  reused), the retired set and, for generations issued with a clock reading, when;
 - ``.lock`` — an advisory ``flock`` serialising ``new_generation`` and ``retire`` across
-  processes.
+  processes;
+- ``rotate.lock`` — the rotation's own ``flock`` (:mod:`saihm.keyring.lock`), held through a
+  whole rotation: issue, re-wrap, check and retire.
 
 Every file is written to a temporary name, fsynced and renamed, then the directory is fsynced.
 ``retire`` records the retirement in ``state.json`` first and then overwrites and unlinks the
@@ -23,7 +26,7 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from saihm.keyring.errors import KekUnavailable, KeyringError
@@ -108,13 +111,18 @@ class KekDirectory:
         self._write_file(_STATE, json.dumps(state, sort_keys=True).encode())
         self._state_sig = None
 
-    def _read_state(self) -> dict:
-        """The state file, re-read whenever it has been replaced (another process may rotate)."""
+    def _read_state(self, *, fresh: bool = False) -> dict:
+        """The state file, re-read whenever it has been replaced (another process may rotate).
+
+        ``fresh`` re-reads it unconditionally: a replaced file can, in principle, reuse an inode
+        with the same size and a coarse timestamp, so what decides which generation wraps a key
+        never trusts the cached copy.
+        """
         path = self._state_path
         try:
             st = os.stat(path)
             sig = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if sig != self._state_sig:
+            if fresh or sig != self._state_sig:
                 state = json.loads(Path(path).read_bytes())
                 if state.get("format") != 1:
                     raise KeyringError("unknown KEK state format")
@@ -150,7 +158,20 @@ class KekDirectory:
     @property
     def current_version(self) -> int:
         """The generation in force: new wraps use it. Re-read from disk on every access."""
-        return int(self._read_state()["current"])
+        return int(self._read_state(fresh=True)["current"])
+
+    def current_kek(self) -> tuple[int, bytes]:
+        """The generation in force and its KEK, from one fresh read of the state file.
+
+        This is what a new wrap uses (saihm-protocol "Encryption envelope"). Because the state
+        names a new generation before any rotation re-wraps, a writer that reads it inside its
+        LMDB write transaction either wraps under the new generation or commits before the
+        re-wrap transaction starts and is re-wrapped by it; it never wraps under a generation
+        that a rotation has checked and retired.
+        """
+        state = self._read_state(fresh=True)
+        version = int(state["current"])
+        return version, self.kek(version)
 
     def live_versions(self) -> list[int]:
         """Issued, unretired generations whose KEK file exists, ascending."""
@@ -186,46 +207,73 @@ class KekDirectory:
             self._keks[version] = key
         return key
 
-    def new_generation(self) -> int:
-        """Issue and put in force a new generation, numbered above every number ever issued."""
+    def new_generation(self, issued_at: float | None = None) -> int:
+        """Issue and put in force a new generation, numbered above every number ever issued.
+
+        ``issued_at`` (UNIX seconds, the caller's clock) is recorded in the state file for the
+        rotation schedule. The KEK file is written and fsynced before the state names it, so a
+        crash leaves either the old state (and an unused file the next issue overwrites) or
+        the new generation in force with its key on disk. Raises ``OSError`` (ENOSPC, EIO)
+        unchanged, with the state as it was.
+        """
         with self._locked():
-            state = dict(self._read_state())
+            state = dict(self._read_state(fresh=True))
             version = state["highest"] + 1
             if version > MAX_KEK_VERSION:
                 raise KeyringError("kekVersion space exhausted")
             self._write_file(_kek_name(version), os.urandom(KEK_BYTES))
             state.update(current=version, highest=version)
+            retired = set(state["retired"])
+            issued = {k: v for k, v in state.get("issued", {}).items() if int(k) not in retired}
+            if issued_at is not None:
+                issued[str(version)] = float(issued_at)
+            state["issued"] = issued
             self._write_state(state)
             return version
 
     def issued_at(self, version: int) -> float:
-        """When generation ``version`` was issued: its KEK file's modification time (UNIX s).
+        """When generation ``version`` was issued (UNIX s): the clock reading recorded by
+        ``new_generation``, else its KEK file's modification time.
 
         Raises ``KekUnavailable`` for a generation that is retired or was never issued.
         """
+        recorded = self._read_state(fresh=True).get("issued", {}).get(str(version))
+        if recorded is not None:
+            return float(recorded)
         try:
             return os.stat(self.path / _kek_name(version)).st_mtime
         except OSError as err:
             raise KekUnavailable(f"KEK generation {version} is not available") from err
 
-    def retire(self, version: int) -> None:
+    def retire(self, version: int, hook: Callable[[str], None] | None = None) -> None:
         """Record ``version`` retired, then overwrite and unlink its KEK file.
 
-        The caller MUST first re-wrap every key held under it (``Keyring.rewrap_all``).
-        Raises ``KeyringError`` for the generation in force and ``KekUnavailable`` for one
-        never issued; retiring a retired generation is a no-op.
+        The caller MUST first re-wrap every key held under it and check that none remains
+        (``Keyring.rotate`` does both under the rotation lock). Raises ``KeyringError`` for the
+        generation in force and ``KekUnavailable`` for one never issued; retiring a retired
+        generation only finishes shredding its file. ``hook("retire_recorded")`` runs between
+        recording and shredding (crash tests).
         """
         with self._locked():
-            state = dict(self._read_state())
+            state = dict(self._read_state(fresh=True))
             if not 1 <= version <= state["highest"]:
                 raise KekUnavailable(f"KEK generation {version} was never issued")
             if version == state["current"]:
                 raise KeyringError("cannot retire the KEK generation in force")
             if version not in state["retired"]:
                 state["retired"] = sorted([*state["retired"], version])
+                state.get("issued", {}).pop(str(version), None)
                 self._write_state(state)
             self._keks.pop(version, None)
+            if hook is not None:
+                hook("retire_recorded")
             self._shred(version)
+
+    def finish_retirements(self) -> None:
+        """Shred the file of every generation the state records as retired (after a crash
+        between recording a retirement and shredding its file)."""
+        with self._locked():
+            self._finish_retirements()
 
     def memo_key(self) -> bytes:
         """The 32-byte HMAC key for the verified-cell memo (kept here, never in LMDB)."""

@@ -13,19 +13,22 @@ the wrapped DEK (LMDB free pages, backups, replicas) was wrapped under a retired
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from saihm.errors import Conflict, MalformedInput, NotFound
-from saihm.keyring.errors import KeyringError
+from saihm.keyring.errors import KeyringError, UnwrapError
 from saihm.keyring.kekdir import KekDirectory
+from saihm.keyring.lock import rotation_lock
 from saihm.keyring.wrap import unwrap, wrap
 
 __all__ = ["Keyring", "new_dek", "new_holder_seed", "rotate"]
 
 _KEY_BYTES = 32
+log = logging.getLogger("saihm.keyring")
 
 
 def new_holder_seed() -> bytes:
@@ -65,10 +68,11 @@ class Keyring:
     # Wrapping ---------------------------------------------------------------------------------
 
     def _wrap(self, key: bytes) -> bytes:
-        # Read the generation in force now, inside the caller's write transaction: a rotation
-        # that issued a newer generation before this transaction began is then always seen.
-        version = self.kek_dir.current_version
-        return struct.pack(">I", version) + wrap(self.kek_dir.kek(version), key)
+        # Read the generation in force now, freshly, inside the caller's write transaction: a
+        # rotation that issued a newer generation before this read is always seen, and one
+        # that issues after it re-wraps this key once this transaction commits.
+        version, kek = self.kek_dir.current_kek()
+        return struct.pack(">I", version) + wrap(kek, key)
 
     def _unwrap(self, value: bytes) -> bytes:
         if len(value) != 4 + _KEY_BYTES + 8:
@@ -130,18 +134,22 @@ class Keyring:
                     yield db, bytes(key), bytes(value)
 
     def versions_in_use(self, txn: Any) -> dict[int, int]:
-        """How many wrapped keys each generation currently wraps."""
+        """How many wrapped keys name each generation (a value too short to name one counts
+        under -1)."""
         counts: dict[int, int] = {}
         for _db, _key, value in self._entries(txn):
-            (v,) = struct.unpack(">I", value[:4])
+            v = struct.unpack(">I", value[:4])[0] if len(value) >= 4 else -1
             counts[v] = counts.get(v, 0) + 1
         return counts
 
-    def rewrap_all(self, txn: Any, to_version: int) -> int:
+    def rewrap_all(self, txn: Any, to_version: int, damaged: list[bytes] | None = None) -> int:
         """Re-wrap every stored DEK and seed not under ``to_version``; returns how many.
 
-        ``txn`` must be a write transaction. Raises ``KekUnavailable`` if an old or the target
-        generation is unavailable (nothing is then committed by a caller that aborts).
+        ``txn`` must be a write transaction. A stored value that does not unwrap (wrong length,
+        a generation retired or never issued, a failed RFC 3394 integrity check) is left as it
+        is and its key appended to ``damaged``: it is unreadable already, and one damaged entry
+        must not stop every later rotation (and with it every erasure). Raises
+        ``KekUnavailable`` if the target generation is unavailable.
         """
         target = self.kek_dir.kek(to_version)
         prefix = struct.pack(">I", to_version)
@@ -152,31 +160,92 @@ class Keyring:
                     value = bytes(value)
                     if value[:4] == prefix:
                         continue
-                    cur.put(bytes(key), prefix + wrap(target, self._unwrap(value)))
+                    try:
+                        key_bytes = self._unwrap(value)
+                    except (KeyringError, UnwrapError):
+                        if damaged is not None:
+                            damaged.append(bytes(key))
+                        continue
+                    cur.put(bytes(key), prefix + wrap(target, key_bytes))
                     count += 1
         return count
 
-    def rotate(self) -> int:
-        """Issue a new KEK generation, re-wrap everything under it, then retire every older one.
+    def rotate(
+        self,
+        *,
+        wait: float | None = None,
+        due: Callable[[], bool] | None = None,
+        issued_at: float | None = None,
+        hook: Callable[[str], None] | None = None,
+    ) -> int | None:
+        """Issue a new KEK generation, re-wrap every key under it, then retire every older one.
 
-        Crash-safe: the re-wrap commits in one write transaction before any retirement, so a
-        crash leaves at worst two live generations, and the next ``rotate`` finishes the job.
-        Returns the new generation. Raises ``KeyringError`` (and retires nothing) if a key is
-        still wrapped under an older generation after the re-wrap.
+        saihm-protocol "Encryption envelope" (re-wrap before retiring) and "Erasure". The whole
+        rotation runs under the rotation lock (:mod:`saihm.keyring.lock`), so two rotations
+        never interleave, whichever processes run them. ``wait`` is how long to wait for the
+        lock (None: as long as it takes); ``RotationBusy`` if it stays held. ``due``, when
+        given, is asked again under the lock and a False answer returns None without rotating
+        (the schedule: another process may have just rotated). ``issued_at`` is recorded as the
+        new generation's issue time. ``hook(step)`` runs after each step: "locked", "issued",
+        "rewrapped", "retire_recorded" (per retired generation), "retired".
+
+        A generation is retired only after a check, inside an LMDB write transaction (so no
+        writer can wrap meanwhile), that no wrapped DEK or seed names it. Crash-safe at every
+        step: the re-wrap commits in one transaction before any retirement; a crash leaves every
+        key under a live generation, and the next rotation retires what this one did not.
+        Returns the new generation. Raises ``KeyringError`` (after retiring only what is
+        unused) if a key is still wrapped under an older generation after the re-wrap.
         """
-        version = self.kek_dir.new_generation()
-        with self._env.begin(write=True) as txn:
-            self.rewrap_all(txn, version)
-        with self._env.begin() as txn:
-            stale = set(self.versions_in_use(txn)) - {version}
+        step = hook or (lambda name: None)
+        with rotation_lock(self.kek_dir.path, wait=wait):
+            if due is not None and not due():
+                return None
+            step("locked")
+            version = self.kek_dir.new_generation(issued_at)
+            step("issued")
+            damaged: list[bytes] = []
+            with self._env.begin(write=True) as txn:
+                self.rewrap_all(txn, version, damaged)
+            step("rewrapped")
+            stale = self.retire_unused(hook=step)
+            step("retired")
+        if damaged:
+            log.error(
+                "KEK rotation: %d stored wrapped keys do not unwrap; left as they are", len(damaged)
+            )
         if stale:
-            raise KeyringError("keys remain under an older KEK generation; not retiring")
-        for old in self.kek_dir.live_versions():
-            if old < version:
-                self.kek_dir.retire(old)
+            kept = ", ".join(str(v) for v in sorted(stale))
+            raise KeyringError(f"keys remain under older KEK generation(s) {kept}; kept live")
         return version
+
+    def retire_unused(self, hook: Callable[[str], None] | None = None) -> dict[int, int]:
+        """Retire every live generation older than the one in force that wraps no key.
+
+        Call it under the rotation lock. The check and the retirements happen inside one LMDB
+        write transaction, which excludes every writer for their duration, and every writer
+        reads the generation in force inside its own write transaction
+        (``KekDirectory.current_kek``): a key wrapped under a generation is therefore either
+        seen by the check, or wrapped under a newer one. Returns the older live generations
+        still named by a stored key (none after a complete re-wrap; a damaged entry the re-wrap
+        could not open keeps its generation here) with their key counts; those are not retired.
+        """
+        with self._env.begin(write=True) as txn:
+            in_use = self.versions_in_use(txn)
+            current = self.kek_dir.current_version
+            live = self.kek_dir.live_versions()
+            # Only a live generation can still unwrap anything; a value naming a retired or
+            # never-issued one is unreadable whatever is retired.
+            stale = {v: n for v, n in in_use.items() if v != current and v in live}
+            for old in live:
+                if old < current and old not in stale:
+                    self.kek_dir.retire(old, hook)
+        self.kek_dir.finish_retirements()
+        return stale
 
 
 def rotate(env: Any, kek_dir: KekDirectory) -> int:
     """``Keyring(env, kek_dir).rotate()``: what ``saihm kek rotate`` runs."""
-    return Keyring(env, kek_dir).rotate()
+    version = Keyring(env, kek_dir).rotate()
+    if version is None:  # pragma: no cover - only a ``due`` predicate returns None
+        raise KeyringError("rotation did not run")
+    return version

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -40,6 +41,8 @@ __all__ = [
 ED25519 = 0x01
 MAX_SIGNATURES = 100
 _DASH = "\u2014 "
+#: Control characters other than newline (U+0000..U+001F but U+000A).
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f]")
 
 
 class NoteError(VerificationFailed):
@@ -206,7 +209,7 @@ def _check_text(text: bytes) -> str:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as err:
         raise NoteError("note is not valid UTF-8") from err
-    if any(ord(c) < 0x20 and c != "\n" for c in decoded):
+    if _CONTROL.search(decoded):
         raise NoteError("note contains a control character other than newline")
     return decoded
 

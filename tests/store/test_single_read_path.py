@@ -38,6 +38,8 @@ LMDB_OPEN_ALLOWED = {
     "(readonly=True), and audit never decrypts",
     "saihm/audit/replay.py": "writes a fresh research LMDB (its own new directory) from a "
     "public bundle: receipts, keys, erasures, tallies; never a data directory, no cells",
+    "saihm/witness/state.py": "a witness's own state directory (per-origin size and root of "
+    "the latest cosigned checkpoint); never a data directory, no cells or keys",
     "saihm/backup.py": "saihm backup: copies one read snapshot of a data directory "
     "(readonly=True, env.copy); never decrypts, never reads a KEK",
 }

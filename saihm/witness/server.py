@@ -1,0 +1,437 @@
+"""``saihm witness serve``: a transparency log witness per c2sp.org/tlog-witness.
+
+``POST /add-checkpoint`` takes ``old <size>``, a consistency proof, an empty line and a signed
+checkpoint, and answers as the spec says, in the spec's order:
+
+- 400 for a body that does not parse, or an old size above the checkpoint size;
+- 404 for a checkpoint whose origin is not one of the configured logs;
+- 403 when no signature verifies under the log's configured keys (and when a configured key's
+  signature is invalid);
+- 409 with body ``<size>\\n`` and ``Content-Type: text/x.tlog.size`` when the old size is not the
+  size of the latest checkpoint cosigned for that origin, and when the sizes match but the roots
+  differ (a fork);
+- 422 when the consistency proof does not verify (a fork, or a bad proof);
+- 503 when the state cannot be written (a full disk), with nothing cosigned;
+- 200 with the witness's cosignature lines otherwise, after the new head is on disk: an Ed25519
+  ``cosignature/v1`` line (type 0x04) and, when the key file holds one, an ML-DSA-44
+  ``subtree/v1`` line (type 0x06), both under the witness's name.
+
+Refused requests that carry a valid log signature are kept as evidence in the state directory.
+Errors other than 409 are ``{"error": code}`` JSON, as everywhere in saihm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import lmdb
+from aiohttp import web
+
+from saihm.errors import MalformedInput, SaihmError
+from saihm.translog import Checkpoint, NoteError, ProofError, verify_consistency
+from saihm.translog.checkpoint import verifier_from_key
+from saihm.translog.note import Verifier, open_note
+from saihm.translog.witness import CosignatureV1Signer, SubtreeV1Signer, parse_add_checkpoint
+from saihm.witness.state import Head, WitnessState
+
+__all__ = ["Witness", "create_witness_app", "load_keys", "load_or_create_key", "main"]
+
+KEY_FILE = "witness.key"
+VKEY_FILE = "witness.vkey"
+SIZE_TYPE = "text/x.tlog.size"
+#: A checkpoint with both saihm signatures is about 3.5 KB, a 63-line proof 2.8 KB.
+MAX_BODY = 64 * 1024
+
+WITNESS: web.AppKey[Witness] = web.AppKey("saihm.witness")
+
+
+class Refused(Exception):
+    """A request the witness answers with a 4xx status other than 200."""
+
+    def __init__(self, status: int, code: str, size: int | None = None) -> None:
+        super().__init__(code)
+        self.status, self.code, self.size = status, code, size
+
+    def response(self) -> web.Response:
+        if self.size is not None:
+            return web.Response(
+                status=self.status, body=f"{self.size}\n".encode(), content_type=SIZE_TYPE
+            )
+        return web.json_response({"error": self.code}, status=self.status)
+
+
+class Witness:
+    """The witness's logic over its state, key and configured logs (no HTTP in here)."""
+
+    def __init__(
+        self,
+        state: WitnessState,
+        signer: CosignatureV1Signer,
+        log_keys: Sequence[str],
+        *,
+        mldsa44: SubtreeV1Signer | None = None,
+    ) -> None:
+        self.state = state
+        self.signer = signer
+        self.signers: list[CosignatureV1Signer | SubtreeV1Signer] = [signer]
+        if mldsa44 is not None:
+            if mldsa44.name != signer.name:
+                raise MalformedInput("the witness's two keys must have the same name")
+            self.signers.append(mldsa44)
+        self.logs: dict[str, list[Verifier]] = {}
+        for vkey in log_keys:
+            verifier = verifier_from_key(vkey)
+            self.logs.setdefault(verifier.name, []).append(verifier)
+
+    def add_checkpoint(self, body: bytes) -> bytes:
+        """Handle one ``add-checkpoint`` body; return the cosignature line(s) or raise
+        :class:`Refused` with the status c2sp.org/tlog-witness prescribes."""
+        try:
+            request = parse_add_checkpoint(body)
+            text = request.note[: request.note.rindex(b"\n\n") + 1]
+            checkpoint = Checkpoint.parse(text)
+        except (MalformedInput, NoteError, ValueError) as err:
+            raise Refused(400, "bad_request") from err
+        verifiers = self.logs.get(checkpoint.origin)
+        if verifiers is None:
+            raise Refused(404, "unknown_origin")
+        try:
+            open_note(request.note, verifiers)
+        except NoteError as err:
+            raise Refused(403, "bad_signature") from err
+        if request.old_size > checkpoint.size:
+            raise Refused(400, "old_size_above_size")
+        lines: list[bytes] = []
+
+        def decide(head: Head | None) -> Head:
+            current = 0 if head is None else head.size
+            if request.old_size != current:
+                raise Refused(409, "size_mismatch", size=current)
+            if request.old_size == 0 or request.old_size == checkpoint.size:
+                if request.proof:
+                    raise Refused(422, "bad_consistency_proof")
+                if (
+                    head is not None
+                    and head.size == checkpoint.size
+                    and head.root_hash != checkpoint.root_hash
+                ):
+                    raise Refused(409, "root_mismatch", size=current)
+            else:
+                assert head is not None  # current > 0 means a head is stored
+                try:
+                    verify_consistency(
+                        head.size,
+                        checkpoint.size,
+                        list(request.proof),
+                        head.root_hash,
+                        checkpoint.root_hash,
+                    )
+                except ProofError as err:
+                    raise Refused(422, "bad_consistency_proof") from err
+            # Cosign inside the transaction, so the statement "this is the largest consistent
+            # tree I have seen" is true at the time it is stamped.
+            stamp = int(time.time())
+            lines.extend(signer.cosign(text, stamp) for signer in self.signers)
+            return Head(checkpoint.origin, checkpoint.size, checkpoint.root_hash)
+
+        try:
+            self.state.advance(checkpoint.origin, decide)
+        except Refused as refusal:
+            if refusal.status in (409, 422) and refusal.code != "size_mismatch":
+                self.state.record_evidence(body)
+                print(
+                    f"saihm witness: refused {checkpoint.origin} size {checkpoint.size}: "
+                    f"{refusal.code}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            raise
+        return b"".join(lines)
+
+
+async def _add_checkpoint(request: web.Request) -> web.Response:
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        return web.json_response({"error": "too_large"}, status=413)
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return web.json_response({"error": "too_large"}, status=413)
+    witness = request.app[WITNESS]
+    try:
+        lines = await asyncio.to_thread(witness.add_checkpoint, body)
+    except Refused as refusal:
+        return refusal.response()
+    except lmdb.Error as err:
+        # A full disk or map: nothing was stored and nothing is cosigned; the log retries.
+        print(f"saihm witness: state unavailable ({type(err).__name__})", file=sys.stderr)
+        return web.json_response({"error": "witness_storage_unavailable"}, status=503)
+    return web.Response(body=lines, content_type="text/plain", charset="utf-8")
+
+
+@web.middleware
+async def _access_log(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    """One JSON line per request on stderr: time, method, path, status, ms (no bodies)."""
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    finally:
+        line = {
+            "time": round(time.time(), 3),
+            "method": request.method[:16],
+            "path": request.rel_url.path[:200],
+            "status": status,
+            "ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+        print(json.dumps(line), file=sys.stderr, flush=True)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    try:
+        return await handler(request)
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        return web.json_response(
+            {"error": "not_found" if err.status == 404 else "bad_request"}, status=err.status
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        print(f"saihm witness: internal error ({type(err).__name__})", file=sys.stderr)
+        return web.json_response({"error": "internal"}, status=500)
+
+
+def create_witness_app(witness: Witness) -> web.Application:
+    """The witness's aiohttp application: ``POST /add-checkpoint`` only."""
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_access_log, _errors])
+    app[WITNESS] = witness
+    app.router.add_post("/add-checkpoint", _add_checkpoint)
+    return app
+
+
+def load_keys(path: Path) -> tuple[CosignatureV1Signer, SubtreeV1Signer | None]:
+    """Read a witness key file: an Ed25519 ``cosignature/v1`` key line, then optionally an
+    ML-DSA-44 ``subtree/v1`` key line under the same name. Raises ``NoteError``."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    if not 1 <= len(lines) <= 2:
+        raise NoteError(f"{path} must hold one or two private key lines")
+    ed25519 = CosignatureV1Signer.from_skey(lines[0])
+    mldsa44 = SubtreeV1Signer.from_skey(lines[1]) if len(lines) == 2 else None
+    if mldsa44 is not None and mldsa44.name != ed25519.name:
+        raise NoteError(f"the keys in {path} have different names")
+    return ed25519, mldsa44
+
+
+def load_or_create_key(path: Path, name: str | None) -> tuple[CosignatureV1Signer, bool]:
+    """Read the witness key at ``path``, or create it (mode 0600, never overwritten) under
+    ``name`` (default ``witness.localhost/<first 8 hex of SHA-256 of the Ed25519 key>``):
+    an Ed25519 key and an ML-DSA-44 key (:func:`load_keys`).
+
+    Returns (the Ed25519 signer, created). Raises ``MalformedInput`` if ``name`` differs from
+    the name of an existing key, ``NoteError`` for a malformed key file.
+    """
+    if path.exists():
+        signer, _ = load_keys(path)
+        if name is not None and name != signer.name:
+            raise MalformedInput(f"the witness key at {path} is named {signer.name}, not {name}")
+        return signer, False
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Ed25519PrivateKey.generate()
+    if name is None:
+        digest = hashlib.sha256(private.public_key().public_bytes_raw()).hexdigest()
+        name = f"witness.localhost/{digest[:8]}"
+    signer = CosignatureV1Signer(name, private)
+    mldsa44 = SubtreeV1Signer.generate(name)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(signer.skey() + "\n" + mldsa44.skey() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return signer, True
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (exit 2), like every other saihm error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="saihm witness serve",
+        description="Run a C2SP tlog-witness: POST /add-checkpoint cosigns checkpoints of the "
+        "configured logs that are consistent with the last one it cosigned (per origin, kept "
+        "on disk). Prints its verifier key on start.",
+    )
+    parser.add_argument(
+        "--state",
+        required=True,
+        metavar="DIR",
+        help="state directory (per-origin heads, evidence; the key by default)",
+    )
+    parser.add_argument(
+        "--key",
+        metavar="FILE",
+        help="the witness's private key (default: DIR/witness.key; created, "
+        "mode 0600, on first run)",
+    )
+    parser.add_argument(
+        "--name",
+        help="the witness's key name on first run (default: "
+        "witness.localhost/<8 hex of the key hash>)",
+    )
+    parser.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a log verifier key <origin>+<id>+<base64> (repeatable; the key "
+        "name is the log's origin)",
+    )
+    parser.add_argument(
+        "--logs-file",
+        metavar="FILE",
+        help="a file of log verifier keys, one per line (e.g. a data "
+        "directory's checkpoint-verifier-keys.txt)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=7380, help="listen port (default 7380; 0 picks a free one)"
+    )
+    parser.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
+    parser.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    return parser
+
+
+def _log_keys(opts: argparse.Namespace) -> list[str]:
+    keys = list(opts.log)
+    if opts.logs_file:
+        lines = Path(opts.logs_file).read_text().splitlines()
+        keys += [k.strip() for k in lines if k.strip() and not k.startswith("#")]
+    if not keys:
+        raise MalformedInput("give at least one --log VKEY or --logs-file FILE")
+    for key in keys:
+        try:
+            verifier_from_key(key)
+        except NoteError as err:
+            raise MalformedInput(f"bad log verifier key: {err}") from err
+    return keys
+
+
+def _check_listen(opts: argparse.Namespace) -> bool:
+    """Plain HTTP only on the loopback, as for ``saihm serve``; return True for TLS."""
+    from saihm.http.serve import LOOPBACK
+
+    tls = bool(opts.tls_cert or opts.tls_key)
+    if tls and not (opts.tls_cert and opts.tls_key):
+        raise MalformedInput("give both --tls-cert and --tls-key")
+    if not tls and opts.host not in LOOPBACK:
+        raise MalformedInput(f"refusing plain http on {opts.host}: give --tls-cert and --tls-key")
+    if not 0 <= opts.port <= 65535:
+        raise MalformedInput("--port must be 0..65535")
+    return tls
+
+
+async def _run(witness: Witness, opts: argparse.Namespace) -> None:
+    from saihm.http.serve import bind, tls_context
+
+    tls = _check_listen(opts)
+    context = tls_context(opts.tls_cert, opts.tls_key) if tls else None
+    sock = bind(opts.host, opts.port)
+    runner = web.AppRunner(create_witness_app(witness), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.SockSite(runner, sock, ssl_context=context).start()
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"saihm witness: serving {'https' if tls else 'http'}://{shown}:{port}/ "
+            f"for {', '.join(sorted(witness.logs))}",
+            flush=True,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        sock.close()
+
+
+def main(args: argparse.Namespace | list[str]) -> int:
+    """``saihm witness serve --state DIR --log VKEY ...``; returns the exit status.
+
+    Takes the argv after ``witness`` (or ``saihm.cli``'s namespace whose ``rest`` holds it).
+    """
+    argv = args if isinstance(args, list) else [a for a in args.rest if a != "--"]
+    if not argv or argv[0] != "serve":
+        if argv and argv[0] in ("-h", "--help"):
+            print(
+                "usage: saihm witness serve --state DIR --log VKEY [...]\n\n"
+                "Run a C2SP tlog-witness; see 'saihm witness serve --help'."
+            )
+            return 0
+        print(
+            "saihm witness: usage: saihm witness serve --state DIR --log VKEY [...] "
+            "(see saihm witness serve --help)",
+            file=sys.stderr,
+        )
+        return 2
+    opts = _parser().parse_args(argv[1:])
+    state_dir = Path(opts.state)
+    try:
+        keys = _log_keys(opts)
+        _check_listen(opts)
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key_path = Path(opts.key or state_dir / KEY_FILE)
+        signer, created = load_or_create_key(key_path, opts.name)
+        _, mldsa44 = load_keys(key_path)
+        vkeys = [signer.vkey()] + ([mldsa44.vkey()] if mldsa44 else [])
+        (state_dir / VKEY_FILE).write_text("".join(k + "\n" for k in vkeys))
+        state = WitnessState(state_dir)
+    except (SaihmError, NoteError) as err:
+        print(f"saihm witness: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(
+            f"saihm witness: error: {err.strerror or type(err).__name__}: {err.filename or ''}",
+            file=sys.stderr,
+        )
+        return 2
+    print(
+        f"saihm witness: {'created' if created else 'using'} key {signer.name}; verifier keys "
+        f"(Ed25519 cosignature/v1, then ML-DSA-44 subtree/v1):\n" + "\n".join(vkeys),
+        flush=True,
+    )
+    try:
+        asyncio.run(_run(Witness(state, signer, keys, mldsa44=mldsa44), opts))
+    except SaihmError as err:
+        print(f"saihm witness: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(
+            f"saihm witness: error: cannot listen on {opts.host}:{opts.port}: {err.strerror}",
+            file=sys.stderr,
+        )
+        return 2
+    finally:
+        state.close()
+    return 0

@@ -1,0 +1,9 @@
+"""Settings shared by the whole suite."""
+
+from hypothesis import settings
+
+# Hypothesis' default 200 ms deadline measures the machine, not the code: on a loaded two-core
+# runner an example that spawns a parser or signs with ML-DSA can exceed it. Correctness is
+# what the property tests check; speed is measured by `saihm bench`.
+settings.register_profile("saihm", deadline=None)
+settings.load_profile("saihm")
