@@ -159,6 +159,18 @@ def build_parser() -> argparse.ArgumentParser:
     _data(opened)
     opened.add_argument("--holder", required=True, help="holderId (64 hex)")
     opened.set_defaults(handler=_cmd_session_open)
+    revoke = session.add_parser(
+        "revoke",
+        help="revoke a session's tokens (logged as UNGRANT; docs/formats.md)",
+        description="Revoke every token of the holder that carries ID: a sessionId (64 hex) "
+        "revokes every token of that session, a tokenId (32 hex) one token. Logged as UNGRANT.",
+    )
+    _data(revoke)
+    revoke.add_argument("--holder", required=True, help="holderId (64 hex)")
+    revoke.add_argument(
+        "id", metavar="SESSIONID|TOKENID", help="64-hex sessionId or 32-hex tokenId"
+    )
+    revoke.set_defaults(handler=_cmd_session_revoke)
 
     grant = commands.add_parser(
         "grant",
@@ -185,9 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
     rotate.set_defaults(handler=_cmd_kek_rotate)
 
     rebuild = commands.add_parser(
-        "rebuild", help="rebuild every projection from the log and prove it byte-identical"
+        "rebuild",
+        help="rebuild every projection from the log and prove it byte-identical; with "
+        "--replace, repair the projections from the log",
     )
     _data(rebuild)
+    rebuild.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace the live projections with the rebuild, atomically: one write "
+        "transaction (a running server's writes wait for it)",
+    )
     rebuild.set_defaults(handler=_cmd_rebuild)
 
     backup = commands.add_parser(
@@ -304,11 +324,18 @@ DELEGATED_HELP = {
     "memory": "RFC 0007 memory provider (local-vault): init, grant, query, pending, ...",
     "witness": "run a C2SP tlog-witness: 'saihm witness serve --state DIR --log VKEY'",
 }
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from saihm.audit.cli import verify
+    from saihm.fsck import private_check
+
+    return verify(args, private=private_check)
+
+
 DELEGATED = {
-    **{
-        name: _delegate("saihm.audit.cli", name)
-        for name in ("export", "verify", "monitor", "replay")
-    },
+    **{name: _delegate("saihm.audit.cli", name) for name in ("export", "monitor", "replay")},
+    "verify": _cmd_verify,
     "memory": _delegate("saihm.provider.cli", "main"),
     "witness": _delegate("saihm.witness.server", "main"),
 }
@@ -411,6 +438,24 @@ def _cmd_session_open(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_session_revoke(args: argparse.Namespace) -> int:
+    from saihm.compose import open_operator
+    from saihm.errors import MalformedInput
+
+    holder_id = _hex32(args.holder, "holder")
+    try:
+        revoked = bytes.fromhex(args.id)
+    except ValueError as err:
+        raise MalformedInput("the id must be hex") from err
+    operator = open_operator(config_from(args), checkpointer=False)
+    try:
+        changed = operator.revoke_session(holder_id, revoked)
+    finally:
+        operator.store.close()
+    _print({"holderId": holder_id.hex(), "id": revoked.hex(), "revoked": True, "changed": changed})
+    return 0
+
+
 def build_grant_revoke_parser() -> argparse.ArgumentParser:
     """``saihm grant revoke --data DIR GRANTID`` (parsed on its own: the pinned form puts the
     grant id after the options, which a sub-subcommand of ``grant`` could not take)."""
@@ -498,24 +543,36 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
 
     from rich.progress import Progress
 
-    from saihm.compose import open_operator
+    from saihm.store import Store
 
-    operator = open_operator(config_from(args), checkpointer=False)
+    config = config_from(args)
+    if not config.authority_public_key_file.exists():
+        from saihm.errors import NotFound
+
+        raise NotFound(f"{config.data_dir} is not a saihm data directory")
+    # The applied-index check on open would refuse exactly the store this command repairs.
+    store = Store(config, checkpointer=False, check_applied=False)
     try:
-        total = operator.store.size()
+        total = store.size()
         with (
             tempfile.TemporaryDirectory(prefix="saihm-rebuild-") as tmp,
             Progress(disable=not sys.stderr.isatty(), transient=True) as bar,
         ):
             task = bar.add_task("rebuilding projections", total=total)
-            report = operator.store.rebuild_into(
-                Path(tmp) / "projections", progress=lambda n: bar.advance(task, n)
-            )
+            target = Path(tmp) / "projections"
+
+            def advance(n: int) -> None:
+                bar.advance(task, n)
+
+            if args.replace:
+                report = store.replace_projections(target, progress=advance)
+            else:
+                report = store.rebuild_into(target, progress=advance)
     finally:
-        operator.store.close()
+        store.close()
     rate = report["events"] / report["seconds"] if report["seconds"] else None
     _print({**report, "eventsPerSecond": rate})
-    return 0 if report["identical"] else 1
+    return 0 if report.get("identical", True) else 1
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

@@ -302,20 +302,27 @@ class Operator(SharingTools, GovernanceTools):
         shards: dict[str, int] = {}
         contracts, incoming, governance = [], [], []
         receipts_in_window = 0
+        holder_wide = access.all_sessions and access.namespaces is None
+        if not holder_wide:
+            # A session or namespace-limited token sees only what its own reads would return.
+            for opened in self.store.read(access, include_shared=False):
+                shards[opened.cell.tier] = shards.get(opened.cell.tier, 0) + 1
         with self.store.read_txn() as txn:
             for _, cell_id in self.store.prefix_scan(txn, PJ.BY_HOLDER, holder):
-                tier = self.store.projection(txn, PJ.CELLS, cell_id)[2]
-                shards[tier] = shards.get(tier, 0) + 1
+                # The index is a hint; the sealed cell record must name this holder, live.
+                record = self.store.projection(txn, PJ.CELLS, cell_id) if holder_wide else None
+                if record is not None and record[1] == holder and 7 not in record:
+                    shards[record[2]] = shards.get(record[2], 0) + 1
             for key, _ in self.store.prefix_scan(txn, PJ.BY_OWNER, holder):
                 c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
-                if not c[9]:
+                if c is not None and not c[9] and self.contract_in_scope(access, c):
                     contracts.append({
                         "contractId": P.hx(key[32:]), "mode": c[4],
                         "granteeIds": [P.hx(g) for g in c[2]], "expiresAt": P.dec(c[6]),
                     })  # fmt: skip
             for key, _ in self.store.prefix_scan(txn, PJ.BY_GRANTEE, holder):
                 c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
-                if not c[9]:
+                if c is not None and not c[9] and holder in c[2]:
                     incoming.append({
                         "contractId": P.hx(key[32:]), "holderIdHex": P.hx(c[1]), "mode": c[4],
                         "accepted": holder in c[10], "expiresAt": P.dec(c[6]),
@@ -372,6 +379,30 @@ class Operator(SharingTools, GovernanceTools):
         )  # fmt: skip
         self._commit(Change(receipts=[receipt]))
         return grant_id, receipt.receipt_id
+
+    def revoke_session(self, holder_id: bytes, token_or_session_id: bytes) -> bool:
+        """Revoke every token of ``holder_id`` that carries this tokenId (16 bytes) or sessionId
+        (32 bytes): log UNGRANT whose subjectId is :func:`revocation_subject` (docs/formats.md
+        "Session revocation"). False if it was already revoked. Raises ``NotFound`` for an
+        unknown holder and ``MalformedInput`` for an id of another length."""
+        if len(token_or_session_id) not in (16, 32):
+            raise MalformedInput("give a tokenId (32 hex) or a sessionId (64 hex)")
+        subject = PJ.revocation_subject(holder_id, token_or_session_id)
+        with self.store.read_txn() as txn:
+            if self.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+                raise NotFound("no such holder", code="holder_not_found")
+            if self.store.projection(txn, PJ.REVOKED, subject) is not None:
+                return False
+        key = self.store.holder_key(holder_id)
+        receipt = sign_receipt(
+            key, subject_id=subject, operation=Operation.UNGRANT, timestamp=self._now()
+        )
+
+        def guard(txn: Any) -> object:
+            return False if self.store.projection(txn, PJ.REVOKED, subject) is not None else None
+
+        change = self._commit(Change(receipts=[receipt], guard=guard))
+        return change.outcome is None
 
     def ungrant(self, grant_id: bytes) -> bool:
         """Withdraw a grant (UNGRANT); False if it was already withdrawn."""

@@ -108,7 +108,7 @@ class SharingTools(ToolBase):
             record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
         if record is None:
             raise NotFound("no such contract", code="contract_not_found")
-        if record[1] != access.holder_id:
+        if record[1] != access.holder_id or not self.contract_in_scope(access, record):
             raise NotPermitted("the caller does not hold this contract", code="not_holder")
         if record[9]:
             return {"revoked": True, "epoch": P.dec(self._now())}
@@ -130,6 +130,44 @@ class SharingTools(ToolBase):
             "epoch": P.dec(receipt.timestamp),
             "receiptId": P.hx(receipt.receipt_id),
         }
+
+    def contract_in_scope(self, access: Access, record: dict) -> bool:
+        """Whether ``access`` may see (and so act on) the caller's own contract ``record``.
+
+        DESIGN.md "Capabilities": a token acts only on what it may see. A holder-wide token
+        with no namespace limit sees every contract of its holder; any other token sees one only
+        if every shard is a cell its own reads return, or, for an erased shard, a cell written
+        in its session (the MAC-bound session tag of the cell record; namespace-limited tokens
+        cannot tell an erased cell's namespace, so for them an erased shard is out of scope).
+        """
+        if record[1] != access.holder_id:
+            return False
+        if access.all_sessions and access.namespaces is None:
+            return True
+        shards = list(record[3])
+        visible = {
+            c.cell.cell_id for c in self.store.read(access, cell_ids=shards, include_shared=False)
+        }
+        tag = (
+            None
+            if access.all_sessions
+            else self.store.session_tag(access.holder_id, access.session_id)
+        )
+        with self.store.read_txn() as txn:
+            for shard in shards:
+                if shard in visible:
+                    continue
+                cell = self.store.projection(txn, PJ.CELLS, shard)
+                erased_here = (
+                    cell is not None
+                    and 7 in cell
+                    and access.namespaces is None
+                    and tag is not None
+                    and cell[6] == tag
+                )
+                if not erased_here:
+                    return False
+        return True
 
     def _accept(self, access: Access, params: object) -> dict:
         return self._respond(access, params, accept=True)

@@ -44,7 +44,7 @@ from saihm.jobs import JobBoard
 from saihm.keyring import KekDirectory, Keyring, KeyringError, RotationBusy
 from saihm.lmdbenv import Environment
 from saihm.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
-from saihm.projections import Body, LeafView, Projections, u64
+from saihm.projections import Body, LeafView, Projections, RecordSeal, derive_record_key, u64
 from saihm.projections import apply as P
 from saihm.projections.keys import dumps, loads, read_u64
 from saihm.publiclog import CHECKPOINTS, PublicLog
@@ -61,6 +61,14 @@ JOBS = (CHECKPOINT_JOB, KEK_JOB)
 
 FaultHook = Callable[[str], None]
 _BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
+
+
+class RebuildFailed(VerificationFailed):
+    """The log cannot be replayed into projections (a private body is missing or damaged)."""
+
+
+class StaleProjections(Unavailable):
+    """The projections do not match the log; ``saihm rebuild --replace`` repairs them."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,11 @@ class Store(GroupCommit, PublicLog):
         clock: Callable[[], float] = time.time,
         fault_hook: FaultHook | None = None,
         checkpointer: bool = True,
+        check_applied: bool = True,
     ) -> None:
+        """Open the store of ``config``; unless ``check_applied`` is False (``saihm rebuild``
+        only), refuse with :class:`StaleProjections` when the projections do not reflect the
+        whole log (saihm-protocol "Order of effect and receipt")."""
         self.config = config
         self.clock = clock
         self._fault = fault_hook or (lambda step: None)
@@ -119,9 +131,16 @@ class Store(GroupCommit, PublicLog):
         self.env = Environment(env, ceiling=config.map_size_max)
         self.tree = TreeStorage(self.env)
         self.keyring = Keyring(self.env, self.kek_dir)
-        self.projections = Projections(self.env)
-        self._db = {name: self.env.open_db(name) for name in OWN_DBS}
         self._memo_key = self.kek_dir.memo_key()
+        self.record_seal = RecordSeal(derive_record_key(self._memo_key))
+        self.projections = Projections(self.env, self.record_seal)
+        self._db = {name: self.env.open_db(name) for name in OWN_DBS}
+        if check_applied:
+            try:
+                self._check_applied()
+            except StaleProjections:
+                self.env.close()
+                raise
         self._access_key = secrets.token_bytes(32)
         self.log_keys = LogKeys.load(config.log_keys_dir)
         #: The log's identity, fixed when the data directory was created (saihm/origin.py).
@@ -143,6 +162,28 @@ class Store(GroupCommit, PublicLog):
         if checkpointer:
             self._thread = threading.Thread(target=self._checkpoint_loop, daemon=True)
             self._thread.start()
+
+    def _check_applied(self) -> None:
+        """Refuse to serve projections that do not reflect the whole log, or of another format.
+
+        Raises :class:`StaleProjections` naming ``saihm rebuild --replace``. A fresh store
+        (empty log, no projections) passes.
+        """
+        with self.env.begin() as txn:
+            size = self.tree.size(txn)
+            applied = self.projections.applied(txn)
+            fmt = self.projections.format(txn)
+        if applied != size:
+            raise StaleProjections(
+                f"projections reflect {applied} of {size} log entries; "
+                "run `saihm rebuild --data DIR --replace`"
+            )
+        if size and fmt != P.PROJECTION_FORMAT:
+            raise StaleProjections(
+                f"projections are of format {fmt or 1}, not {P.PROJECTION_FORMAT} (written "
+                "before record MACs); "
+                "run `saihm rebuild --data DIR --replace`"
+            )
 
     @staticmethod
     def initialise(config: Config, authority_public_key: bytes) -> None:
@@ -295,12 +336,17 @@ class Store(GroupCommit, PublicLog):
         if cap.expires_at <= now:
             raise Unauthenticated("expired capability")
         scope = cap.scope
+        records = self.projections
         with self.env.begin() as txn:
-            if txn.get(cap.holder_id, db=self.projections.db[P.HOLDERS]) is None:
+            if records.get(txn, P.HOLDERS, cap.holder_id) is None:
                 raise Unauthenticated("unknown holder")
+            # A revocation record is honoured even if its MAC fails: it can only refuse.
+            for revoked in (cap.token_id, cap.session_id):
+                subject = None if revoked is None else P.revocation_subject(cap.holder_id, revoked)
+                if subject is not None and txn.get(subject, db=records.db[P.REVOKED]):
+                    raise Unauthenticated("session revoked")
             if scope.grant_id is not None:
-                raw = txn.get(scope.grant_id, db=self.projections.db[P.GRANTS])
-                grant = None if raw is None else loads(raw)
+                grant = records.record(txn, P.GRANTS, scope.grant_id)
                 if grant is None or grant[5] or grant[1] != cap.holder_id:
                     raise Unauthenticated("grant revoked or unknown")
                 if grant[3] and grant[3] <= now:
@@ -352,8 +398,8 @@ class Store(GroupCommit, PublicLog):
         out: list[OpenedCell] = []
         with self.env.begin() as txn:
             own, shared = self._candidates(txn, access, cell_ids, include_shared, now)
-            for index, cell_id, is_shared in (*own, *shared):
-                opened = self._open_checked(txn, access, cell_id, is_shared, index)
+            for index, cell_id, sharer in (*own, *shared):
+                opened = self._open_checked(txn, access, cell_id, sharer, index)
                 if opened is None:
                     continue
                 text = opened.payload.content.casefold()
@@ -369,81 +415,87 @@ class Store(GroupCommit, PublicLog):
         cell_ids: Iterable[bytes] | None,
         include_shared: bool,
         now: int,
-    ) -> tuple[list[tuple[int, bytes, bool]], list[tuple[int, bytes, bool]]]:
-        db = self.projections.db
-        own: list[tuple[int, bytes, bool]] = []
-        shared: list[tuple[int, bytes, bool]] = []
+    ) -> tuple[list[tuple[int, bytes, bytes | None]], list[tuple[int, bytes, bytes | None]]]:
+        """Candidate (index, cellId, sharer) triples: own cells (sharer None) and covered cells
+        of other holders (sharer = the contract's holder, checked against the verified cell)."""
+        # Every record consulted here is MAC-bound (saihm/projections/seal.py): a forged or
+        # edited one reads as absent, so it can only hide a cell, never offer one.
+        records = self.projections
+        own: list[tuple[int, bytes, bytes | None]] = []
+        shared: list[tuple[int, bytes, bytes | None]] = []
         if cell_ids is not None:
-            covered: set[bytes] | None = None
+            covered: dict[bytes, bytes] | None = None
             for cell_id in cell_ids:
-                raw = txn.get(cell_id, db=db[P.CELLS])
-                if raw is None:
+                record = records.record(txn, P.CELLS, cell_id)
+                if record is None:
                     continue
-                record = loads(raw)
                 if record[1] == access.holder_id:
-                    own.append((record[5], cell_id, False))
+                    own.append((record[5], cell_id, None))
                     continue
                 if not include_shared or access.consumer is not None:
                     continue
                 if covered is None:
                     covered = self._covered_cells(txn, access.holder_id, now)
                 if cell_id in covered:
-                    shared.append((record[5], cell_id, True))
+                    shared.append((record[5], cell_id, covered[cell_id]))
             return own, shared
         if access.all_sessions:
-            prefix = access.holder_id
-            index_db = db[P.BY_HOLDER]
+            prefix, index = access.holder_id, P.BY_HOLDER
         else:
-            prefix = self.session_tag(access.holder_id, access.session_id)
-            index_db = db[P.BY_SESSION]
-        with txn.cursor(db=index_db) as cursor:
-            if cursor.set_range(prefix):
-                for key, cell_id in cursor.iternext():
-                    if not key.startswith(prefix):
-                        break
-                    own.append((read_u64(key[32:]), bytes(cell_id), False))
+            prefix, index = self.session_tag(access.holder_id, access.session_id), P.BY_SESSION
+        for key, cell_id in records.scan(txn, index, prefix):
+            own.append((read_u64(key[32:]), cell_id, None))
         if include_shared and access.consumer is None:
-            for cell_id in sorted(self._covered_cells(txn, access.holder_id, now)):
-                record = loads(txn.get(cell_id, db=db[P.CELLS]))
-                shared.append((record[5], cell_id, True))
+            for cell_id, sharer in sorted(self._covered_cells(txn, access.holder_id, now).items()):
+                record = records.record(txn, P.CELLS, cell_id)
+                if record is not None:
+                    shared.append((record[5], cell_id, sharer))
         return own, shared
 
-    def _covered_cells(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> set[bytes]:
-        """Cells of other holders covered by a contract active for ``grantee``.
+    def _covered_cells(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> dict[bytes, bytes]:
+        """Cells of other holders covered by a contract active for ``grantee``, each with the
+        holder of the contract that covers it.
 
         saihm-protocol "Sharing contracts": a covered cell counts only if the contract's holder
-        owns it; a contract cannot expose a third party's cell.
+        owns it; a contract cannot expose a third party's cell. The read path checks the
+        verified cell's owner against the contract's holder again (:meth:`_label_allows`).
         """
-        db = self.projections.db
-        covered: set[bytes] = set()
-        for contract_id in self._active_contracts_for(txn, grantee, now):
-            contract = loads(txn.get(contract_id, db=db[P.CONTRACTS]))
+        covered: dict[bytes, bytes] = {}
+        for contract in self._active_contracts_for(txn, grantee, now):
             for cell_id in contract[3]:
-                raw = txn.get(cell_id, db=db[P.CELLS])
-                if raw is not None and loads(raw)[1] == contract[1] != grantee:
-                    covered.add(cell_id)
+                record = self.projections.record(txn, P.CELLS, cell_id)
+                if record is not None and record[1] == contract[1] != grantee:
+                    covered[cell_id] = contract[1]
         return covered
 
-    def _active_contracts_for(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> list[bytes]:
-        """Contracts active for ``grantee``: accepted by it, not revoked, not expired."""
-        db = self.projections.db
+    def _active_contracts_for(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> list[dict]:
+        """Contract records active for ``grantee``: accepted by it, not revoked, not expired.
+
+        Both the grantee index entry and the contract record must carry a valid MAC, and the
+        contract must name ``grantee`` among its grantees and its acceptances.
+        """
+        records = self.projections
         active = []
-        with txn.cursor(db=db[P.BY_GRANTEE]) as cursor:
-            if cursor.set_range(grantee):
-                for key in cursor.iternext(values=False):
-                    if not key.startswith(grantee):
-                        break
-                    contract_id = bytes(key[32:])
-                    record = loads(txn.get(contract_id, db=db[P.CONTRACTS]))
-                    expires = record[6]
-                    if not record[9] and grantee in record[10] and (expires == 0 or expires > now):
-                        active.append(contract_id)
+        for key, _ in records.scan(txn, P.BY_GRANTEE, grantee):
+            record = records.record(txn, P.CONTRACTS, key[32:])
+            if record is None:
+                continue
+            expires = record[6]
+            live = not record[9] and (expires == 0 or expires > now)
+            if live and grantee in record[2] and grantee in record[10]:
+                active.append(record)
         return active
 
     def _open_checked(
-        self, txn: lmdb.Transaction, access: Access, cell_id: bytes, shared: bool, index: int
+        self,
+        txn: lmdb.Transaction,
+        access: Access,
+        cell_id: bytes,
+        sharer: bytes | None,
+        index: int,
     ) -> OpenedCell | None:
         db = self.projections.db
+        shared = sharer is not None
         if txn.get(cell_id, db=db[P.ERASURES]) is not None:
             return None
         raw_body = txn.get(cell_id, db=self._db[BODIES])
@@ -460,18 +512,20 @@ class Store(GroupCommit, PublicLog):
                 raise VerificationFailed("stored cell is filed under another cellId")
             check_cell_id(cell)
             if not remembered:
-                holder = txn.get(cell.holder_id, db=db[P.HOLDERS])
+                holder = self.projections.record(txn, P.HOLDERS, cell.holder_id)
                 if holder is None:
                     raise VerificationFailed("cell of a holder with no KEY receipt")
-                verify_cell_signature(cell, loads(holder)[1])
+                verify_cell_signature(cell, holder[1])
             dek = self.keyring.dek(txn, cell_id)
             payload = decrypt(cell, dek)
         except NotFound:
             return None
-        except SaihmError as err:
+        except (SaihmError, ValueError) as err:  # ValueError: a body that is not CBOR
             log.warning("cell %s omitted: %s", cell_id.hex(), type(err).__name__)
             return None
         if not self._label_allows(access, cell, payload, shared):
+            return None
+        if shared and cell.holder_id != sharer:
             return None
         return OpenedCell(cell=cell, payload=payload, shared=shared, index=index)
 
@@ -485,6 +539,21 @@ class Store(GroupCommit, PublicLog):
         if cell.holder_id != access.holder_id:
             return False
         return access.all_sessions or payload.session_id == access.session_id
+
+    def check_opens(self, txn: lmdb.Transaction, cell: Cell) -> None:
+        """Raise unless ``cell``'s wrapped DEK unwraps under a live KEK generation and opens
+        its ciphertext (saihm-protocol "Encryption envelope"); for ``saihm verify --data``.
+
+        Raises ``NotFound`` (no wrapped DEK), ``KekUnavailable`` or ``VerificationFailed``.
+        Nothing decrypted leaves this method.
+        """
+        decrypt(cell, self.keyring.dek(txn, cell.cell_id))
+
+    def memo_matches(self, txn: lmdb.Transaction, cell_id: bytes, cell_bytes: bytes) -> bool:
+        """False when a verified-cell memo is stored for ``cell_id`` and is not the memo of
+        ``cell_bytes`` (an absent memo only means the signature is checked on every read)."""
+        memo = txn.get(cell_id, db=self._db[MEMO])
+        return memo is None or hmac.compare_digest(memo, self._memo(cell_bytes))
 
     def _memo(self, cell_bytes: bytes) -> bytes:
         return hmac.new(self._memo_key, b"cell" + cell_bytes, "sha256").digest()
@@ -502,20 +571,16 @@ class Store(GroupCommit, PublicLog):
         return key
 
     def projection(self, txn: lmdb.Transaction, name: bytes, key: bytes) -> object | None:
-        """One decoded projection value, or None."""
-        raw = txn.get(key, db=self.projections.db[name])
-        return None if raw is None else loads(raw)
+        """One decoded projection value, or None (also for a MAC-bound record whose MAC is
+        missing or wrong: such a record grants nothing)."""
+        return self.projections.record(txn, name, key)
 
     def prefix_scan(
         self, txn: lmdb.Transaction, name: bytes, prefix: bytes
     ) -> Iterator[tuple[bytes, bytes]]:
-        """Keys and values of one projection whose key starts with ``prefix``."""
-        with txn.cursor(db=self.projections.db[name]) as cursor:
-            if cursor.set_range(prefix):
-                for key, value in cursor.iternext():
-                    if not key.startswith(prefix):
-                        break
-                    yield bytes(key), bytes(value)
+        """Keys and values of one projection whose key starts with ``prefix`` (records whose
+        MAC fails are skipped)."""
+        yield from self.projections.scan(txn, name, prefix)
 
     def read_txn(self) -> lmdb.Transaction:
         """A read-only snapshot (use as a context manager)."""
@@ -569,42 +634,33 @@ class Store(GroupCommit, PublicLog):
     def _rotation_step(self, step: str) -> None:
         self._fault("rotate." + step)
 
-    def rebuild_into(self, target: Path, progress: Callable[[int], None] | None = None) -> dict:
+    def rebuild_into(
+        self,
+        target: Path,
+        progress: Callable[[int], None] | None = None,
+        compare: Callable[[Projections, lmdb.Transaction, Projections, lmdb.Transaction], object]
+        | None = None,
+    ) -> dict:
         """Rebuild every projection from the log into a fresh environment and compare bytewise.
 
         Returns ``{"events", "seconds", "identical", "difference"}``; the comparison runs on
-        one read snapshot of the live environment, at the size the rebuild covered.
+        one read snapshot of the live environment, at the size the rebuild covered. With
+        ``compare``, its result over (live, live txn, fresh, fresh txn) is also returned, as
+        ``"compared"`` (the fsck lists every difference this way).
         """
-        target.mkdir(parents=True, exist_ok=False)
-        # The scratch environment is compared and thrown away: it needs no durable commits.
-        fresh_env = lmdb.open(
-            str(target), max_dbs=len(Projections.DB_NAMES) + 2,
-            map_size=max(self.config.map_size, self.env.map_size),
-            sync=False, metasync=False, writemap=True,
-        )  # fmt: skip
+        fresh_env = self.scratch_env(target)
+        compared = None
         try:
-            fresh = Projections(fresh_env)
+            fresh = Projections(fresh_env, self.record_seal)
             started = time.perf_counter()
             with self.env.begin() as live_txn:
                 size = self.tree.size(live_txn)
-                chunk = 16384
-                bodies = self._db[BODIES]
-                for start in range(0, size, chunk):
-                    leaves = self.tree.leaves(live_txn, start, min(size, start + chunk))
-                    with fresh_env.begin(write=True) as txn:
-                        for offset, leaf in enumerate(leaves):
-                            view = LeafView.from_leaf(leaf)
-                            body = None
-                            if view.operation in _BODY_OPERATIONS:
-                                raw = live_txn.get(view.subject_id, db=bodies)
-                                body = None if raw is None else Body.decode(raw)
-                            fresh.apply(txn, start + offset, view, body, record_applied=False)
-                        fresh.mark_applied(txn, start + len(leaves))
-                    if progress is not None:
-                        progress(len(leaves))
+                self.rebuild_from(live_txn, fresh, size, progress)
                 seconds = time.perf_counter() - started
                 with fresh_env.begin() as fresh_txn:
                     difference = P.first_difference(self.projections, live_txn, fresh, fresh_txn)
+                    if compare is not None:
+                        compared = compare(self.projections, live_txn, fresh, fresh_txn)
         finally:
             fresh_env.close()
         return {
@@ -612,7 +668,97 @@ class Store(GroupCommit, PublicLog):
             "seconds": seconds,
             "identical": difference is None,
             "difference": difference,
+            **({"compared": compared} if compare is not None else {}),
         }
+
+    def replace_projections(
+        self, target: Path, progress: Callable[[int], None] | None = None
+    ) -> dict:
+        """Repair the projections from the log (``saihm rebuild --replace``), atomically.
+
+        The log is replayed into a scratch environment at ``target`` from a read snapshot;
+        then one write transaction of the live environment (holding LMDB's write lock, so a
+        running server's writes wait, and see either the old or the new projections) empties
+        every projection database, copies the rebuilt ones in, and applies any leaves appended
+        since the snapshot. Returns ``{"events", "seconds", "replaced", "caughtUp"}``.
+        """
+        fresh_env = self.scratch_env(target)
+        try:
+            fresh = Projections(fresh_env, self.record_seal)
+            started = time.perf_counter()
+            with self.env.begin() as live_txn:
+                size = self.tree.size(live_txn)
+                self.rebuild_from(live_txn, fresh, size, progress)
+            replaced = 0
+            with self.env.begin(write=True) as txn, fresh_env.begin() as fresh_txn:
+                for name in Projections.DB_NAMES:
+                    db = self.projections.db[name]
+                    txn.drop(db, delete=False)
+                    with fresh_txn.cursor(db=fresh.db[name]) as cursor:
+                        for key, value in cursor.iternext():
+                            txn.put(key, value, db=db, append=True)
+                            replaced += 1
+                grown = self.tree.size(txn)
+                self.rebuild_from(txn, self.projections, grown, None, start=size, live=txn)
+            seconds = time.perf_counter() - started
+        finally:
+            fresh_env.close()
+        caught_up = grown - size
+        return {"events": grown, "seconds": seconds, "replaced": replaced, "caughtUp": caught_up}
+
+    def scratch_env(self, target: Path) -> lmdb.Environment:
+        """A fresh, non-durable LMDB environment at ``target`` sized for the projections."""
+        target.mkdir(parents=True, exist_ok=False)
+        # The scratch environment is compared or copied, then thrown away: it needs no durable
+        # commits.
+        return lmdb.open(
+            str(target),
+            max_dbs=len(Projections.DB_NAMES) + 2,
+            map_size=max(self.config.map_size, self.env.map_size),
+            sync=False,
+            metasync=False,
+            writemap=True,
+        )
+
+    def rebuild_from(
+        self,
+        live_txn: lmdb.Transaction,
+        into: Projections,
+        size: int,
+        progress: Callable[[int], None] | None,
+        *,
+        start: int = 0,
+        live: lmdb.Transaction | None = None,
+    ) -> None:
+        """Apply leaves ``start..size`` of the live log to ``into``: in chunks of fresh write
+        transactions of ``into``'s environment, or all in ``live`` (a live write txn)."""
+        bodies = self._db[BODIES]
+        chunk = 16384
+        for first in range(start, size, chunk):
+            leaves = self.tree.leaves(live_txn, first, min(size, first + chunk))
+            txn = live if live is not None else into.env.begin(write=True)
+            try:
+                for offset, leaf in enumerate(leaves):
+                    try:
+                        view = LeafView.from_leaf(leaf)
+                        body = None
+                        if view.operation in _BODY_OPERATIONS:
+                            raw = live_txn.get(view.subject_id, db=bodies)
+                            body = None if raw is None else Body.decode(raw)
+                        into.apply(txn, first + offset, view, body, record_applied=False)
+                    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
+                        # A damaged leaf or body (the public check names a damaged leaf).
+                        what = f"leaf {first + offset} cannot be applied: {type(err).__name__}"
+                        raise RebuildFailed(what) from err
+                into.mark_applied(txn, first + len(leaves))
+            except BaseException:
+                if live is None:
+                    txn.abort()
+                raise
+            if live is None:
+                txn.commit()
+            if progress is not None:
+                progress(len(leaves))
 
     # -- pending provider proposals -------------------------------------------------------
     # Owned by saihm/provider (RFC 0007 "never silent agent write"). A consumer's write
@@ -677,10 +823,10 @@ class Store(GroupCommit, PublicLog):
             entry = loads(raw)
             cell = Cell.from_cbor(entry[1])
             check_cell_id(cell)
-            holder = txn.get(cell.holder_id, db=self.projections.db[P.HOLDERS])
+            holder = self.projections.record(txn, P.HOLDERS, cell.holder_id)
             if holder is None:
                 raise VerificationFailed("proposal of a holder with no KEY receipt")
-            verify_cell_signature(cell, loads(holder)[1])
+            verify_cell_signature(cell, holder[1])
             payload = decrypt(cell, self.keyring.dek(txn, cell.cell_id))
         return cell, entry[2], payload
 

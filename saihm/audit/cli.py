@@ -11,13 +11,15 @@ import argparse
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from saihm.errors import SaihmError, message
+from saihm.errors import NotFound, SaihmError, message
 from saihm.helpformat import DefaultsFormatter
 
 if TYPE_CHECKING:
+    from saihm.audit.progress import Progress
     from saihm.audit.report import Report
 
 __all__ = ["export", "monitor", "replay", "verify"]
@@ -66,13 +68,21 @@ def export(args: argparse.Namespace | list[str]) -> int:
     return 0
 
 
-def verify(args: argparse.Namespace | list[str]) -> int:
-    """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``."""
+def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = None) -> int:
+    """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``.
+
+    ``private`` is the operator's private-state check (saihm/fsck.py, injected by saihm/cli.py
+    so this layer imports nothing of the store): with ``--data`` it is called with the parsed
+    options and a progress-task factory and returns a summary and its findings
+    ``(database, key, check, what)``, each recorded as a failure.
+    """
     parser = argparse.ArgumentParser(
         prog="saihm verify",
         formatter_class=DefaultsFormatter,
         description="Verify an audit bundle (or a data directory, read-only) without trusting "
-        "the operator. Exit 0 only when every check holds.",
+        "the operator. With --data, also check the operator's private state (projections "
+        "against a rebuild, record MACs, cells, keys, seeds, pending proposals; needs the KEK "
+        "directory). Exit 0 only when every check holds.",
     )
     parser.add_argument("bundle", nargs="?", help="audit bundle written by saihm export")
     parser.add_argument("--data", help="verify a data directory directly (read-only)")
@@ -83,6 +93,17 @@ def verify(args: argparse.Namespace | list[str]) -> int:
                         help="re-verify every signature with pqcrypto")  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="signature-check processes")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--kek-dir",
+        metavar="DIR",
+        help="with --data: the KEK directory for the private checks (default: DIR/../kek)",
+    )
+    parser.add_argument(
+        "--log-keys-dir",
+        metavar="DIR",
+        help="with --data: the log's signing keys, needed to open the store (default: "
+        "DIR/log-keys)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_witness_options(parser)
     opts = parser.parse_args(_rest(args))
@@ -113,6 +134,10 @@ def verify(args: argparse.Namespace | list[str]) -> int:
             second_implementation=opts.second_implementation,
             source=opts.bundle or f"--data {opts.data}",
         )  # fmt: skip
+        if opts.data is not None and private is not None:
+            _run_private(private, opts, bar, report)
+        elif opts.data is not None:
+            report.notes.append("the operator's private state was not checked")
     if opts.witness:
         notes = held or [note for _, note in bundle.checkpoints]
         check_witnesses(report, notes, opts.witness, need, every=bool(held))
@@ -184,6 +209,30 @@ def check_witnesses(
         )
     except SaihmError as err:
         report.fail("witnesses", str(err))
+
+
+PrivateCheck = Callable[
+    [argparse.Namespace, Callable[[str, int], Callable[[int], None]]],
+    tuple[dict, list[tuple[str, str, str, str]]],
+]
+
+
+def _run_private(
+    private: PrivateCheck, opts: argparse.Namespace, bar: Progress, report: Report
+) -> None:
+    try:
+        summary, findings = private(opts, bar.task)
+    except NotFound as err:
+        # What the private checks need is not here (a restored backup holds no KEKs): the public
+        # checks stand on their own, and the verdict says the private state was not checked.
+        report.private_unchecked = str(err)
+        return
+    except (SaihmError, OSError) as err:
+        report.fail("private state", f"could not be checked: {err}")
+        return
+    report.private = summary
+    for database, key, check, what in findings:
+        report.fail(check, what, database=database, key=key)
 
 
 def monitor(args: argparse.Namespace | list[str]) -> int:

@@ -19,9 +19,13 @@ class Failure:
     check: str
     what: str
     index: int | None = None
+    database: str | None = None  # private-state findings (saihm/fsck.py) name a database
+    key: str | None = None  # ... and a key (hex)
 
     def __str__(self) -> str:
         where = f"leaf {self.index}: " if self.index is not None else ""
+        if self.database is not None:
+            where += f"{self.database} {(self.key or '')[:64]}: "
         return f"[{self.check}] {where}{self.what}"
 
 
@@ -44,6 +48,8 @@ class Report:
     cells: int = 0
     contracts: int = 0
     latest_size: int = 0
+    private: dict | None = None  # what the private-state check covered (verify --data)
+    private_unchecked: str | None = None  # why the private-state check could not run
     notes: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
 
@@ -52,13 +58,26 @@ class Report:
         """True only when every check held."""
         return not self.failures
 
-    def fail(self, check: str, what: str, index: int | None = None) -> None:
+    def fail(
+        self,
+        check: str,
+        what: str,
+        index: int | None = None,
+        *,
+        database: str | None = None,
+        key: str | None = None,
+    ) -> None:
         """Record a failure."""
-        self.failures.append(Failure(check, what, index))
+        self.failures.append(Failure(check, what, index, database, key))
 
     def to_json(self) -> dict:
         """A JSON-ready form (failures as objects, first failure first)."""
         out = asdict(self)
+        # database and key appear only on private-state findings (verify --data).
+        for failure in out["failures"]:
+            for name in ("database", "key"):
+                if failure[name] is None:
+                    del failure[name]
         out["ok"] = self.ok
         return out
 
@@ -83,8 +102,22 @@ class Report:
             f"  tallies           {self.proposals} proposals, rebuilt from VOTE receipts",
             f"  cells             {self.cells} cells, {self.contracts} contracts checked",
         ]
+        if self.private is not None:
+            p = self.private
+            lines.append(
+                f"  private state     {p.get('live_cells', 0)} live and {p.get('erased_cells', 0)}"
+                f" erased cells, {p.get('holders', 0)} holder seeds, {p.get('pending', 0)} "
+                f"pending proposals, {p.get('projection_records', 0)} MAC-bound records; "
+                "projections and tiles rebuilt from the log and compared"
+            )
         lines += [f"  note: {n}" for n in self.notes]
-        if self.ok and self.keys_pinned:
+        if self.ok and self.private_unchecked is not None:
+            pinned = "" if self.keys_pinned else " and the checkpoint keys were NOT pinned"
+            lines.append(
+                f"RESULT: OK — the public checks held, but the private state was NOT checked "
+                f"({self.private_unchecked}){pinned}"
+            )
+        elif self.ok and self.keys_pinned:
             lines.append("RESULT: OK — every check held")
         elif self.ok:
             # Without pinned keys the checkpoints were checked against keys the operator

@@ -8,5 +8,6 @@ applied, in the same write transaction as the state it describes.
 
 from saihm.projections.apply import Projections
 from saihm.projections.keys import Body, LeafView, u64
+from saihm.projections.seal import RecordSeal, derive_record_key
 
-__all__ = ["Body", "LeafView", "Projections", "u64"]
+__all__ = ["Body", "LeafView", "Projections", "RecordSeal", "derive_record_key", "u64"]

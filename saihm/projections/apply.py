@@ -7,11 +7,13 @@ is log order within one id. saihm-protocol sections are cited where a rule comes
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 import lmdb
 
 from saihm.projections.keys import Body, LeafView, dumps, loads, read_u64, u64
+from saihm.projections.seal import RecordSeal
 
 # Named databases, in a fixed order (the owner of the environment sizes max_dbs from these).
 CELLS = b"p_cells"  # cellId -> {1 owner, 2 tier, 3 kekVersion, 4 ts, 5 index, 6 tag, 7 erasedAt}
@@ -31,27 +33,94 @@ RECEIPT_IDS = b"p_receipt_ids"  # receiptId -> index
 BY_SUBJECT = b"p_rx_by_subject"  # subjectId || index -> b""
 RX_BY_HOLDER = b"p_rx_by_holder"  # holderId || index -> timestamp u64
 BY_OPERATION = b"p_rx_by_operation"  # operation || 0x00 || index -> b""
-META = b"p_meta"  # b"applied" -> number of leaves applied
+REVOKED = b"p_session_revocations"  # revocation subject -> {1 holder, 2 index} (UNGRANT)
+META = b"p_meta"  # b"applied" -> number of leaves applied; b"format" -> projection format
 
 Txn = lmdb.Transaction
 
 DB_NAMES: tuple[bytes, ...] = (
     CELLS, BY_HOLDER, BY_SESSION, RECORD_HEADS, CONTRACTS, BY_GRANTEE, BY_OWNER, ERASURES,
     HOLDERS, PROPOSALS, VOTES, TALLIES, GRANTS, RECEIPT_IDS, BY_SUBJECT, RX_BY_HOLDER,
-    BY_OPERATION, META,
+    BY_OPERATION, REVOKED, META,
 )  # fmt: skip
 
+# The databases whose records grant access: each value is stored as value || MAC
+# (saihm/projections/seal.py). Not sealed: the public receipt indexes, tallies, the erasure
+# list, and the cell indexes by holder and by session, which are untrusted candidate hints
+# (DESIGN.md "Data at rest"): the read path decides on the verified, decrypted label and the
+# status counts check each hint against its sealed cell record.
+SEALED: frozenset[bytes] = frozenset(
+    {CELLS, RECORD_HEADS, CONTRACTS, BY_GRANTEE, BY_OWNER, HOLDERS, GRANTS, REVOKED}
+)
+
 APPLIED = b"applied"
+FORMAT = b"format"
+# 2: access records carry record MACs. A store whose projections are of another format refuses
+# to open until ``saihm rebuild --replace`` rewrites them.
+PROJECTION_FORMAT = 2
+
+
+def revocation_subject(holder_id: bytes, token_or_session_id: bytes) -> bytes:
+    """The subjectId of the UNGRANT that revokes every token of ``holder_id`` carrying this
+    tokenId (16 bytes) or sessionId (32 bytes): SHA-256 of a label, the holderId and the id, so
+    the public log does not show the id (docs/formats.md "Session revocation")."""
+    label = b"saihm session revocation v1\x00"
+    return hashlib.sha256(label + holder_id + token_or_session_id).digest()
 
 
 class Projections:
     """The projection databases of one environment, and the code that derives them."""
 
     DB_NAMES = DB_NAMES
+    SEALED = SEALED
 
-    def __init__(self, env: lmdb.Environment) -> None:
+    def __init__(self, env: lmdb.Environment, seal: RecordSeal) -> None:
         self.env = env
+        self.seal = seal
         self.db = {name: env.open_db(name) for name in DB_NAMES}
+
+    # -- MAC-bound records (saihm/projections/seal.py) ------------------------------------
+
+    def put(self, txn: Txn, name: bytes, key: bytes, value: bytes, **kw: bool) -> bool:
+        """Store ``value`` under ``key`` in projection ``name``, with its MAC if ``name`` is
+        one of :data:`SEALED`."""
+        if name in SEALED:
+            value = self.seal.seal(name, key, value)
+        return txn.put(key, value, db=self.db[name], **kw)
+
+    def get(self, txn: Txn, name: bytes, key: bytes) -> bytes | None:
+        """The value under ``key`` in ``name``; for :data:`SEALED` databases None (and a
+        warning) when its MAC is missing or wrong, so a forged or edited record grants
+        nothing."""
+        raw = txn.get(key, db=self.db[name])
+        if name in SEALED:
+            return self.seal.open(name, key, raw)
+        return None if raw is None else bytes(raw)
+
+    def record(self, txn: Txn, name: bytes, key: bytes) -> object | None:
+        """:meth:`get`, decoded from CBOR (for the CBOR-valued databases)."""
+        value = self.get(txn, name, key)
+        return None if value is None else loads(value)
+
+    def scan(self, txn: Txn, name: bytes, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Keys and values of ``name`` whose key starts with ``prefix``, in key order; records
+        of a :data:`SEALED` database whose MAC fails are skipped (and logged)."""
+        sealed = name in SEALED
+        with txn.cursor(db=self.db[name]) as cursor:
+            if not cursor.set_range(prefix):
+                return
+            for key, raw in cursor.iternext():
+                if not key.startswith(prefix):
+                    break
+                key = bytes(key)
+                value = self.seal.open(name, key, raw) if sealed else bytes(raw)
+                if value is not None:
+                    yield key, value
+
+    def format(self, txn: Txn) -> int | None:
+        """The stored projection format, or None for a store written before formats."""
+        raw = txn.get(FORMAT, db=self.db[META])
+        return None if raw is None else read_u64(raw)
 
     # -- applying -------------------------------------------------------------------------
 
@@ -92,11 +161,12 @@ class Projections:
     def mark_applied(self, txn: lmdb.Transaction, count: int) -> None:
         """Record that the first ``count`` leaves are reflected (same transaction as the state)."""
         txn.put(APPLIED, u64(count), db=self.db[META])
+        txn.put(FORMAT, u64(PROJECTION_FORMAT), db=self.db[META])
 
     def _key(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
         if txn.get(leaf.holder_id, db=self.db[HOLDERS]) is None:
             record = {1: leaf.detail, 2: index, 3: leaf.timestamp}
-            txn.put(leaf.holder_id, dumps(record), db=self.db[HOLDERS])
+            self.put(txn, HOLDERS, leaf.holder_id, dumps(record))
 
     def _remember(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
         if body is None:
@@ -105,26 +175,25 @@ class Projections:
         cell_id, owner = cell[1], cell[2]
         tag = body.session_tag or b""
         record = {1: owner, 2: cell[4], 3: cell[3], 4: cell[8], 5: index, 6: tag}
-        txn.put(cell_id, dumps(record), db=self.db[CELLS])
-        txn.put(owner + u64(index), cell_id, db=self.db[BY_HOLDER])
+        self.put(txn, CELLS, cell_id, dumps(record))
+        self.put(txn, BY_HOLDER, owner + u64(index), cell_id)
         if tag:
-            txn.put(tag + u64(index), cell_id, db=self.db[BY_SESSION])
+            self.put(txn, BY_SESSION, tag + u64(index), cell_id)
             if body.record_seq is not None:
                 head = {1: body.record_seq, 2: cell_id, 3: body.record_end}
-                txn.put(tag, dumps(head), db=self.db[RECORD_HEADS])
+                self.put(txn, RECORD_HEADS, tag, dumps(head))
 
     def _forget(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
         cell_id = leaf.subject_id
         # The erasure list matches the FORGET receipts in the log (saihm-protocol "Erasure").
         txn.put(cell_id, u64(index), db=self.db[ERASURES], overwrite=False)
-        raw = txn.get(cell_id, db=self.db[CELLS])
-        if raw is None:
+        record = self.record(txn, CELLS, cell_id)
+        if record is None:
             return
-        record = loads(raw)
         if 7 in record:
             return
         record[7] = index
-        txn.put(cell_id, dumps(record), db=self.db[CELLS])
+        self.put(txn, CELLS, cell_id, dumps(record))
         txn.delete(record[1] + u64(record[5]), db=self.db[BY_HOLDER])
         if record[6]:
             txn.delete(record[6] + u64(record[5]), db=self.db[BY_SESSION])
@@ -138,16 +207,15 @@ class Projections:
             return
         record = {1: c[2], 2: c[3], 3: c[4], 4: c[5], 5: c[6], 6: c[7], 7: c[8], 8: index,
                   9: False, 10: []}  # fmt: skip
-        txn.put(contract_id, dumps(record), db=self.db[CONTRACTS])
-        txn.put(c[2] + contract_id, b"", db=self.db[BY_OWNER])
+        self.put(txn, CONTRACTS, contract_id, dumps(record))
+        self.put(txn, BY_OWNER, c[2] + contract_id, b"")
         for grantee in c[3]:
-            txn.put(grantee + contract_id, b"", db=self.db[BY_GRANTEE])
+            self.put(txn, BY_GRANTEE, grantee + contract_id, b"")
 
     def _contract_update(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
-        raw = txn.get(leaf.subject_id, db=self.db[CONTRACTS])
-        if raw is None:
+        record = self.record(txn, CONTRACTS, leaf.subject_id)
+        if record is None:
             return
-        record = loads(raw)
         accepted = set(record[10])
         if leaf.operation == "REVOKE" and leaf.holder_id == record[1]:
             record[9] = True
@@ -156,7 +224,7 @@ class Projections:
         elif leaf.operation == "DECLINE":
             accepted.discard(leaf.holder_id)
         record[10] = sorted(accepted)
-        txn.put(leaf.subject_id, dumps(record), db=self.db[CONTRACTS])
+        self.put(txn, CONTRACTS, leaf.subject_id, dumps(record))
 
     def _propose(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
         # "Where two PROPOSE receipts carry the same proposalId, the first in log order governs."
@@ -183,16 +251,20 @@ class Projections:
         d = leaf.detail
         record = {1: leaf.holder_id, 2: d.get("namespaces"), 3: d["expiresAt"], 4: index,
                   5: False}  # fmt: skip
-        txn.put(leaf.subject_id, dumps(record), db=self.db[GRANTS], overwrite=False)
+        self.put(txn, GRANTS, leaf.subject_id, dumps(record), overwrite=False)
 
     def _ungrant(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
-        raw = txn.get(leaf.subject_id, db=self.db[GRANTS])
-        if raw is None:
+        # UNGRANT withdraws a grant, or, when its subject names no grant, revokes the session
+        # tokens its subject stands for (docs/formats.md "Session revocation").
+        if txn.get(leaf.subject_id, db=self.db[GRANTS]) is None:
+            if txn.get(leaf.subject_id, db=self.db[REVOKED]) is None:
+                record = {1: leaf.holder_id, 2: index}
+                self.put(txn, REVOKED, leaf.subject_id, dumps(record))
             return
-        record = loads(raw)
-        if record[1] == leaf.holder_id:
+        record = self.record(txn, GRANTS, leaf.subject_id)
+        if record is not None and record[1] == leaf.holder_id:
             record[5] = True
-            txn.put(leaf.subject_id, dumps(record), db=self.db[GRANTS])
+            self.put(txn, GRANTS, leaf.subject_id, dumps(record))
 
     # -- comparing ------------------------------------------------------------------------
 

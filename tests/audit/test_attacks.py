@@ -8,7 +8,9 @@ from __future__ import annotations
 import struct
 
 import cbor2
+import pytest
 
+from saihm.store import StaleProjections
 from saihm.translog import Checkpoint, LogKeys
 
 from .conftest import World, u64
@@ -232,11 +234,14 @@ def test_drop_forget_receipt_keep_erasure(world: World, tmp_path, capsys) -> Non
     env = world.env()
     rewrite_log(env, world.data, all_leaves[:forget] + all_leaves[forget + 1 :])
     env.close()
-    assert "gamma memory" not in _plaintexts(world, world.token_a1)  # still withheld
+    # The projections now reflect more leaves than the log holds: the store refuses to serve.
+    with pytest.raises(StaleProjections, match="rebuild --data DIR --replace"):
+        _plaintexts(world, world.token_a1)
     code, report = run_verify(capsys, *_pinned(world))
     assert code == 1
     assert first_failure(report)["check"] == "erasures"
     assert gamma.hex() in first_failure(report)["what"]
     assert "no FORGET receipt" in first_failure(report)["what"]
     code, report = run_verify(capsys, *_pinned(world), "--checkpoint", str(held))
-    assert any(f["check"] == "rewrite" for f in report["failures"])
+    # The log is one leaf shorter than the held checkpoint (nothing was appended since).
+    assert any(f["check"] == "truncation" for f in report["failures"])

@@ -159,6 +159,23 @@ class StoreMachine(RuleBasedStateMachine):
             return False
         return tok.grant_id is not None or cell.session_id == tok.session_id
 
+    def _contract_in_scope(self, tok: Tok, contract: ContractM) -> bool:
+        """A token acts only on what it may see: a holder-wide grant with no namespace limit sees
+        every contract of its holder; another token one whose every shard it sees (or, for a
+        session token, an erased shard written in its session)."""
+        if contract.owner != tok.holder:
+            return False
+        if tok.grant_id is not None and tok.namespaces is None:
+            return True
+        for shard in contract.shards:
+            cell = self.cells[shard]
+            if cell.erased:
+                if tok.grant_id is not None or cell.session_id != tok.session_id:
+                    return False
+            elif not self._own_in_scope(tok, cell):
+                return False
+        return True
+
     def expected(self, tok: Tok, query: str = "") -> set[bytes]:
         """The model's answer to "what may this token see": own scope plus active contracts."""
         out = {cid for cid, c in self.cells.items() if not c.erased and self._own_in_scope(tok, c)}
@@ -362,7 +379,7 @@ class StoreMachine(RuleBasedStateMachine):
         result, err = self.call(tok, "saihm_revoke_share", contractId=cid.hex())
         if not self._valid(tok):
             return
-        if contract.owner != tok.holder:
+        if not self._contract_in_scope(tok, contract):
             assert err == "not_holder"
             return
         assert err is None and result["revoked"] is True, (err, result)
@@ -376,9 +393,11 @@ class StoreMachine(RuleBasedStateMachine):
         if not self._valid(tok):
             return
         assert err is None, err
-        live = sum(1 for c in self.cells.values() if c.owner == tok.holder and not c.erased)
+        # A token's status reports only what that token may see.
+        live = sum(1 for c in self.cells.values() if not c.erased and self._own_in_scope(tok, c))
         assert result["shards"] == ({"STANDARD": live} if live else {})
-        own = {k for k, c in self.contracts.items() if c.owner == tok.holder and not c.revoked}
+        contracts = self.contracts.items()
+        own = {k for k, c in contracts if not c.revoked and self._contract_in_scope(tok, c)}
         assert {bytes.fromhex(x["contractId"]) for x in result["contracts"]} == own
         incoming = {
             k: tok.holder in c.accepted

@@ -1,0 +1,465 @@
+"""The private half of ``saihm verify --data DIR``: a complete check of what only the operator sees.
+
+``saihm verify`` (saihm/audit) checks the public log and needs nothing the operator keeps
+private. This module sits above the store (DESIGN.md "Layers": audit/ may not import the store,
+the keyring or the projections) and checks, in one read snapshot of the LMDB environment and
+with the KEK directory, everything a person with direct database access could damage or forge
+(docs/operations.md "What `verify --data` checks"):
+
+1. the projections reflect the whole log (the applied index equals the tree size);
+2. every projection database is byte-identical to a fresh rebuild from the log, and every
+   MAC-bound record carries its record MAC (saihm/projections/seal.py);
+3. the stored tiles are byte-identical to tiles recomputed from the leaves;
+4. every live cell (REMEMBER without FORGET) has its body, whose cellId and signature verify
+   under the KEY receipt's public key, and a wrapped DEK that unwraps under a live KEK
+   generation and opens the ciphertext; every memo entry matches its cell;
+5. every erased cell (FORGET in the log) has no wrapped DEK;
+6. every holder with a KEY receipt has a wrapped seed that unwraps and derives that KEY's
+   public key, and no seed belongs to anyone else;
+7. every pending proposal holds a cell that verifies, a DEK that opens it, and names a grant
+   its holder made (GRANT) and has not withdrawn (UNGRANT);
+8. no wrapped DEK, memo, body or seed exists for something the log does not name.
+
+Each finding names the database, the key (hex) and the check. Nothing here writes to LMDB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cbor2
+import lmdb
+
+from saihm.changes import BODIES, MEMO
+from saihm.config import Config
+from saihm.errors import NotFound, SaihmError
+from saihm.events import Cell, Contract
+from saihm.events.envelope import check_cell_id, verify_cell_signature
+from saihm.events.identity import HolderKey
+from saihm.keyring.errors import KekUnavailable
+from saihm.projections import Body, LeafView, Projections
+from saihm.projections import apply as P
+from saihm.store import PENDING, RebuildFailed, Store
+from saihm.translog import TreeStorage
+
+__all__ = ["Finding", "FsckResult", "check_data_dir", "check_store", "differences", "private_check"]
+
+Advance = Callable[[int], None]
+Tasks = Callable[[str, int], Advance]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: the database, the key (hex) and the check that found it."""
+
+    database: str
+    key: str
+    check: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"[{self.check}] {self.database} {self.key[:64]}: {self.what}"
+
+
+@dataclass
+class FsckResult:
+    """What the private check covered, and every finding."""
+
+    tree_size: int = 0
+    applied: int = 0
+    live_cells: int = 0
+    erased_cells: int = 0
+    holders: int = 0
+    pending: int = 0
+    projection_records: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, database: bytes | str, key: bytes | str, check: str, what: str) -> None:
+        """Record a finding."""
+        name = database.decode() if isinstance(database, bytes) else database
+        shown = key.hex() if isinstance(key, bytes) else key
+        self.findings.append(Finding(name, shown, check, what))
+
+    def to_json(self) -> dict:
+        """A JSON-ready form."""
+        out = {k: v for k, v in self.__dict__.items() if k != "findings"}
+        out["findings"] = [f.__dict__ for f in self.findings]
+        return out
+
+
+def differences(
+    live: Projections, live_txn: lmdb.Transaction, fresh: Projections, fresh_txn: lmdb.Transaction
+) -> list[tuple[bytes, bytes, str]]:
+    """Every (database, key, how) where the live projections differ from a fresh rebuild:
+    ``"not in a rebuild"``, ``"missing"`` (the rebuild has it) or ``"value differs"``."""
+    out: list[tuple[bytes, bytes, str]] = []
+    for name in Projections.DB_NAMES:
+        a = _items(live.items(live_txn, name))
+        b = _items(fresh.items(fresh_txn, name))
+        x, y = next(a, None), next(b, None)
+        while x is not None or y is not None:
+            if y is None or (x is not None and x[0] < y[0]):
+                out.append((name, x[0], "not in a rebuild from the log"))
+                x = next(a, None)
+            elif x is None or y[0] < x[0]:
+                out.append((name, y[0], "missing (a rebuild from the log has it)"))
+                y = next(b, None)
+            else:
+                if x[1] != y[1]:
+                    out.append((name, x[0], "value differs from a rebuild from the log"))
+                x, y = next(a, None), next(b, None)
+    return out
+
+
+def _items(pairs: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in pairs:
+        yield bytes(key), bytes(value)
+
+
+@dataclass
+class _Log:
+    """What the leaves say, read in the fsck's snapshot."""
+
+    keys: dict[bytes, bytes] = field(default_factory=dict)  # holderId -> KEY public key
+    remembered: dict[bytes, int] = field(default_factory=dict)  # cellId -> leaf index
+    forgotten: set[bytes] = field(default_factory=set)
+    shared: set[bytes] = field(default_factory=set)  # contractIds
+    grants: dict[bytes, bytes] = field(default_factory=dict)  # grantId -> holderId
+    ungranted: set[bytes] = field(default_factory=set)
+
+
+def _read_log(store: Store, txn: lmdb.Transaction, size: int, advance: Advance) -> _Log:
+    seen = _Log()
+    chunk = 4096
+    for start in range(0, size, chunk):
+        leaves = store.tree.leaves(txn, start, min(size, start + chunk))
+        for offset, leaf in enumerate(leaves):
+            try:
+                view = LeafView.from_leaf(leaf)
+            except (ValueError, KeyError, TypeError, cbor2.CBORDecodeError):
+                continue  # the public check reports a leaf that does not decode
+            op, subject = view.operation, view.subject_id
+            if op == "KEY":
+                seen.keys.setdefault(view.holder_id, view.detail)
+            elif op == "REMEMBER":
+                seen.remembered.setdefault(subject, start + offset)
+            elif op == "FORGET":
+                seen.forgotten.add(subject)
+            elif op == "SHARE":
+                seen.shared.add(subject)
+            elif op == "GRANT":
+                seen.grants.setdefault(subject, view.holder_id)
+            elif op == "UNGRANT":
+                seen.ungranted.add(subject)
+        advance(len(leaves))
+    return seen
+
+
+def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
+    """Run every private check of the module docstring on ``store`` in one read snapshot."""
+    tasks = tasks or (lambda name, total: lambda n: None)
+    result = FsckResult()
+    env = store.env
+    # Every database is opened before the snapshot is taken (opening one starts a transaction).
+    bodies, memo, pending = (env.open_db(name) for name in (BODIES, MEMO, PENDING))
+    dbs = {name: env.open_db(name) for name in (*TreeStorage.DB_NAMES[1:], b"deks", b"seeds")}
+    with env.begin() as txn:
+        size = result.tree_size = store.tree.size(txn)
+        result.applied = store.projections.applied(txn)
+        if result.applied != size:
+            result.add(
+                P.META,
+                P.APPLIED,
+                "applied index",
+                f"the projections reflect {result.applied} entries, the log holds {size}; "
+                "run `saihm rebuild --data DIR --replace`",
+            )
+        seen = _read_log(store, txn, size, tasks("reading the log", size))
+        _check_projections(store, txn, size, result, tasks)
+        _check_tree(store, txn, size, dbs, result, tasks)
+        _check_cells(store, txn, seen, bodies, memo, pending, dbs[b"deks"], result, tasks)
+        _check_seeds(store, txn, seen, dbs[b"seeds"], result, tasks)
+        _check_pending(store, txn, seen, pending, result)
+    return result
+
+
+def _check_projections(
+    store: Store, txn: lmdb.Transaction, size: int, result: FsckResult, tasks: Tasks
+) -> None:
+    seal = store.record_seal
+    for name in sorted(P.SEALED):
+        for key, value in store.projections.items(txn, name):
+            result.projection_records += 1
+            if not seal.valid(name, bytes(key), bytes(value)):
+                result.add(
+                    name,
+                    bytes(key),
+                    "record MAC",
+                    "the record MAC is missing or wrong: the record was forged or edited",
+                )
+    with tempfile.TemporaryDirectory(prefix="saihm-fsck-") as tmp:
+        fresh_env = store.scratch_env(Path(tmp) / "projections")
+        try:
+            fresh = Projections(fresh_env, seal)
+            try:
+                store.rebuild_from(txn, fresh, size, tasks("rebuilding projections", size))
+            except RebuildFailed as err:
+                result.add(BODIES, "", "rebuild", f"the projections cannot be rebuilt: {err}")
+                return
+            with fresh_env.begin() as fresh_txn:
+                for name, key, how in differences(store.projections, txn, fresh, fresh_txn):
+                    result.add(name, key, "rebuild", how)
+        finally:
+            fresh_env.close()
+
+
+def _check_tree(
+    store: Store,
+    txn: lmdb.Transaction,
+    size: int,
+    dbs: dict[bytes, object],
+    result: FsckResult,
+    tasks: Tasks,
+) -> None:
+    """Recompute every tile and node from the leaves in a scratch environment; compare."""
+    with tempfile.TemporaryDirectory(prefix="saihm-fsck-tree-") as tmp:
+        scratch = store.scratch_env(Path(tmp) / "tree")
+        try:
+            fresh = TreeStorage(scratch)
+            advance = tasks("recomputing tiles", size)
+            chunk = 16384
+            for start in range(0, size, chunk):
+                leaves = store.tree.leaves(txn, start, min(size, start + chunk))
+                with scratch.begin(write=True) as wtxn:
+                    fresh.append(wtxn, leaves)
+                advance(len(leaves))
+            names = TreeStorage.DB_NAMES[1:]
+            fresh_dbs = {name: scratch.open_db(name) for name in names}
+            with scratch.begin() as ftxn:
+                for name in names:
+                    a = dict(_items(txn.cursor(db=dbs[name]).iternext()))
+                    b = dict(_items(ftxn.cursor(db=fresh_dbs[name]).iternext()))
+                    for key in sorted(a.keys() | b.keys()):
+                        if a.get(key) != b.get(key):
+                            result.add(
+                                name,
+                                key,
+                                "tiles",
+                                "stored tile differs from the tile recomputed from the leaves",
+                            )
+        finally:
+            scratch.close()
+
+
+def _check_cells(
+    store: Store,
+    txn: lmdb.Transaction,
+    seen: _Log,
+    bodies: object,
+    memo: object,
+    pending: object,
+    deks: object,
+    result: FsckResult,
+    tasks: Tasks,
+) -> None:
+    keyring = store.keyring
+    advance = tasks("checking cells", len(seen.remembered))
+    for cell_id in seen.remembered:
+        advance(1)
+        if cell_id in seen.forgotten:
+            result.erased_cells += 1
+            if keyring.has_dek(txn, cell_id):
+                result.add(
+                    b"deks", cell_id, "erased cell", "an erased cell still has a wrapped DEK"
+                )
+            continue
+        result.live_cells += 1
+        raw = txn.get(cell_id, db=bodies)
+        if raw is None:
+            result.add(BODIES, cell_id, "live cell", "a live cell has no stored body")
+            continue
+        try:
+            body = Body.decode(raw)
+            cell = Cell.from_cbor(body.object_cbor)
+            if cell.cell_id != cell_id:
+                raise ValueError("the body holds another cell")
+            check_cell_id(cell)
+            public_key = seen.keys.get(cell.holder_id)
+            if public_key is None:
+                raise ValueError("the cell's holder has no KEY receipt")
+            verify_cell_signature(cell, public_key)
+        except (SaihmError, ValueError, cbor2.CBORDecodeError) as err:
+            result.add(
+                BODIES, cell_id, "live cell", f"the stored cell does not verify: {_why(err)}"
+            )
+            continue
+        if not store.memo_matches(txn, cell_id, body.object_cbor):
+            result.add(MEMO, cell_id, "memo", "the memo does not match the stored cell")
+        try:
+            store.check_opens(txn, cell)
+        except NotFound:
+            result.add(b"deks", cell_id, "live cell", "a live cell has no wrapped DEK")
+        except KekUnavailable:
+            result.add(
+                b"deks",
+                cell_id,
+                "live cell",
+                "the DEK is wrapped under a retired or missing KEK generation",
+            )
+        except SaihmError as err:
+            result.add(
+                b"deks",
+                cell_id,
+                "live cell",
+                f"the DEK does not unwrap or open the cell: {_why(err)}",
+            )
+    pending_cells = _pending_cell_ids(txn, pending)
+    with txn.cursor(db=deks) as cursor:
+        for key in cursor.iternext(values=False):
+            key = bytes(key)
+            if key not in seen.remembered and key not in pending_cells:
+                result.add(b"deks", key, "orphan", "a wrapped DEK for no cell of the log")
+    for name, db, known in (
+        (MEMO, memo, seen.remembered),
+        (BODIES, bodies, seen.remembered.keys() | seen.shared),
+    ):
+        with txn.cursor(db=db) as cursor:
+            for key in cursor.iternext(values=False):
+                if bytes(key) not in known:
+                    result.add(name, bytes(key), "orphan", "an entry for nothing the log names")
+    for contract_id in seen.shared:
+        raw = txn.get(contract_id, db=bodies)
+        try:
+            if raw is None:
+                raise ValueError("missing")
+            if Contract.from_cbor(Body.decode(raw).object_cbor).contract_id != contract_id:
+                raise ValueError("the body holds another contract")
+        except (SaihmError, ValueError, cbor2.CBORDecodeError) as err:
+            result.add(BODIES, contract_id, "contract", f"the stored contract: {_why(err)}")
+
+
+def _pending_cell_ids(txn: lmdb.Transaction, pending: object) -> set[bytes]:
+    ids: set[bytes] = set()
+    with txn.cursor(db=pending) as cursor:
+        for value in cursor.iternext(keys=False):
+            try:
+                ids.add(cbor2.loads(cbor2.loads(bytes(value))[1])[1])
+            except (ValueError, KeyError, TypeError, IndexError, cbor2.CBORDecodeError):
+                continue
+    return ids
+
+
+def _check_seeds(
+    store: Store,
+    txn: lmdb.Transaction,
+    seen: _Log,
+    seeds: object,
+    result: FsckResult,
+    tasks: Tasks,
+) -> None:
+    advance = tasks("checking holder seeds", len(seen.keys))
+    for holder_id, public_key in seen.keys.items():
+        advance(1)
+        result.holders += 1
+        try:
+            derived = HolderKey.from_seed(store.keyring.seed(txn, holder_id)).public_key
+        except NotFound:
+            result.add(b"seeds", holder_id, "seed", "a holder with a KEY receipt has no seed")
+            continue
+        except SaihmError as err:
+            result.add(b"seeds", holder_id, "seed", f"the seed does not unwrap: {_why(err)}")
+            continue
+        if derived != public_key:
+            result.add(
+                b"seeds",
+                holder_id,
+                "seed",
+                "the seed does not derive the public key of the KEY receipt",
+            )
+    with txn.cursor(db=seeds) as cursor:
+        for key in cursor.iternext(values=False):
+            if bytes(key) not in seen.keys:
+                result.add(b"seeds", bytes(key), "orphan", "a seed for no holder of the log")
+
+
+def _check_pending(
+    store: Store, txn: lmdb.Transaction, seen: _Log, pending: object, result: FsckResult
+) -> None:
+    with txn.cursor(db=pending) as cursor:
+        entries = [(bytes(k), bytes(v)) for k, v in cursor.iternext()]
+    for proposal_id, raw in entries:
+        result.pending += 1
+        try:
+            entry = cbor2.loads(raw)
+            cell = Cell.from_cbor(entry[1])
+            check_cell_id(cell)
+            public_key = seen.keys.get(cell.holder_id)
+            if public_key is None:
+                raise ValueError("the cell's holder has no KEY receipt")
+            verify_cell_signature(cell, public_key)
+            store.check_opens(txn, cell)
+            meta = json.loads(entry[2])
+            grant_id = bytes.fromhex(meta["grantId"])
+        except (
+            SaihmError,
+            ValueError,
+            KeyError,
+            TypeError,
+            IndexError,
+            cbor2.CBORDecodeError,
+        ) as err:
+            result.add(
+                PENDING, proposal_id, "pending", f"the proposal does not verify: {_why(err)}"
+            )
+            continue
+        if seen.grants.get(grant_id) != cell.holder_id:
+            result.add(
+                PENDING, proposal_id, "pending", "the proposal names no grant of its cell's holder"
+            )
+        elif grant_id in seen.ungranted:
+            result.add(
+                PENDING, proposal_id, "pending", "the proposal's grant was withdrawn (UNGRANT)"
+            )
+
+
+def _why(err: BaseException) -> str:
+    return type(err).__name__
+
+
+def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> FsckResult:
+    """Open the store of ``opts.data`` (with ``opts.kek_dir``, ``opts.log_keys_dir``) without
+    the applied-index refusal, run :func:`check_store`, close it without writing.
+
+    Raises ``NotFound`` when what the private checks need is absent: the LMDB environment, the
+    KEK directory (never created here) or the log keys (a restored backup holds no KEKs, and a
+    verifier without them can run only the public checks).
+    """
+    config = Config.for_data(
+        opts.data, getattr(opts, "kek_dir", None), None, getattr(opts, "log_keys_dir", None)
+    )
+    if not (config.lmdb_dir / "data.mdb").exists():
+        raise NotFound(f"no LMDB environment in {config.data_dir}")
+    if not (config.kek_dir / "state.json").exists():
+        raise NotFound(f"no KEK directory at {config.kek_dir} (give --kek-dir)")
+    if not config.log_keys_dir.is_dir():
+        raise NotFound(f"no log keys at {config.log_keys_dir} (give --log-keys-dir)")
+    store = Store(config, checkpointer=False, check_applied=False)
+    try:
+        return check_store(store, tasks)
+    finally:
+        store.env.close()
+
+
+def private_check(
+    opts: argparse.Namespace, tasks: Tasks
+) -> tuple[dict, list[tuple[str, str, str, str]]]:
+    """The ``private`` hook of :func:`saihm.audit.cli.verify` (``saihm verify --data``)."""
+    result = check_data_dir(opts, tasks)
+    summary = result.to_json()
+    summary.pop("findings")
+    return summary, [(f.database, f.key, f.check, f.what) for f in result.findings]

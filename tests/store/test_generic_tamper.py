@@ -1,0 +1,143 @@
+"""The generic tamper test (issue 11, Build 3): every named LMDB database, four raw edits.
+
+For every named database of a populated store (two holders and a third, sessions, grants, a
+withdrawn grant, a revoked session, a shared accepted contract, forgotten cells, pending
+proposals) each of flip-a-byte, delete-a-key, swap-two-values and drop-the-last-key is made with
+raw LMDB writes, on keys chosen by a seeded generator. Each edit must be detected by
+``saihm verify --data`` (non-zero exit with a finding) or leave every token's recall unchanged,
+and no edit may ever let a token see a plaintext it could not see before. The edit is undone
+before the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from saihm import cli
+from saihm.errors import SaihmError
+from saihm.operator import Operator
+from saihm.store import Store
+
+from .populated import Populated, named_databases, populate
+
+OPS = ("flip", "delete", "swap", "drop_last")
+SEED = 11
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory: pytest.TempPathFactory) -> Populated:
+    p = populate(tmp_path_factory.mktemp("tamper"))
+    p.baseline = p.views()  # type: ignore[attr-defined]
+    p.world.store.close()
+    return p
+
+
+def _edits(env: lmdb.Environment, rng: random.Random) -> list[tuple[bytes, str, list]]:
+    """(database, op, [(key, new value or None)]) for every database and op, chosen by rng."""
+    out = []
+    for name in named_databases(env):
+        db = env.open_db(name)
+        with env.begin() as txn:
+            items = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=db).iternext()]
+        if not items:
+            continue
+        key, value = rng.choice(items)
+        if value:
+            position = rng.randrange(len(value))
+            flipped = value[:position] + bytes([value[position] ^ 0x01]) + value[position + 1 :]
+            out.append((name, "flip", [(key, flipped)]))
+        out.append((name, "delete", [(rng.choice(items)[0], None)]))
+        distinct = [kv for kv in items if kv[1] != items[0][1]]
+        if distinct:
+            (k1, v1), (k2, v2) = items[0], rng.choice(distinct)
+            out.append((name, "swap", [(k1, v2), (k2, v1)]))
+        out.append((name, "drop_last", [(items[-1][0], None)]))
+    return out
+
+
+def _write(env: lmdb.Environment, name: bytes, changes: list) -> list:
+    """Apply ``changes``; return what undoes them."""
+    db = env.open_db(name)
+    undo = []
+    with env.begin(write=True) as txn:
+        for key, value in changes:
+            old = txn.get(key, db=db)
+            undo.append((key, None if old is None else bytes(old)))
+            if value is None:
+                txn.delete(key, db=db)
+            else:
+                txn.put(key, value, db=db)
+    return undo
+
+
+def _verify(capsys: pytest.CaptureFixture, data: Path) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = cli.main(["verify", "--data", str(data), "--json", "--no-progress"])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else {}
+
+
+def _views(p: Populated) -> dict[str, frozenset[str] | None]:
+    try:
+        store = Store(p.world.config, clock=p.world.clock, checkpointer=False)
+    except SaihmError:
+        return dict.fromkeys(p.tokens)  # the store refuses to open: every token reads nothing
+    p.world.operator = Operator(store, p.world.config)
+    try:
+        return p.views()
+    finally:
+        store.env.close()  # no closing checkpoint: nothing may be written between cases
+
+
+def test_every_raw_edit_of_every_database_is_detected_or_harmless(populated, capsys) -> None:
+    p = populated
+    data = p.world.config.data_dir
+    code, report = _verify(capsys, data)
+    assert code == 0, report.get("failures")
+    env = lmdb.open(str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size)
+    try:
+        edits = _edits(env, random.Random(SEED))
+    finally:
+        env.close()
+    counts: Counter[str] = Counter()
+    undetected, harmless = [], []
+    for name, op, changes in edits:
+        env = lmdb.open(str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size)
+        try:
+            undo = _write(env, name, changes)
+        finally:
+            env.close()
+        try:
+            code, report = _verify(capsys, data)
+            views = _views(p)
+        finally:
+            env = lmdb.open(
+                str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size
+            )
+            try:
+                _write(env, name, undo)
+            finally:
+                env.close()
+        for token, seen in views.items():
+            before = p.baseline[token] or frozenset()  # type: ignore[attr-defined]
+            assert seen is None or seen <= before, (name, op, token, seen - before)
+        if code != 0:
+            assert code == 1 and report["failures"], (name, op, code)
+            counts["detected"] += 1
+        elif views == p.baseline:  # type: ignore[attr-defined]
+            counts["harmless"] += 1
+            harmless.append((name.decode(), op))
+        else:
+            counts["undetected"] += 1
+            undetected.append((name.decode(), op))
+    print(f"\ngeneric tamper: {len(edits)} edits: {dict(counts)}; harmless: {harmless}")
+    assert undetected == []
+    assert counts["detected"] > 0
+    # Every database with records was edited every applicable way.
+    assert {op for _, op, _ in edits} == set(OPS)
