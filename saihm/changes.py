@@ -89,6 +89,10 @@ class GroupCommit:
     def checkpoint_now(self) -> bytes:
         raise NotImplementedError
 
+    def _on_commit(self) -> None:
+        """Called once a batch has committed, before any of its changes is acknowledged (the
+        store brings its recall cache in step with the log here)."""
+
     def commit(self, change: Change) -> Change:
         """Apply ``change`` atomically with any others waiting; return it with its outcome.
 
@@ -221,6 +225,7 @@ class GroupCommit:
         """Post-commit work. It runs after the changes are durable and answers nothing: a
         failure is logged and recorded in the store's job health, never raised."""
         try:
+            self._on_commit()
             self._fault("after_commit")
             if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
                 self.jobs.run("checkpoint", self.checkpoint_now, self.config.checkpoint_interval)

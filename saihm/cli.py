@@ -17,6 +17,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from saihm import __version__
@@ -144,6 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="free bytes the data volume keeps; below it writes are refused with 503 "
         "(default 256 MiB; 0 disables)",
+    )
+    serve.add_argument(
+        "--recall-cache-mb",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="memory bound of the cache of verified cells, per process (default 256; 0 = off)",
+    )
+    serve.add_argument(
+        "--embedding-model",
+        metavar="DIR",
+        type=Path,
+        help="a local sentence-transformers model for semantic ranking (needs saihm[semantic])",
     )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 
@@ -318,9 +332,11 @@ def _delegate(module: str, function: str) -> Callable[[argparse.Namespace], int]
 
 DELEGATED_HELP = {
     "export": "write a self-contained audit bundle (no plaintext, no keys)",
-    "verify": "verify a bundle or data directory without trusting the operator",
-    "monitor": "mirror a log's checkpoints and report rollbacks and forks",
+    "verify": "verify a bundle, mirror, live log or data directory without trusting the operator",
+    "monitor": "keep a verified mirror of a log and report rollbacks and forks",
     "replay": "rebuild the public projections of a bundle for research",
+    "mirror": "copy a tiled log into a directory, verifying everything (incremental)",
+    "publish": "write the log as static tlog-tiles files for any web server or CDN",
     "memory": "RFC 0007 memory provider (local-vault): init, grant, query, pending, ...",
     "witness": "run a C2SP tlog-witness: 'saihm witness serve --state DIR --log VKEY'",
 }
@@ -334,8 +350,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 DELEGATED = {
-    **{name: _delegate("saihm.audit.cli", name) for name in ("export", "monitor", "replay")},
+    **{
+        name: _delegate("saihm.audit.cli", name)
+        for name in ("export", "monitor", "replay", "mirror")
+    },
     "verify": _cmd_verify,
+    "publish": _delegate("saihm.publishcmd", "main"),
     "memory": _delegate("saihm.provider.cli", "main"),
     "witness": _delegate("saihm.witness.server", "main"),
 }

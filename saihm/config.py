@@ -52,6 +52,8 @@ class Config:
     #: Pending RFC 0007 write proposals: most held per consumer, and their lifetime in seconds.
     pending_max: int = 100
     pending_ttl: int = 7 * DAY
+    recall_cache_mb: int = 256
+    embedding_model: Path | None = None
     governable: dict[str, str] = field(
         default_factory=lambda: {
             "kek_rotation_hours": "hours between KEK retirements (integer, 1..168)",

@@ -29,10 +29,18 @@ from saihm.events.signing import sign_receipt
 from saihm.governance import GovernanceTools
 from saihm.projections import Body
 from saihm.projections import apply as PJ
+from saihm.recallwindow import (
+    RecallAnswer,
+    RecallItem,
+    RecallWindow,
+    encode_cursor,
+    item_bytes,
+)
 from saihm.sharing import SharingTools
 from saihm.store import Access, Change, OpenedCell, Store
 
 RECORD_KINDS = ("said", "did", "end")
+RECALL_PARAMS = {"query", "limit", "maxBytes", "cursor", "namespaces", "kinds"}
 WINDOW_30_DAYS = 30 * 86_400
 
 
@@ -184,35 +192,76 @@ class Operator(SharingTools, GovernanceTools):
     # -- saihm_recall ---------------------------------------------------------------------
 
     def _recall(self, access: Access, params: object) -> list:
-        p = P.check_params(params, {"query"})
-        return self.recall(access, P.text(p, "query", default=""))
+        p = P.check_params(params, RECALL_PARAMS)
+        query = P.text(p, "query", default="")
+        window = RecallWindow.parse(p, queried=bool((query or "").split()))
+        return self.recall(access, query, window)
 
-    def recall(self, access: Access, query: str | None) -> list[dict]:
-        """The caller's cells in scope and the covered cells of active contracts, filtered.
+    def recall(
+        self, access: Access, query: str | None, window: RecallWindow | None = None
+    ) -> RecallAnswer:
+        """The caller's cells in scope and the covered cells of active contracts that match
+        ``query``, most relevant first (all cells in log order for an empty query), within
+        ``window`` (docs/retrieval.md "Extension params").
 
-        The query is never logged and never written to the RECALL receipt.
+        Elements carry the protocol's fields and the extensions ``kind``, ``namespace``,
+        ``sessionId`` and, for a query, ``score``. The query is never logged and never
+        written to the RECALL receipt.
         """
-        cells = self.store.read(access, query=query)
+        window = window or RecallWindow()
+        queried = bool((query or "").split())
+        page = self.store.read_page(
+            access,
+            query=query,
+            namespaces=window.namespaces,
+            kinds=window.kinds,
+            limit=window.limit,
+            start=window.start,
+        )
+        render = self._recall_item
+        answer = RecallAnswer(c.memo.get("recall") or render(c) for c in page.cells)
+        if page.scores is not None:
+            scored = zip(answer, page.scores, strict=True)
+            answer[:] = [{**item, "score": round(score, 6)} for item, score in scored]
+        cut = page.more
+        if window.max_bytes is not None and answer:
+            used, kept = 2 + item_bytes(answer[0]), 1
+            while kept < len(answer) and used + item_bytes(answer[kept]) <= window.max_bytes:
+                used += item_bytes(answer[kept])
+                kept += 1
+            if kept < len(answer):
+                del answer[kept:]
+                cut = True
+        if cut and answer:
+            answer.cut = True
+            answer.next_cursor = encode_cursor(page.resume(len(answer) - 1), queried=queried)
         if self.config.recall_receipts:
             self.log_receipt(access, Operation.RECALL)
-        return [self._recall_item(c) for c in cells]
+        return answer
 
     @staticmethod
     def _recall_item(opened: OpenedCell) -> dict:
+        """The protocol's recall element for a verified cell, memoised with it (the cell and
+        its label cannot change; only whether this caller may see it, checked per call)."""
+        item = opened.memo.get("recall")
+        if item is not None:
+            return item
         cell, payload = opened.cell, opened.payload
-        return {
-            "cellId": P.hx(cell.cell_id),
-            "plaintext": payload.content,
-            "holderIdHex": P.hx(cell.holder_id),
-            "cellNonce": P.hx(cell.cell_nonce),
-            "kekVersion": cell.kek_version,
-            "holderSignaturePrefix": P.hx(cell.signature[:16]),
-            "timestamp": P.dec(cell.timestamp),
-            "tier": cell.tier,
-            "kind": payload.kind,
-            "namespace": payload.namespace,
-            "sessionId": P.hx(payload.session_id),
-        }
+        item = RecallItem(
+            cellId=P.hx(cell.cell_id),
+            plaintext=payload.content,
+            holderIdHex=P.hx(cell.holder_id),
+            cellNonce=P.hx(cell.cell_nonce),
+            kekVersion=cell.kek_version,
+            holderSignaturePrefix=P.hx(cell.signature_prefix),
+            timestamp=P.dec(cell.timestamp),
+            tier=cell.tier,
+            kind=payload.kind,
+            namespace=payload.namespace,
+            sessionId=P.hx(payload.session_id),
+        )
+        opened.memo["recall"] = item
+        return item
 
     # -- saihm_forget and saihm_forget_session --------------------------------------------
 

@@ -15,6 +15,7 @@ environment for the operator and the only one outside ``saihm.events`` that decr
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
 import logging
 import secrets
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import lmdb
 
+from saihm.cellcache import CacheView, CellCache, CellHeader, OpenedCell, Page
 from saihm.changes import BODIES, MEMO, STATS, Change, GroupCommit
 from saihm.config import Config
 from saihm.errors import (
@@ -48,6 +50,9 @@ from saihm.projections import Body, LeafView, Projections, RecordSeal, derive_re
 from saihm.projections import apply as P
 from saihm.projections.keys import dumps, loads, read_u64
 from saihm.publiclog import CHECKPOINTS, PublicLog
+from saihm.retrieval import Embedder, Query, analyse_query, load_embedder
+from saihm.retrieval.embed import cosine
+from saihm.retrieval.rank import rank
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
 from saihm.translog.witness import append_cosignatures
 
@@ -60,6 +65,7 @@ KEK_JOB = "kek_rotation"
 JOBS = (CHECKPOINT_JOB, KEK_JOB)
 
 FaultHook = Callable[[str], None]
+Narrow = Callable[[SealedPayload], bool] | None
 _BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
 
 
@@ -93,16 +99,6 @@ class Access:
     _seal: bytes = field(init=False, repr=False, compare=False, default=b"")
 
 
-@dataclass(frozen=True)
-class OpenedCell:
-    """A cell that passed every check of the read path, with its decrypted payload."""
-
-    cell: Cell
-    payload: SealedPayload
-    shared: bool
-    index: int
-
-
 class Store(GroupCommit, PublicLog):
     """The LMDB environment, the log, the keyring and the projections of one data directory."""
 
@@ -114,6 +110,7 @@ class Store(GroupCommit, PublicLog):
         fault_hook: FaultHook | None = None,
         checkpointer: bool = True,
         check_applied: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
         """Open the store of ``config``; unless ``check_applied`` is False (``saihm rebuild``
         only), refuse with :class:`StaleProjections` when the projections do not reflect the
@@ -152,6 +149,11 @@ class Store(GroupCommit, PublicLog):
         self.authority_public_key = config.authority_public_key_file.read_bytes()
         self._holder_keys: dict[bytes, HolderKey] = {}
         self._token_cache: dict[bytes, Capability] = {}
+        if embedder is None and config.embedding_model is not None:
+            embedder = load_embedder(config.embedding_model)
+        # Verified cells and the retrieval index: memory only (saihm/cellcache.py).
+        self._cache = CellCache(config.recall_cache_mb << 20, embedder)
+        self._cache.bind(self.projections.db)
         self._cv = threading.Condition()
         self._queue: list[Change] = []
         self._committing = False
@@ -383,30 +385,268 @@ class Store(GroupCommit, PublicLog):
         cell_ids: Iterable[bytes] | None = None,
         include_shared: bool = True,
     ) -> list[OpenedCell]:
-        """Every cell ``access`` may see (optionally only ``cell_ids``), checked item by item.
+        """Every cell ``access`` may see (optionally only ``cell_ids``) that matches ``query``,
+        checked item by item: :meth:`read_page` without a window, cells only."""
+        page = self.read_page(access, query=query, cell_ids=cell_ids, include_shared=include_shared)
+        return page.cells
 
-        Each candidate is skipped if erased; otherwise its cellId and signature are verified
-        (saihm-protocol "Cell shape", "Encryption envelope"), it is decrypted, and its sealed
-        label (owner, session, namespace) is checked against ``access``. A cell that fails
-        verification is omitted and logged, never served. ``query`` filters by keyword
-        containment on the plaintext: every whitespace-separated term, ignoring case.
+    def read_page(
+        self,
+        access: Access,
+        *,
+        query: str | None = None,
+        cell_ids: Iterable[bytes] | None = None,
+        include_shared: bool = True,
+        namespaces: frozenset[str] | None = None,
+        kinds: frozenset[str] | None = None,
+        limit: int | None = None,
+        start: int | None = None,
+    ) -> Page:
+        """The checked read path (requirements.txt; docs/internals.md "One read path").
+
+        Candidates are the caller's cells in scope and the covered cells of contracts active
+        for it (saihm-protocol "saihm_recall", "Sharing contracts"). A candidate not yet
+        verified in this process is skipped if erased, else its cellId and signature are
+        verified (saihm-protocol "Cell shape", "Encryption envelope") and it is decrypted; a
+        cell that fails is omitted and logged, never served. Every returned item, cached or
+        not, is then checked against ``access`` on this call: not in the erasure list, its
+        verified owner and decrypted label (session, namespace) in scope, and for another
+        holder's cell a contract active for the caller. ``namespaces`` and ``kinds`` only
+        narrow. ``query`` is matched and ranked by :mod:`saihm.retrieval` (absent or empty:
+        every cell, in log order). ``limit`` and ``start`` (a leaf index to continue after for
+        "all cells", else an offset in the ranking) select a window.
         """
         if not hmac.compare_digest(access._seal, self._access_seal(access)):
             raise Unauthenticated("access was not issued by this store")
         now = int(self.clock())
-        terms = [t.casefold() for t in (query or "").split()]
-        out: list[OpenedCell] = []
-        with self.env.begin() as txn:
-            own, shared = self._candidates(txn, access, cell_ids, include_shared, now)
-            for index, cell_id, sharer in (*own, *shared):
+        q = analyse_query(query)
+
+        narrow = None
+        if namespaces is not None or kinds is not None:
+
+            def narrow(payload: SealedPayload) -> bool:
+                return (namespaces is None or payload.namespace in namespaces) and (
+                    kinds is None or payload.kind in kinds
+                )
+
+        with (
+            self.env.begin() as txn,
+            self._cache.reading(txn, self.tree, self.kek_dir.current_version) as view,
+        ):
+            fast = (
+                view.current
+                and cell_ids is None
+                and access.all_sessions
+                and access.namespaces is None
+            )
+            if fast:
+                page = self._read_holder_wide(
+                    txn, view, access, q, include_shared, now, narrow, limit, start
+                )
+                if page is not None:
+                    return page
+            return self._read_checked(
+                txn, view, access, q, cell_ids, include_shared, now, narrow, limit, start
+            )
+
+    def _read_checked(
+        self,
+        txn: lmdb.Transaction,
+        view: CacheView,
+        access: Access,
+        q: Query,
+        cell_ids: Iterable[bytes] | None,
+        include_shared: bool,
+        now: int,
+        narrow: Narrow,
+        limit: int | None,
+        start: int | None,
+    ) -> Page:
+        """Every candidate checked on this call, then matched and ranked among themselves."""
+        erased = view.erased()
+        own, shared = self._candidates(txn, access, cell_ids, include_shared, now)
+        chosen = {}
+        for index, cell_id, sharer in (*own, *shared):
+            is_shared = sharer is not None
+            entry = view.get(cell_id)
+            if entry is None:
                 opened = self._open_checked(txn, access, cell_id, sharer, index)
                 if opened is None:
                     continue
-                text = opened.payload.content.casefold()
-                if all(term in text for term in terms):
-                    out.append(opened)
-        out.sort(key=lambda c: c.index)
-        return out
+                entry = view.put(opened)
+            elif (
+                cell_id in erased
+                or not self._label_allows(access, entry.own.cell, entry.own.payload, is_shared)
+                or (is_shared and entry.own.cell.holder_id != sharer)
+            ):
+                continue
+            if narrow is None or narrow(entry.own.payload):
+                chosen[cell_id] = (entry, is_shared)
+        docs = [(k, e.analysis, e.own.index) for k, (e, _s) in chosen.items()]
+        qvec = view.query_vector(q)
+        similarity = None
+        if qvec is not None:
+
+            def similarity(key: object) -> float:
+                vector = chosen[key][0].vector
+                return -1.0 if vector is None else cosine(qvec, vector)
+
+        ranked = rank(q, docs, similarity=similarity)
+        cells: list[OpenedCell] = []
+        scores: list[float] = []
+        positions: list[int] = []
+        first = 0
+        if start is not None:
+            if q.everything:
+                first = next((i for i, r in enumerate(ranked) if r.order > start), len(ranked))
+            else:
+                first = start
+        more = False
+        for position in range(first, len(ranked)):
+            if limit is not None and len(cells) >= limit:
+                more = True
+                break
+            r = ranked[position]
+            entry, is_shared = chosen[r.key]
+            cells.append(entry.opened(is_shared))
+            scores.append(r.score)
+            positions.append(position + 1)
+        if q.everything:
+            return Page(cells, more)
+        return Page(cells, more, scores, positions)
+
+    @staticmethod
+    def _all_cells(
+        view: CacheView,
+        holder: object,
+        shared: list,
+        erased: set[bytes],
+        failed: set[bytes],
+        holder_id: bytes,
+        narrow: Narrow,
+        limit: int | None,
+        start: int | None,
+    ) -> Page:
+        """Every cell of a holder-wide caller in log order, each checked on this call."""
+        entries = view.cache._entries
+        cells = holder.cells
+        if not shared and narrow is None and limit is None and start is None:
+            # The common case, kept tight: the holder's own cells in log order, each checked.
+            out = [entries[k].own for k in cells if k not in erased and k not in failed]
+            return Page([o for o in out if o.cell.holder_id == holder_id], False)
+        own = ((i, k, False) for k, i in cells.items() if k not in failed)
+        if shared:
+            extra = sorted((e.own.index, k, True) for k, e in shared)
+            items = heapq.merge(own, extra)
+            by_key = dict(shared)
+        else:
+            items, by_key = own, {}
+        out = []
+        for index, cell_id, is_shared in items:
+            if (start is not None and index <= start) or cell_id in erased:
+                continue
+            entry = by_key[cell_id] if is_shared else entries[cell_id]
+            opened = entry.own
+            if not is_shared and opened.cell.holder_id != holder_id:
+                continue
+            if narrow is not None and not narrow(opened.payload):
+                continue
+            if limit is not None and len(out) >= limit:
+                return Page(out, True)
+            out.append(entry.opened(True) if is_shared else opened)
+        return Page(out, False)
+
+    def _read_holder_wide(
+        self,
+        txn: lmdb.Transaction,
+        view: CacheView,
+        access: Access,
+        q: Query,
+        include_shared: bool,
+        now: int,
+        narrow: Narrow,
+        limit: int | None,
+        start: int | None,
+    ) -> Page | None:
+        """A caller that sees every cell of its holder, from the in-memory index.
+
+        The index holds exactly the holder's live verified cells, so ranking and statistics
+        over it are over what the caller may see; each returned item is still checked on this
+        call. None when the cache cannot hold the holder's cells (the caller then takes the
+        item-by-item path).
+        """
+        holder = view.holder(access.holder_id)
+        erased = view.erased()
+        shared: list[tuple[bytes, object]] = []
+        if include_shared and access.consumer is None:
+            for cell_id, sharer in sorted(self._covered_cells(txn, access.holder_id, now).items()):
+                entry = view.get(cell_id)
+                if entry is None:
+                    # MAC-checked (saihm/projections/seal.py): a forged record offers nothing.
+                    record = self.projections.record(txn, P.CELLS, cell_id)
+                    if record is None:
+                        continue
+                    opened = self._open_checked(txn, access, cell_id, sharer, record[5])
+                    if opened is None:
+                        continue
+                    entry = view.put(opened)
+                elif (
+                    cell_id in erased
+                    or not self._label_allows(access, entry.own.cell, entry.own.payload, True)
+                    or entry.own.cell.holder_id != sharer
+                ):
+                    continue
+                shared.append((cell_id, entry))
+        failed = set()
+        for cell_id in list(holder.missing):
+            index = holder.cells.get(cell_id) if holder.cells is not None else None
+            if index is None:
+                holder.missing.discard(cell_id)
+                continue
+            opened = self._open_checked(txn, access, cell_id, None, index)
+            if opened is None:
+                failed.add(cell_id)
+            else:
+                view.put(opened)
+        # Every own cell must now be in the cache (the bound may have pushed some out, or
+        # dropped the holder's list): if not, this call takes the item-by-item path.
+        if (
+            holder.cells is None
+            or holder.missing - failed
+            or view.cache._holders.get(access.holder_id) is not holder
+        ):
+            return None
+        holder_id = access.holder_id
+        if q.everything:
+            return self._all_cells(
+                view, holder, shared, erased, failed, holder_id, narrow, limit, start
+            )
+        first = start or 0
+        need = None
+        if limit is not None and view.cache.embedder is None and narrow is None:
+            need = first + limit + 1
+        ranked = view.rank_holder(holder, q, shared, view.query_vector(q), need)
+        shared_ids = {k for k, _e in shared}
+        entries = view.cache._entries
+        by_key = dict(shared)
+        cells: list[OpenedCell] = []
+        scores: list[float] = []
+        positions: list[int] = []
+        for position in range(first, len(ranked)):
+            r = ranked[position]
+            is_shared = r.key in shared_ids
+            entry = by_key[r.key] if is_shared else entries[r.key]
+            cell = entry.own.cell
+            if cell.cell_id in erased or (narrow is not None and not narrow(entry.own.payload)):
+                continue
+            if not is_shared and cell.holder_id != holder_id:
+                continue
+            if limit is not None and len(cells) >= limit:
+                return Page(cells, True, scores, positions)
+            cells.append(entry.opened(is_shared))
+            scores.append(r.score)
+            positions.append(position + 1)
+        return Page(cells, False, scores, positions)
 
     def _candidates(
         self,
@@ -527,10 +767,12 @@ class Store(GroupCommit, PublicLog):
             return None
         if shared and cell.holder_id != sharer:
             return None
-        return OpenedCell(cell=cell, payload=payload, shared=shared, index=index)
+        return OpenedCell(cell=CellHeader.of(cell), payload=payload, shared=shared, index=index)
 
     @staticmethod
-    def _label_allows(access: Access, cell: Cell, payload: SealedPayload, shared: bool) -> bool:
+    def _label_allows(
+        access: Access, cell: Cell | CellHeader, payload: SealedPayload, shared: bool
+    ) -> bool:
         """The per-item check: the verified owner and the decrypted label against the access."""
         if access.namespaces is not None and payload.namespace not in access.namespaces:
             return False
@@ -620,19 +862,37 @@ class Store(GroupCommit, PublicLog):
         self, *, wait: float | None, due: Callable[[], bool] | None, issued_at: float
     ) -> int | None:
         """One rotation; if the map is full for the re-wrap, grow it once and try again."""
-        for attempt in (0, 1):
-            try:
-                return self.keyring.rotate(
-                    wait=wait, due=due, issued_at=issued_at, hook=self._rotation_step
-                )
-            except lmdb.MapFullError:
-                if attempt or not self.env.grow():
-                    raise Unavailable("storage full: the KEK re-wrap did not fit") from None
-                due = None  # the first attempt issued a generation: finish it unconditionally
-        return None  # pragma: no cover
+        try:
+            for attempt in (0, 1):
+                try:
+                    return self.keyring.rotate(
+                        wait=wait, due=due, issued_at=issued_at, hook=self._rotation_step
+                    )
+                except lmdb.MapFullError:
+                    if attempt or not self.env.grow():
+                        raise Unavailable("storage full: the KEK re-wrap did not fit") from None
+                    due = None  # the first attempt issued a generation: finish it regardless
+            return None  # pragma: no cover
+        finally:
+            # The cache of verified cells is emptied whenever a rotation ran or was tried
+            # (docs/retrieval.md); the next reads check every cell again.
+            self._cache.clear()
 
     def _rotation_step(self, step: str) -> None:
         self._fault("rotate." + step)
+
+    def _on_commit(self) -> None:
+        """Bring the cache in step with the log before the batch is acknowledged.
+
+        Work after a commit never turns it into an error: if the sync fails, the cache is
+        emptied instead, which is always safe.
+        """
+        try:
+            with self.env.begin() as txn, self._cache.lock:
+                self._cache.sync(txn, self.tree, self.kek_dir.current_version)
+        except Exception as err:  # a committed change must still be acknowledged
+            log.error("cache sync after commit failed (%s); cache emptied", type(err).__name__)
+            self._cache.clear()
 
     def rebuild_into(
         self,

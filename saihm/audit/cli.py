@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from saihm.audit.progress import Progress
     from saihm.audit.report import Report
 
-__all__ = ["export", "monitor", "replay", "verify"]
+__all__ = ["export", "mirror", "monitor", "replay", "verify"]
 
 
 def _rest(args: argparse.Namespace | list[str]) -> list[str]:
@@ -42,34 +42,34 @@ def export(args: argparse.Namespace | list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="saihm export",
         formatter_class=DefaultsFormatter,
-        description="Write a self-contained audit bundle (docs/formats.md §5): every leaf, "
+        description="Write a self-contained audit bundle (docs/formats.md §5), streamed in bounded "
+        "memory: every leaf, "
         "checkpoint, the log's verifier keys, the authority public key and the published "
         "erasure list and tallies. No plaintext, DEK, KEK, seed, token or session tag.",
     )
     parser.add_argument("--data", required=True, help="the operator's data directory")
     parser.add_argument("--out", required=True, help="bundle file to write")
-    parser.add_argument("--with-cells", action="store_true", help="include stored cells and "
-                        "contracts (wire CBOR, ciphertext only)")  # fmt: skip
+    parser.add_argument(
+        "--with-cells",
+        action="store_true",
+        help="include stored cells and contracts (wire CBOR, ciphertext only)",
+    )
     opts = parser.parse_args(_rest(args))
-    from saihm.audit.bundle import write_bundle
-    from saihm.audit.datadir import read_data_dir
+    from saihm.audit.export import stream_bundle
 
     try:
-        bundle = read_data_dir(opts.data, with_cells=opts.with_cells)
+        written = stream_bundle(opts.data, opts.out, with_cells=opts.with_cells)
     except (SaihmError, OSError) as err:
         print(f"saihm export: {message(err)}", file=sys.stderr)
         return 2
-    for index, what in bundle.read_problems:
+    for index, what in written.pop("problems"):
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
-    size = write_bundle(bundle, opts.out)
-    print(json.dumps({"out": opts.out, "bytes": size, "leaves": len(bundle.leaves),
-                      "checkpoints": len(bundle.checkpoints),
-                      "cells": None if bundle.cells is None else len(bundle.cells)}))  # fmt: skip
+    print(json.dumps({"out": opts.out, **written}))
     return 0
 
 
 def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = None) -> int:
-    """``saihm verify FILE | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``.
+    """``saihm verify FILE|DIR|URL | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``.
 
     ``private`` is the operator's private-state check (saihm/fsck.py, injected by saihm/cli.py
     so this layer imports nothing of the store): with ``--data`` it is called with the parsed
@@ -79,18 +79,33 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
     parser = argparse.ArgumentParser(
         prog="saihm verify",
         formatter_class=DefaultsFormatter,
-        description="Verify an audit bundle (or a data directory, read-only) without trusting "
-        "the operator. With --data, also check the operator's private state (projections "
-        "against a rebuild, record MACs, cells, keys, seeds, pending proposals; needs the KEK "
+        description="Verify a log without trusting the operator: an audit bundle (FILE), a "
+        "mirror or publication directory (DIR, as saihm mirror or saihm publish write it), a "
+        "live log (URL: an operator's base URL or a tlog-tiles prefix), or a data directory "
+        "(--data, read-only; also checks the operator's private state: projections against a "
+        "rebuild, record MACs, cells, keys, seeds, pending proposals; needs the KEK "
         "directory). Exit 0 only when every check holds.",
     )
-    parser.add_argument("bundle", nargs="?", help="audit bundle written by saihm export")
+    parser.add_argument(
+        "source",
+        nargs="?",
+        metavar="FILE|DIR|URL",
+        help="audit bundle, mirror directory or log URL",
+    )
     parser.add_argument("--data", help="verify a data directory directly (read-only)")
     parser.add_argument("--trust", help="file of pinned checkpoint verifier keys, one per line")
-    parser.add_argument("--checkpoint", action="append", default=[], metavar="NOTE",
-                        help="an externally held signed checkpoint (repeatable)")  # fmt: skip
-    parser.add_argument("--second-implementation", action="store_true",
-                        help="re-verify every signature with pqcrypto")  # fmt: skip
+    parser.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="NOTE",
+        help="an externally held signed checkpoint (repeatable)",
+    )
+    parser.add_argument(
+        "--second-implementation",
+        action="store_true",
+        help="re-verify every signature with pqcrypto (bundles only)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="signature-check processes")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
@@ -108,38 +123,32 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
     add_witness_options(parser)
     opts = parser.parse_args(_rest(args))
     need = witness_policy(parser, opts)
-    if (opts.bundle is None) == (opts.data is None):
-        parser.error("give exactly one of FILE or --data DIR")
+    if (opts.source is None) == (opts.data is None):
+        parser.error("give exactly one of FILE|DIR|URL or --data DIR")
     if opts.second_implementation and importlib.util.find_spec("pqcrypto") is None:
         hint = "--second-implementation needs the optional pqcrypto package"
         print(f"saihm verify: {hint}: pip install 'saihm[audit]'", file=sys.stderr)
         return 2
-    from saihm.audit.bundle import read_bundle
-    from saihm.audit.datadir import read_data_dir
-    from saihm.audit.progress import progress
-    from saihm.audit.verifier import verify_bundle
 
+    source = opts.source
+    is_log = source is not None and (
+        source.startswith(("http://", "https://")) or Path(source, "checkpoint").is_file()
+    )
+    if source is not None and not is_log and Path(source, "lmdb").is_dir():
+        print(f"saihm verify: {source} is a data directory: use --data {source}", file=sys.stderr)
+        return 2
     try:
-        bundle = (
-            read_bundle(opts.bundle) if opts.bundle else read_data_dir(opts.data, with_cells=True)
-        )
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]
+        if is_log:
+            report = _verify_log(source, trusted, held, opts)
+        else:
+            report = _verify_bundle(opts, trusted, held, private)
     except (SaihmError, OSError) as err:
         print(f"saihm verify: {message(err)}", file=sys.stderr)
         return 2
-    with progress(not opts.no_progress) as bar:
-        report = verify_bundle(
-            bundle, trusted_keys=trusted, held=held, workers=opts.workers, progress=bar,
-            second_implementation=opts.second_implementation,
-            source=opts.bundle or f"--data {opts.data}",
-        )  # fmt: skip
-        if opts.data is not None and private is not None:
-            _run_private(private, opts, bar, report)
-        elif opts.data is not None:
-            report.notes.append("the operator's private state was not checked")
     if opts.witness:
-        notes = held or [note for _, note in bundle.checkpoints]
+        notes = held or _witness_notes(source, is_log, report)
         check_witnesses(report, notes, opts.witness, need, every=bool(held))
     if opts.json:
         print(json.dumps(report.to_json(), default=str))
@@ -235,9 +244,72 @@ def _run_private(
         report.fail(check, what, database=database, key=key)
 
 
+def _verify_log(source: str, trusted: list[str] | None, held: list[bytes], opts) -> Report:
+    """A live log or a tiled directory, streamed from leaf 0 through the mirror's checks."""
+    from saihm.audit.mirror import verify_log
+    from saihm.audit.progress import progress
+
+    if opts.second_implementation:
+        raise SaihmError("--second-implementation is available for bundles only")
+    with progress(not opts.no_progress) as bar:
+        outcome = verify_log(source, trust=trusted, held=held, workers=opts.workers, bar=bar)
+    return outcome.report
+
+
+def _verify_bundle(
+    opts, trusted: list[str] | None, held: list[bytes], private: PrivateCheck | None
+) -> Report:
+    """An audit bundle, or a data directory read into one."""
+    from saihm.audit.bundle import read_bundle
+    from saihm.audit.datadir import read_data_dir
+    from saihm.audit.progress import progress
+    from saihm.audit.verifier import verify_bundle
+
+    bundle = read_bundle(opts.source) if opts.source else read_data_dir(opts.data, with_cells=True)
+    with progress(not opts.no_progress) as bar:
+        report = verify_bundle(
+            bundle,
+            trusted_keys=trusted,
+            held=held,
+            workers=opts.workers,
+            progress=bar,
+            second_implementation=opts.second_implementation,
+            source=opts.source or f"--data {opts.data}",
+        )
+        if opts.data is not None and private is not None:
+            _run_private(private, opts, bar, report)
+        elif opts.data is not None:
+            report.notes.append("the operator's private state was not checked")
+    report.checkpoint_notes = [note for _, note in bundle.checkpoints]
+    return report
+
+
+def _witness_notes(source: str | None, is_log: bool, report: Report) -> list[bytes]:
+    """The checkpoints whose cosignatures ``--witness`` checks when no ``--checkpoint`` is held:
+    a bundle's (or data directory's) checkpoints, else the log's latest checkpoint."""
+    if not is_log:
+        return list(getattr(report, "checkpoint_notes", []))
+    from saihm.audit.fetch import open_source
+
+    assert source is not None
+    log = open_source(source)
+    # A live operator serves its newest cosigned checkpoint at ?witnessed=1 (a fresh one may
+    # not be cosigned yet); a static server ignores the query and serves the file.
+    witnessed = "checkpoint?witnessed=1" if source.startswith(("http://", "https://")) else None
+    note = (log.get(witnessed) if witnessed else None) or log.get("checkpoint")
+    return [] if note is None else [note]
+
+
 def monitor(args: argparse.Namespace | list[str]) -> int:
-    """``saihm monitor URL --state DIR [--interval S] [--once] [--spot-check N] ...``."""
+    """``saihm monitor URL --state DIR [--trust FILE] [--interval S] [--once] ...``."""
     from saihm.audit.monitor import main
+
+    return main(_rest(args))
+
+
+def mirror(args: argparse.Namespace | list[str]) -> int:
+    """``saihm mirror URL DIR [--trust FILE] ...``."""
+    from saihm.audit.mirror import main
 
     return main(_rest(args))
 

@@ -12,6 +12,8 @@ stored cells and contracts in their wire CBOR. Never DEKs, seeds, session tags o
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import cbor2
@@ -20,7 +22,7 @@ import lmdb
 from saihm.audit.bundle import Bundle
 from saihm.errors import MalformedInput, NotFound
 
-__all__ = ["read_data_dir"]
+__all__ = ["DataView", "public_view", "read_data_dir"]
 
 # saihm/config.py
 LMDB_SUBDIR = "lmdb"
@@ -57,11 +59,61 @@ def _db(env: lmdb.Environment, name: bytes) -> object | None:
         return None
 
 
-def read_data_dir(data_dir: str | Path, *, with_cells: bool = False) -> Bundle:
-    """Build a :class:`Bundle` from a data directory, read in one LMDB read transaction.
+class DataView:
+    """The public state of a data directory inside one LMDB read transaction (``public_view``).
 
-    Leaves are read in key order; a gap in the indexes (a deleted leaf) is recorded in
-    ``read_problems`` and the bundle carries the leaves that are there, so verification fails.
+    Every iterator reads with a cursor, so nothing is loaded whole: this is what a streaming
+    export reads (``bundle.stream_bundle``).
+    """
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict, log_keys: list[str], authority: bytes):
+        self.txn, self._dbs, self.log_keys, self.authority = txn, dbs, log_keys, authority
+        self.origin = log_keys[0].split("+", 1)[0] if log_keys else ""
+
+    def count(self, name: bytes) -> int:
+        """How many records the named database holds (0 if it does not exist)."""
+        db = self._dbs[name]
+        return 0 if db is None else self.txn.stat(db)["entries"]
+
+    def _items(self, name: bytes) -> Iterator[tuple[bytes, bytes]]:
+        db = self._dbs[name]
+        if db is not None:
+            for key, value in self.txn.cursor(db=db).iternext():
+                yield bytes(key), bytes(value)
+
+    def leaves(self) -> Iterator[tuple[int, bytes]]:
+        """(index, leaf) in key order; the index as stored (-1 for a key that is not a u64)."""
+        for key, value in self._items(LEAVES):
+            yield (_U64.unpack(key)[0] if len(key) == 8 else -1), value
+
+    def checkpoints(self) -> Iterator[tuple[int, bytes]]:
+        """(size, signed note) by size."""
+        for key, value in self._items(CHECKPOINTS):
+            yield _U64.unpack(key)[0], value
+
+    def erasures(self) -> list[tuple[bytes, int]]:
+        """The published erasure list: (cellId, index of its FORGET receipt)."""
+        return [(key, _U64.unpack(value)[0]) for key, value in self._items(ERASURES)]
+
+    def tallies(self) -> list[tuple[bytes, int, int, int]]:
+        """The published governance tallies: (proposalId, for, against, abstain)."""
+        out = []
+        for key, value in self._items(TALLIES):
+            t = cbor2.loads(value)
+            out.append((key, t.get(1, 0), t.get(2, 0), t.get(3, 0)))
+        return out
+
+    def bodies(self) -> Iterator[tuple[bytes, bytes, bool]]:
+        """(subjectId, wire CBOR, is a contract) of every stored cell and contract."""
+        for key, value in self._items(BODIES):
+            obj = _body_object(value)
+            yield key, obj, _is_contract(obj)
+
+
+@contextmanager
+def public_view(data_dir: str | Path) -> Iterator[DataView]:
+    """Open a data directory read-only and yield its public state in one read transaction.
+
     Raises ``NotFound`` if the directory is not a saihm data directory.
     """
     data = Path(data_dir)
@@ -76,38 +128,34 @@ def read_data_dir(data_dir: str | Path, *, with_cells: bool = False) -> Bundle:
     env = _open(data / LMDB_SUBDIR)
     try:
         dbs = {name: _db(env, name) for name in (LEAVES, BODIES, CHECKPOINTS, ERASURES, TALLIES)}
-        problems: list[tuple[int, str]] = []
-        leaves: list[bytes] = []
-        checkpoints: list[tuple[int, bytes]] = []
-        erasures: list[tuple[bytes, int]] = []
-        tallies: list[tuple[bytes, int, int, int]] = []
-        cells: list[tuple[bytes, bytes]] | None = [] if with_cells else None
-        contracts: list[tuple[bytes, bytes]] | None = [] if with_cells else None
         with env.begin() as txn:
-            if dbs[LEAVES] is not None:
-                for key, value in txn.cursor(db=dbs[LEAVES]).iternext():
-                    index = _U64.unpack(key)[0] if len(key) == 8 else -1
-                    if index != len(leaves) + len(problems) and not problems:
-                        problems.append((len(leaves), f"leaf {len(leaves)} is missing"))
-                    leaves.append(bytes(value))
-            if dbs[CHECKPOINTS] is not None:
-                for key, value in txn.cursor(db=dbs[CHECKPOINTS]).iternext():
-                    checkpoints.append((_U64.unpack(key)[0], bytes(value)))
-            if dbs[ERASURES] is not None:
-                for key, value in txn.cursor(db=dbs[ERASURES]).iternext():
-                    erasures.append((bytes(key), _U64.unpack(value)[0]))
-            if dbs[TALLIES] is not None:
-                for key, value in txn.cursor(db=dbs[TALLIES]).iternext():
-                    t = cbor2.loads(bytes(value))
-                    tallies.append((bytes(key), t.get(1, 0), t.get(2, 0), t.get(3, 0)))
-            if with_cells and dbs[BODIES] is not None:
-                for key, value in txn.cursor(db=dbs[BODIES]).iternext():
-                    obj = _body_object(bytes(value))
-                    target = contracts if _is_contract(obj) else cells
-                    target.append((bytes(key), obj))  # type: ignore[union-attr]
+            yield DataView(txn, dbs, log_keys, authority)
     finally:
         env.close()
-    origin = log_keys[0].split("+", 1)[0] if log_keys else ""
+
+
+def read_data_dir(data_dir: str | Path, *, with_cells: bool = False) -> Bundle:
+    """Build a :class:`Bundle` from a data directory, read in one LMDB read transaction.
+
+    Leaves are read in key order; a gap in the indexes (a deleted leaf) is recorded in
+    ``read_problems`` and the bundle carries the leaves that are there, so verification fails.
+    Raises ``NotFound`` if the directory is not a saihm data directory.
+    """
+    with public_view(data_dir) as view:
+        problems: list[tuple[int, str]] = []
+        leaves: list[bytes] = []
+        for index, value in view.leaves():
+            if index != len(leaves) + len(problems) and not problems:
+                problems.append((len(leaves), f"leaf {len(leaves)} is missing"))
+            leaves.append(value)
+        checkpoints = list(view.checkpoints())
+        erasures, tallies = view.erasures(), view.tallies()
+        cells: list[tuple[bytes, bytes]] | None = [] if with_cells else None
+        contracts: list[tuple[bytes, bytes]] | None = [] if with_cells else None
+        if with_cells:
+            for key, obj, is_contract in view.bodies():
+                (contracts if is_contract else cells).append((key, obj))  # type: ignore[union-attr]
+        origin, log_keys, authority = view.origin, view.log_keys, view.authority
     return Bundle(
         origin=origin, leaves=leaves, checkpoints=checkpoints, log_keys=log_keys,
         authority_public_key=authority, erasures=erasures, erasures_tree_size=len(leaves),

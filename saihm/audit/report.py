@@ -84,7 +84,7 @@ class Report:
     def render(self) -> str:
         """The human report: one line per check, then the verdict and the first failures."""
         pinned = "pinned (--trust)" if self.keys_pinned else (
-            "NOT independently pinned: the bundle's own keys were used"
+            "NOT independently pinned: the log's own keys were used"
         )  # fmt: skip
         second = ", re-verified with pqcrypto" if self.second_implementation else ""
         lines = [

@@ -21,27 +21,25 @@ Checks, in this order (the report's first failure is the first in this order, lo
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from collections.abc import Sequence
 
 from saihm.audit.bundle import Bundle
 from saihm.audit.derive import Derived
+from saihm.audit.leafcheck import LeafChecker
+from saihm.audit.leafcheck import short as _short
 from saihm.audit.progress import Progress
 from saihm.audit.report import Report
 from saihm.audit.sigcheck import Job, check_signatures
 from saihm.errors import SaihmError
 from saihm.events import (
     CELL_CONTEXT,
-    RECEIPT_CONTEXT,
     Cell,
     Contract,
     Operation,
     Receipt,
     cell_message,
     check_cell_id,
-    holder_id_of,
-    receipt_signed_bytes,
     verify_contract,
 )
 from saihm.translog import (
@@ -88,46 +86,19 @@ def _check_leaves(
     bundle: Bundle, report: Report, bar: Progress, second: bool, workers: int
 ) -> tuple[dict[bytes, bytes], dict[bytes, tuple[int, Receipt]], Derived]:
     """Checks 1 and 2; returns holder keys, receipts by subject (first), the derived state."""
-    keys: dict[bytes, bytes] = {}
+    checker = LeafChecker(report)
     by_subject: dict[bytes, tuple[int, Receipt]] = {}
-    seen: dict[bytes, int] = {}
     derived = Derived()
     jobs: list[Job] = []
     advance = bar.task("decoding receipts", len(bundle.leaves))
     for index, leaf in enumerate(bundle.leaves):
         if index % 512 == 511:
             advance(512)
-        try:
-            # Strict: decode() re-encodes and compares, so the leaf is the deterministic
-            # encoding of exactly the receipt's fields (codec.py, RFC 8949 §4.2.1).
-            receipt = Receipt.from_cbor(leaf)
-        except (SaihmError, ValueError) as err:
-            report.fail("encoding", f"not a strictly encoded receipt: {_short(err)}", index)
+        checked = checker.check(index, leaf)
+        if checked is None:
             continue
-        signed = _signed_bytes(leaf, receipt)
-        if hashlib.sha256(signed).digest() != receipt.receipt_id:
-            report.fail("receipt id", "receiptId is not SHA-256 of the signed receipt", index)
-            continue
-        if receipt.receipt_id in seen:
-            report.fail("receipt id", f"receipt repeats leaf {seen[receipt.receipt_id]}", index)
-            continue
-        seen[receipt.receipt_id] = index
-        holder = receipt.holder_id
-        public_key = keys.get(holder)
-        if receipt.operation == Operation.KEY and public_key is None:
-            public_key = receipt.public_key
-            if holder_id_of(public_key) != holder:
-                report.fail("key", "KEY receipt's holderId is not SHA-256 of its key", index)
-                continue
-            keys[holder] = public_key
-        elif receipt.operation == Operation.KEY and receipt.detail != public_key:
-            report.fail("key", "a second KEY receipt names a different key", index)
-            continue
-        if public_key is None:
-            report.fail("key", f"holder {holder.hex()[:16]}… has no earlier KEY receipt", index)
-            continue
-        report.receipts += 1
-        jobs.append((index, public_key, signed, receipt.signature, RECEIPT_CONTEXT))
+        receipt, job = checked
+        jobs.append(job)
         by_subject.setdefault(receipt.subject_id, (index, receipt))
         derived.apply(index, receipt)
     advance(len(bundle.leaves) % 512)
@@ -137,7 +108,7 @@ def _check_leaves(
         report.fail("signature", f"receipt {reason}", index)
     report.signatures = len(jobs)
     report.failures.sort(key=lambda f: (f.index is None, f.index or 0))
-    return keys, by_subject, derived
+    return dict(checker.keys), by_subject, derived
 
 
 def _check_tree(
@@ -289,26 +260,3 @@ def _check_bodies(
             report.fail("contract", f"contract {key.hex()}: {_short(err)}", index)
             continue
         report.contracts += 1
-
-
-_ID_ITEM = b"\x01\x58\x20"  # key 1, byte string of 32
-_SIG_HEAD = b"\x05\x59\x0c\xed"  # key 5, byte string of 3309
-
-
-def _signed_bytes(leaf: bytes, receipt: Receipt) -> bytes:
-    """The receipt's signed bytes (its map without keys 1 and 5), cut from the strict leaf.
-
-    In a deterministic encoding keys 1 and 5 are single items at known places, so removing
-    them and lowering the map's item count equals re-encoding the smaller map (checked against
-    ``receipt_signed_bytes`` by the tests); anything unexpected falls back to re-encoding.
-    """
-    sig_at = leaf.find(_SIG_HEAD + receipt.signature)
-    if leaf[1:4] != _ID_ITEM or sig_at < 0 or not 0xA7 <= leaf[0] <= 0xB7:
-        return receipt_signed_bytes(receipt)
-    end = sig_at + len(_SIG_HEAD) + len(receipt.signature)
-    return bytes([leaf[0] - 2]) + leaf[36:sig_at] + leaf[end:]
-
-
-def _short(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return (text[0] if text else type(err).__name__)[:200]

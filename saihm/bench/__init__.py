@@ -5,4 +5,4 @@ JSON-ready figure per item: ``{"bench", "figure", "value", "unit", "peer", "peer
 "ratio", ...}``. Figures are ratios against a peer or a floor measured in the same run.
 """
 
-NAMES = ("translog", "crypto", "store", "http", "verify", "witness")
+NAMES = ("translog", "crypto", "store", "http", "verify", "witness", "recall")

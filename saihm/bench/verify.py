@@ -5,7 +5,9 @@ receipts, with a signed checkpoint every 256 leaves) is built in memory with sai
 saihm.translog. The floor is bare ``mldsa65_verify`` over the same (key, message, signature)
 triples, measured in the same run on one core. Figures: receipts verified per second by
 ``verify_bundle`` with one process, and with ``--workers`` processes; ratio = figure / floor
-(DESIGN.md "Performance": target >= 0.8 on one core).
+(DESIGN.md "Performance": target >= 0.8 on one core). Then the same log published as static
+tiles and mirrored over HTTP by ``saihm mirror`` (one process): entries verified per second,
+with the one-process bundle figure of the same run as the peer.
 """
 
 from __future__ import annotations
@@ -97,3 +99,95 @@ def run(args: list[str]) -> Iterator[dict]:
             raise RuntimeError(f"bench bundle did not verify: {report.failures[0]}")
         yield _figure(f"saihm verify, {workers} process(es)", len(bundle.leaves) / seconds,
                       floor, workers=workers, receipts=len(bundle.leaves))  # fmt: skip
+        if workers == 1:
+            bundle_rate = len(bundle.leaves) / seconds
+    yield from _mirror_figures(bundle, bundle_rate)
+
+
+def _mirror_figures(bundle: Bundle, bundle_rate: float) -> Iterator[dict]:
+    """``saihm mirror`` of the same log, published as static tiles, beside ``saihm verify``.
+
+    The bundle's log is written as a tlog-tiles directory (``saihm publish``'s writer) and
+    served by Python's ``http.server`` on 127.0.0.1; the figure is entries verified per second
+    by one mirror run (one process), fetching every tile and entry bundle over HTTP, with the
+    bundle verifier's one-process rate from the same run as the peer.
+    """
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    import urllib.request
+
+    from saihm.audit.mirror import mirror
+    from saihm.audit.publish import publish
+
+    with tempfile.TemporaryDirectory(prefix="saihm-bench-mirror-") as tmp:
+        with MerkleTree(f"{tmp}/tree") as tree:
+            tree.append_many(bundle.leaves)
+            reader = _TreeReader(tree, bundle.checkpoints[-1][1])
+            publish(reader, f"{tmp}/pub", verifier_keys=bundle.log_keys)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        # A server process of its own, as a real static server would be (not a thread that
+        # would compete with the mirror for the GIL).
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                f"{tmp}/pub",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:  # bounded wait for the server to answer
+                try:
+                    urllib.request.urlopen(url + "/checkpoint", timeout=2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise RuntimeError("the static server did not start") from None
+                    time.sleep(0.05)
+            started = time.perf_counter()
+            outcome = mirror(url, f"{tmp}/mirror", trust=bundle.log_keys)
+            seconds = time.perf_counter() - started
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    if not outcome.ok:
+        raise RuntimeError(f"bench mirror did not verify: {outcome.alarms or outcome.report}")
+    rate = outcome.new_entries / seconds
+    yield {
+        "bench": "verify",
+        "figure": "saihm mirror over HTTP (static tiles), 1 process",
+        "value": round(rate, 1),
+        "unit": "entries/s",
+        "peer": "saihm verify on a bundle of the same log, 1 process",
+        "peer_value": round(bundle_rate, 1),
+        "ratio": round(rate / bundle_rate, 3),
+        "receipts": outcome.new_entries,
+    }
+
+
+class _TreeReader:
+    """The three reads ``publish`` needs, over a stand-alone MerkleTree and one signed note."""
+
+    def __init__(self, tree: MerkleTree, note: bytes) -> None:
+        self._tree, self._note = tree, note
+
+    def checkpoint_now(self) -> bytes:
+        return self._note
+
+    def tile(self, level: int, index: int, width: int | None) -> bytes:
+        return self._tree.tile(level, index, width)
+
+    def entry_bundle(self, index: int, width: int | None) -> bytes:
+        return self._tree.entry_bundle(index, width)

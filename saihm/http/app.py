@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiohttp import web
 
 from saihm.errors import MalformedInput, SaihmError, TooLarge, Unauthenticated
+from saihm.recallwindow import CUT_HEADER, NEXT_HEADER, RecallAnswer
 
 if TYPE_CHECKING:
     from saihm.operator import Operator
@@ -211,7 +212,13 @@ async def binding(request: web.Request) -> web.Response:
     method, params = parse_call(body)
     operator = request.app[OPERATOR]
     result = await run_sync(request, operator.call, token, method, params)
-    return json_response(result)
+    response = json_response(result)
+    if isinstance(result, RecallAnswer):
+        # docs/retrieval.md "Extension params": whether the answer was cut, and where to go on.
+        response.headers[CUT_HEADER] = "true" if result.cut else "false"
+        if result.next_cursor is not None:
+            response.headers[NEXT_HEADER] = result.next_cursor
+    return response
 
 
 # -- the factory -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from saihm.errors import MalformedInput, NotFound
 from saihm.http.app import OPERATOR, json_response, run_sync
 from saihm.http.forms import b64, receipt_entry, verifier_key_json
 
-__all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "SUBMITTER", "add_log_routes"]
+__all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "SUBMITTER", "accepts_gzip", "add_log_routes"]
 
 #: The running witness submitter, when witnesses are configured (its ``snapshot()`` is the
 #: per-witness health: last success, last error, cosigned size).
@@ -118,15 +119,37 @@ async def get_tile(request: web.Request) -> web.Response:
     tile = parse_tile_path("tile/" + request.match_info["path"])
     width = tile.width  # None for a full tile, 1..255 for a partial one
     store = _store(request)
+    headers = {"Cache-Control": IMMUTABLE if width is None else SHORT}
     if tile.level is None:
         data = await run_sync(request, store.entry_bundle, tile.index, width)
+        # tlog-tiles: "Entry bundles SHOULD be compressed at the HTTP layer". gzip with a fixed
+        # mtime, so a bundle always compresses to the same bytes a cache can keep.
+        headers["Vary"] = "Accept-Encoding"
+        if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+            data = await run_sync(request, _gzip, data)
+            headers["Content-Encoding"] = "gzip"
     else:
         data = await run_sync(request, store.tile, tile.level, tile.index, width)
-    return web.Response(
-        body=data,
-        content_type="application/octet-stream",
-        headers={"Cache-Control": IMMUTABLE if width is None else SHORT},
-    )
+    return web.Response(body=data, content_type="application/octet-stream", headers=headers)
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def accepts_gzip(header: str) -> bool:
+    """Whether an ``Accept-Encoding`` value accepts gzip (RFC 9110 §12.5.3: q=0 refuses it)."""
+    for item in header.lower().split(","):
+        coding, _, params = item.strip().partition(";")
+        if coding.strip() in ("gzip", "x-gzip", "*"):
+            q = params.strip()
+            if not q.startswith("q="):
+                return True
+            try:
+                return float(q[2:]) > 0
+            except ValueError:
+                return False
+    return False
 
 
 async def get_entries(request: web.Request) -> web.Response:

@@ -72,6 +72,7 @@ POLICY_RANGES = {
     "map_size": (1 << 20, 1 << 48),
     "map_size_max": (1 << 20, 1 << 48),
     "min_free_disk": (0, 1 << 60),
+    "recall_cache_mb": (0, 1 << 20),
 }
 
 
@@ -234,6 +235,10 @@ def main(args: argparse.Namespace) -> int:
         if context is not None:
             _log_key_exchange(context)
         config = with_serve_limits(config_from(args), args)
+        if config.embedding_model is not None:
+            from saihm.retrieval.embed import check_semantic
+
+            check_semantic(config.embedding_model)
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)

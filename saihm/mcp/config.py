@@ -16,6 +16,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 from saihm.mcp.checks import Refused
 
 __all__ = [
+    "DEFAULT_REPORT_BUDGET",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_RESPONSE_BYTES",
     "ClientConfig",
@@ -27,6 +28,10 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
+#: Characters of the report a tool returns to the agent, well inside common host limits;
+#: the structured result always keeps everything (saihm/mcp/report.py).
+DEFAULT_REPORT_BUDGET = 20_000
+MIN_REPORT_BUDGET = 1_000
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 _LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 # Printable ASCII only: anything else is refused rather than percent-encoded behind our back.
@@ -54,11 +59,12 @@ class ClientConfig:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     ca_file: str | None = None
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    report_budget: int = DEFAULT_REPORT_BUDGET
 
 
 def load_config(env: Mapping[str, str]) -> ClientConfig:
-    """Read ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30)
-    and ``SAIHM_CA_FILE`` from ``env``.
+    """Read ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30),
+    ``SAIHM_CA_FILE`` and ``SAIHM_REPORT_BUDGET`` (characters, default 20,000) from ``env``.
 
     The endpoint and credential are validated per call (:func:`validate_endpoint`,
     :func:`check_auth_header`) so a tool can report the problem to the agent. Raises
@@ -73,11 +79,21 @@ def load_config(env: Mapping[str, str]) -> ClientConfig:
             raise ConfigError("SAIHM_TIMEOUT_SECONDS is not a number") from err
         if not math.isfinite(timeout) or timeout <= 0:
             raise ConfigError("SAIHM_TIMEOUT_SECONDS must be a positive number of seconds")
+    raw_budget = env.get("SAIHM_REPORT_BUDGET", "").strip()
+    budget = DEFAULT_REPORT_BUDGET
+    if raw_budget:
+        if not raw_budget.isdigit() or not MIN_REPORT_BUDGET <= int(raw_budget) <= 10_000_000:
+            raise ConfigError(
+                f"SAIHM_REPORT_BUDGET must be a whole number of characters, "
+                f"{MIN_REPORT_BUDGET} to 10000000"
+            )
+        budget = int(raw_budget)
     return ClientConfig(
         endpoint_url=env.get("SAIHM_ENDPOINT_URL") or None,
         auth_header=env.get("SAIHM_AUTH_HEADER") or None,
         timeout_seconds=timeout,
         ca_file=env.get("SAIHM_CA_FILE") or None,
+        report_budget=budget,
     )
 
 

@@ -10,6 +10,7 @@ is the holder identity in saihm_status, shown as "not reported".
 from __future__ import annotations
 
 from saihm.mcp.checks import frame_plaintext, result_identifier
+from saihm.mcp.config import DEFAULT_REPORT_BUDGET
 from saihm.mcp.models import (
     ForgetResult,
     ProposeResult,
@@ -85,7 +86,44 @@ def _cell(cell: RecalledCell) -> list[str]:
     return [head, frame_plaintext(cell.plaintext)]
 
 
-def _recall(r: RecallResult) -> list[str]:
+def _within(cells: list[RecalledCell], budget: int, used: int) -> list[str]:
+    """The cells' report lines, in order, within ``budget`` characters (``used`` so far).
+
+    A cell is printed whole or not at all, so no identifier or plaintext is ever cut; a cell
+    whose text alone is over the budget is listed by its identifier with its text left out.
+    The first cell that does not fit ends the listing, and a closing line says how many were
+    not printed and how to narrow the recall. The structured result keeps every cell.
+    """
+    reserve = 400  # room for the closing lines
+    out: list[str] = []
+    textless = 0
+    for n, cell in enumerate(cells):
+        lines = _cell(cell)
+        size = sum(len(line) + 1 for line in lines)
+        if used + size <= budget - reserve:
+            out.extend(lines)
+            used += size
+            continue
+        head = lines[0]
+        note = "    (text not printed: over the report budget; it is in the structured result)"
+        if used + len(head) + len(note) + 2 <= budget - reserve:
+            out.extend([head, note])
+            used += len(head) + len(note) + 2
+            textless += 1
+            continue
+        out.append(
+            f"NOT PRINTED: {len(cells) - n} of {len(cells)} cell(s), over this report's budget "
+            f"of {budget} characters; every cell is in the structured result. To see them "
+            "here, recall again with a query about the task at hand (a few words naming its "
+            "subject)."
+        )
+        break
+    if textless:
+        out.append(f"  {textless} cell(s) above are listed without their text (too long).")
+    return out
+
+
+def _recall(r: RecallResult, budget: int = DEFAULT_REPORT_BUDGET) -> list[str]:
     note = (
         []
         if r.callerIdKnown
@@ -94,9 +132,9 @@ def _recall(r: RecallResult) -> list[str]:
             "cell is marked as shared by another holder"
         ]
     )
-    cells = [line for cell in r.cells or [] for line in _cell(cell)]
     if r.status == "ok":
-        return [f"RECALL: {len(r.cells or [])} cell(s)", *note, *cells]
+        head = [f"RECALL: {len(r.cells or [])} cell(s)", *note]
+        return [*head, *_within(r.cells or [], budget, sum(len(x) + 1 for x in head))]
     if r.status == "nothing_matched":
         return ["RECALL: nothing matched the query (this does not mean the store is empty)"]
     if r.status == "empty":
@@ -108,12 +146,12 @@ def _recall(r: RecallResult) -> list[str]:
         ]
     if r.status == "incomplete":
         total = len(r.cells or [])
-        return [
+        head = [
             f"RECALL INCOMPLETE: {r.cellsWithoutPlaintext} of {total} cell(s) arrived without "
             "plaintext",
             *note,
-            *cells,
         ]
+        return [*head, *_within(r.cells or [], budget, sum(len(x) + 1 for x in head))]
     if r.status == "malformed":
         return ["RECALL MALFORMED: nothing is reported", *_failure(r)]
     return [f"RECALL {_HEAD[r.status]}", *_failure(r)]
@@ -255,6 +293,12 @@ _RENDER = {
 }
 
 
-def render(result: ToolResult) -> str:
-    """The report for ``result``: one entry per line; recall plaintext lines are indented."""
+def render(result: ToolResult, budget: int = DEFAULT_REPORT_BUDGET) -> str:
+    """The report for ``result``: one entry per line; recall plaintext lines are indented.
+
+    A recall report stays within ``budget`` characters and says what it left out
+    (:func:`_within`); the other reports are always short.
+    """
+    if isinstance(result, RecallResult):
+        return "\n".join(_recall(result, budget))
     return "\n".join(_RENDER[type(result)](result))

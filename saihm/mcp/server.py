@@ -17,6 +17,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from saihm.mcp import tools
+from saihm.mcp.config import DEFAULT_REPORT_BUDGET
 from saihm.mcp.models import (
     ForgetResult,
     ProposeResult,
@@ -82,8 +83,9 @@ SUCCESS = {
 
 SESSION_PROMPT = """\
 You have durable memory through the SAIHM tools.
-- At the start of this session call saihm_status, then saihm_recall with no query, and read
-  what comes back before you answer.
+- At the start of this session call saihm_status, then saihm_recall with a query about the
+  task at hand (a few words naming its subject), and read what comes back before you answer.
+  Recall with no query only when you need every cell: the answer can be long.
 - Store with saihm_remember a fact, decision or preference worth keeping across sessions;
   never store secrets you were not asked to keep.
 - Recall with saihm_recall and a query when earlier context may matter.
@@ -97,7 +99,9 @@ You have durable memory through the SAIHM tools.
 """
 
 
-async def _respond(run: Callable[[], Awaitable[ToolResult]]) -> CallToolResult:
+async def _respond(
+    run: Callable[[], Awaitable[ToolResult]], budget: int = DEFAULT_REPORT_BUDGET
+) -> CallToolResult:
     """The tool's report and structured result; an unexpected error is reported blind."""
     try:
         result = await run()
@@ -107,7 +111,7 @@ async def _respond(run: Callable[[], Awaitable[ToolResult]]) -> CallToolResult:
         text = "internal client error (details withheld); the operator may or may not have acted"
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
     return CallToolResult(
-        content=[TextContent(type="text", text=render(result))],
+        content=[TextContent(type="text", text=render(result, budget))],
         structured_content=result.model_dump(mode="json"),
         is_error=result.status not in SUCCESS[type(result)],
     )
@@ -131,7 +135,7 @@ def build_mcp(client: OperatorClient) -> MCPServer:
         ] = None,
     ) -> Annotated[CallToolResult, RecallResult]:
         """Recall own cells and cells shared with this holder; shared cells are marked."""
-        return await _respond(lambda: tools.recall(client, query))
+        return await _respond(lambda: tools.recall(client, query), client.config.report_budget)
 
     @mcp.tool(name="saihm_forget", annotations=ANNOTATIONS["saihm_forget"])
     async def saihm_forget(

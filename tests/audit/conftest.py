@@ -137,3 +137,37 @@ def world(template: dict, tmp_path: Path) -> World:
         old_dek_gamma=template["old_dek"],
         proposal_id=template["proposal"],
     )
+
+
+GROWN = 600  # receipts added to the template's 12: two full bundles and a partial one
+
+
+@pytest.fixture(scope="session")
+def grown(template: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("grown") / "w"
+    shutil.copytree(template["root"], root)
+    op = World(root, Config.for_data(root / "data"), *[None] * 6).operator()
+    try:
+        for i in range(GROWN):
+            op.call(template["tokens"]["a1"], "saihm_remember", {"content": f"note {i}"})
+        op.store.checkpoint_now()
+    finally:
+        op.store.close()
+    return root
+
+
+@pytest.fixture
+def big(grown: Path, template: dict, tmp_path: Path) -> World:
+    root = tmp_path / "big"
+    shutil.copytree(grown, root)
+    tok = template["tokens"]
+    return World(
+        root,
+        Config.for_data(root / "data"),
+        tok["a1"],
+        tok["a2"],
+        tok["b"],
+        dict(template["cells"]),
+        template["old_dek"],
+        template["proposal"],
+    )

@@ -53,19 +53,20 @@ def _restore(world: World, backup: Path) -> None:
     shutil.copytree(backup, world.data)
 
 
-async def test_monitor_follows_a_growing_log_and_spot_checks(world: World, tmp_path) -> None:
+async def test_monitor_follows_a_growing_log_verifying_every_entry(world: World, tmp_path) -> None:
     state = tmp_path / "state"
     async with serving(world) as (op, url):
-        first = await _once(url, state, spot_check=3)
+        first = await _once(url, state)
         assert first.ok, first.alarms
-        assert first.size == 12 and first.spot_checked == 3
-        assert "trust on first use" in first.notes[0]
+        assert first.size == 12 and first.verified == 12
+        assert "not pinned" in first.notes[0]
         _remember(op, world, "more")
-        second = await _once(url, state, spot_check=5)
+        second = await _once(url, state)
         assert second.ok, second.alarms
-        assert second.size == 13 and second.spot_checked == 5
+        assert second.size == 13 and second.verified == 1
     assert (state / "checkpoints" / "13.note").exists()
-    assert (state / "keys.txt").read_text().splitlines() == world.keys_file.read_text().split()
+    pinned = (state / ".saihm-mirror" / "keys.txt").read_text().splitlines()
+    assert pinned == world.keys_file.read_text().split()
 
 
 async def test_monitor_detects_rollback(world: World, tmp_path) -> None:
@@ -78,7 +79,7 @@ async def test_monitor_detects_rollback(world: World, tmp_path) -> None:
     async with serving(world) as (op, url):
         result = await _once(url, state)
     assert not result.ok
-    assert result.alarms[0].startswith("rollback: checkpoint size 12 < mirrored 13")
+    assert result.alarms[0] == "rollback: checkpoint size 12 < held checkpoint size 13"
 
 
 async def test_monitor_detects_fork_at_same_size(world: World, tmp_path) -> None:
@@ -106,7 +107,7 @@ async def test_monitor_detects_inconsistent_growth(world: World, tmp_path) -> No
         for text in ("history two", "and more"):
             _remember(op, world, text)
         result = await _once(url, state)
-        assert not result.ok and result.alarms[0].startswith("inconsistent: ")
+        assert not result.ok and result.alarms[0].startswith("fork: "), result.alarms
         # The forked head is not adopted: the next round alarms again.
         assert not (await _once(url, state)).ok
 
@@ -146,3 +147,25 @@ async def test_monitor_held_checkpoint_catches_truncated_bundle(world: World, tm
     held = str(state / "checkpoints" / "13.note")
     args = [str(bundle), "--trust", str(world.keys_file), "--checkpoint", held, "--no-progress"]
     assert cli.verify(args) == 1
+
+
+async def test_monitor_alarms_when_entries_stay_beyond_the_checkpoint(world: World, tmp_path):
+    """A log that keeps handing out receipts but stops signing: "stale" after --max-stale."""
+    from .test_mirror import proxy
+
+    frozen: dict[str, bytes] = {}
+
+    def old_checkpoint(at: str, body: bytes, _headers: dict):
+        if at == "/log/checkpoint":
+            body = frozen.setdefault("note", body)
+        return body, {}
+
+    state = tmp_path / "state"
+    async with serving(world) as (op, url), proxy(url, old_checkpoint) as stuck:
+        first = await _once(stuck, state, now=1000.0)
+        assert first.ok and first.size == 12
+        _remember(op, world, "beyond the signed size")
+        soon = await _once(stuck, state, now=1100.0, max_stale=300)
+        later = await _once(stuck, state, now=1500.0, max_stale=300)
+    assert soon.ok, soon.alarms
+    assert later.alarms == ["stale: entries beyond checkpoint size 12 for 400 s"]

@@ -41,12 +41,17 @@ def _setup(tmp_path: Path, case: str) -> list[str]:
         return [url, "--state", str(state), "--once"]
     if case == "state-corrupt":
         state.mkdir()
-        (state / "state.json").write_text("{half")
+        (state / "monitor.json").write_text("{half")
         return [url, "--state", str(state), "--once"]
     if case == "pinned-garbage":
-        state.mkdir()
-        (state / "keys.txt").write_text("garbage+key\n")
+        (state / ".saihm-mirror").mkdir(parents=True)
+        (state / ".saihm-mirror" / "keys.txt").write_text("garbage+key\n")
         return [url, "--state", str(state), "--once"]
+    if case == "trust-not-pinned":
+        (state / ".saihm-mirror").mkdir(parents=True)
+        other = "\n".join(LogKeys.generate("example.org/log").verifier_keys()) + "\n"
+        (state / ".saihm-mirror" / "keys.txt").write_text(other)
+        return [url, "--state", str(state), "--once", "--trust", str(good)]
     if case == "interval":
         return [url, "--state", str(state), "--once", "--interval", "0"]
     raise AssertionError(case)
@@ -63,6 +68,7 @@ def _setup(tmp_path: Path, case: str) -> list[str]:
         "state-is-a-file",
         "state-corrupt",
         "pinned-garbage",
+        "trust-not-pinned",
         "interval",
     ],
 )

@@ -105,7 +105,7 @@ def test_bundle_round_trips_deterministically(world) -> None:
 
 
 def test_signed_bytes_cut_from_leaf_equal_reencoding(world) -> None:
-    from saihm.audit.verifier import _signed_bytes
+    from saihm.audit.leafcheck import signed_bytes as _signed_bytes
     from saihm.events import Receipt, receipt_signed_bytes
 
     from .helpers import leaves

@@ -188,6 +188,8 @@ HELP_COMMANDS = [
     ["export"],
     ["verify"],
     ["monitor"],
+    ["mirror"],
+    ["publish"],
     ["replay"],
     ["memory", "init"],
     ["memory", "grant"],

@@ -40,6 +40,9 @@ LMDB_OPEN_ALLOWED = {
     "public bundle: receipts, keys, erasures, tallies; never a data directory, no cells",
     "saihm/witness/state.py": "a witness's own state directory (per-origin size and root of "
     "the latest cosigned checkpoint); never a data directory, no cells or keys",
+    "saihm/audit/mirrorstate.py": "a mirror's own state (.saihm-mirror/ in its directory): "
+    "public data fetched from a log (holder public keys, receipt ids, erasures, the verified "
+    "prefix); never a data directory, no cells",
     "saihm/backup.py": "saihm backup: copies one read snapshot of a data directory "
     "(readonly=True, env.copy); never decrypts, never reads a KEK",
 }

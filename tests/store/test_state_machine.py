@@ -19,6 +19,12 @@ its log must stay verifiable:
 - every receipt verifies under its holder's KEY receipt with a second ML-DSA implementation
   (pqcrypto) and is included under the latest signed checkpoint.
 
+The machine runs with the cache of verified cells on (docs/retrieval.md "The cache"), and
+again as :class:`TwoProcessMachine`: a second process (tests/store/_sm_child.py) with its own
+store and cache shares the data directory, the calls alternate between the two processes, and
+after every step each process must see exactly what the model says, so one process's FORGET,
+REVOKE, UNGRANT, decline or KEK rotation is seen by the other's cache before its next read.
+
 ``SAIHM_LONG=1`` runs many more examples.
 """
 
@@ -27,8 +33,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import pickle
 import secrets
 import shutil
+import struct
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -41,9 +50,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pqcrypto.sign.ml_dsa_65 import verify as pq_verify
 
+from saihm import errors
 from saihm.errors import SaihmError, Unauthenticated
 from saihm.events import Capability, CapabilityScope, Operation, Receipt
 from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes
+from saihm.retrieval import matches
 from saihm.translog import leaf_hash, verify_checkpoint, verify_inclusion
 
 
@@ -109,11 +120,14 @@ class GrantM:
     revoked: bool = False
 
 
+CACHE_MB = 64
+
+
 class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="saihm-sm-"))
-        self.world: World = make_world(self.root)
+        self.world: World = make_world(self.root, recall_cache_mb=CACHE_MB)
         self.holders = [self.world.holder() for _ in range(3)]
         self.ids = [h.holder_id for h in self.holders]
         self.tokens: list[Tok] = []
@@ -188,13 +202,22 @@ class StoreMachine(RuleBasedStateMachine):
                     continue
                 if tok.namespaces is None or c.namespace in tok.namespaces:
                     out.add(cid)
-        terms = query.casefold().split()
-        return {cid for cid in out if all(t in self.cells[cid].content.casefold() for t in terms)}
+        # docs/retrieval.md "Matching": containment (the baseline) or a shared stemmed term.
+        return {cid for cid in out if matches(query, self.cells[cid].content)}
+
+    def dispatch(self, tok: Tok, method: str, params: dict) -> object:
+        """Run one binding call (in this process; the two-process machine alternates)."""
+        return self.world.call(tok.token, method, **params)
+
+    def reads(self, tok: Tok) -> list[set[bytes]]:
+        """What each process serves ``tok`` (every cell it may see), one set per process."""
+        store = self.world.store
+        return [{o.cell.cell_id for o in store.read(store.authenticate(tok.token))}]
 
     def call(self, tok: Tok, method: str, **params: object) -> tuple[object, str | None]:
         """Run a call; return (result, None) or (None, error code). Checks authentication."""
         try:
-            result = self.world.call(tok.token, method, **params)
+            result = self.dispatch(tok, method, params)
         except Unauthenticated:
             assert not self._valid(tok), f"{method}: a valid token was refused"
             return None, "unauthenticated"
@@ -261,6 +284,25 @@ class StoreMachine(RuleBasedStateMachine):
             cell = self.cells[bytes.fromhex(item["cellId"])]
             assert item["plaintext"] == cell.content
             assert item["namespace"] == cell.namespace
+
+    @rule(t=pick, query=st.sampled_from(("", *WORDS)), limit=st.integers(1, 4))
+    def recall_in_pages(self, t: int, query: str, limit: int) -> None:
+        """Paging with the extension params ``limit`` and ``cursor`` returns every cell once."""
+        tok = self._tok(t)
+        seen: list[bytes] = []
+        params: dict[str, object] = {"query": query, "limit": limit}
+        for _ in range(200):
+            result, err = self.call(tok, "saihm_recall", **params)
+            if not self._valid(tok):
+                return
+            assert err is None, err
+            assert len(result) <= limit
+            seen.extend(bytes.fromhex(item["cellId"]) for item in result)
+            if not getattr(result, "cut", False):
+                break
+            params["cursor"] = result.next_cursor
+        assert len(seen) == len(set(seen)), "a cell was served twice across pages"
+        assert set(seen) == self.expected(tok, query)
 
     @rule(t=pick, c=pick, foreign_scope=st.booleans())
     def forget(self, t: int, c: int, foreign_scope: bool) -> None:
@@ -501,9 +543,9 @@ class StoreMachine(RuleBasedStateMachine):
                 with pytest.raises(Unauthenticated):
                     store.authenticate(tok.token)
                 continue
-            got = {o.cell.cell_id for o in store.read(store.authenticate(tok.token))}
-            assert not got & erased, "an erased cell was served"
-            assert got == self.expected(tok)
+            for got in self.reads(tok):
+                assert not got & erased, "an erased cell was served"
+                assert got == self.expected(tok)
         ids, _ = store.erasures()
         assert set(ids) == erased
         with store.read_txn() as txn:
@@ -559,3 +601,59 @@ StoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestStoreMachine = StoreMachine.TestCase
+
+CHILD = Path(__file__).with_name("_sm_child.py")
+
+
+class TwoProcessMachine(StoreMachine):
+    """The same model with two processes, each with its own store and cache, on one data
+    directory; calls alternate between them and both must see exactly the model's scope."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turn = 0
+        self.child = subprocess.Popen(
+            [sys.executable, str(CHILD), str(self.world.config.data_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self._ask("ready", ()) == "ready"
+
+    def _ask(self, op: str, args: tuple) -> object:
+        if op != "ready":
+            data = pickle.dumps((op, self.world.clock.now, args))
+            self.child.stdin.write(struct.pack(">I", len(data)) + data)
+            self.child.stdin.flush()
+        size = struct.unpack(">I", self.child.stdout.read(4))[0]
+        answer = pickle.loads(self.child.stdout.read(size))
+        if answer[0] == "err":
+            raise getattr(errors, answer[1], SaihmError)(code=answer[2])
+        return answer[1]
+
+    def dispatch(self, tok: Tok, method: str, params: dict) -> object:
+        self.turn += 1
+        if self.turn % 2:
+            return super().dispatch(tok, method, params)
+        return self._ask("call", (tok.token, method, params))
+
+    def reads(self, tok: Tok) -> list[set[bytes]]:
+        other = {cell_id for cell_id, _text, _ns in self._ask("read", (tok.token,))}
+        return [*super().reads(tok), other]
+
+    def teardown(self) -> None:
+        try:
+            self._ask("close", ())
+            self.child.wait(timeout=30)
+        finally:
+            if self.child.poll() is None:
+                self.child.kill()
+            super().teardown()
+
+
+TwoProcessMachine.TestCase.settings = settings(
+    max_examples=60 if LONG else 6,
+    stateful_step_count=40 if LONG else 20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestTwoProcessMachine = TwoProcessMachine.TestCase

@@ -1,0 +1,177 @@
+"""Where a mirror or a verifier reads a tiled log from: a URL, or a directory on disk.
+
+Both answer ``get(path)`` for the c2sp.org/tlog-tiles resources under the log's *prefix*:
+``checkpoint``, ``tile/<L>/<N>[.p/<W>]``, ``tile/entries/<N>[.p/<W>]``, and ``v1/keys`` (the
+checkpoint verifier keys; served by ``saihm serve`` and written by ``saihm publish``). ``get``
+returns the bytes, or None when the resource does not exist (HTTP 404, no such file).
+
+``HttpSource`` takes either a tlog-tiles prefix (a published directory behind a static web
+server or CDN: ``URL/checkpoint``) or the base URL of a running operator (``URL/log/checkpoint``)
+and finds which on first use. It asks for ``Accept-Encoding: gzip, identity`` (tlog-tiles:
+"Clients SHOULD include gzip and identity") and decompresses a gzip body within a bound, so a
+hostile server cannot make it inflate more than the largest entry bundle. ``Prefetch`` wraps a
+source to fetch named paths ahead in threads (network I/O releases the GIL), each handed out once.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from saihm.errors import MalformedInput, NotFound, SaihmError
+
+__all__ = [
+    "DirSource",
+    "FetchError",
+    "HttpSource",
+    "Prefetch",
+    "Source",
+    "open_source",
+]
+
+#: The largest resource a tiled log serves: a full entry bundle of 256 leaves of 65,535 bytes.
+MAX_RESOURCE = 256 * (2 + 0xFFFF)
+
+
+class FetchError(SaihmError):
+    """The log could not be read: unreachable, an HTTP error other than 404, or a bad body."""
+
+
+class Source:
+    """A read-only view of a tiled log's resources (see the module docstring)."""
+
+    name: str = ""
+
+    def get(self, path: str) -> bytes | None:
+        """The resource at ``path`` under the prefix, or None if it does not exist."""
+        raise NotImplementedError
+
+    def require(self, path: str) -> bytes:
+        """The resource at ``path``; raise ``FetchError`` if it does not exist."""
+        data = self.get(path)
+        if data is None:
+            raise FetchError(f"{self.name}: {path} is missing")
+        return data
+
+
+class DirSource(Source):
+    """A directory in the tlog-tiles layout (a mirror or a publication)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.name = str(root)
+        if not (self.root / "checkpoint").is_file():
+            raise NotFound(f"{root} holds no tiled log (no checkpoint file)")
+
+    def get(self, path: str) -> bytes | None:
+        try:
+            with (self.root / path).open("rb") as f:
+                data = f.read(MAX_RESOURCE + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise FetchError(f"{self.name}/{path}: {err.strerror}") from err
+        if len(data) > MAX_RESOURCE:
+            raise FetchError(f"{self.name}/{path} is larger than any tlog-tiles resource")
+        return data
+
+
+class HttpSource(Source):
+    """A tiled log over HTTP(S) (see the module docstring for the prefix rule)."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise MalformedInput(f"not an http(s) URL: {url}")
+        self.url = url.rstrip("/")
+        self.name = self.url
+        self.timeout = timeout
+        self._prefix: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        """The tlog-tiles prefix: the URL itself, or ``URL/log`` for a running operator."""
+        if self._prefix is None:
+            for candidate in (self.url, self.url + "/log"):
+                if self._fetch(candidate + "/checkpoint") is not None:
+                    self._prefix = candidate
+                    break
+            else:
+                raise FetchError(f"{self.url}: no checkpoint at /checkpoint or /log/checkpoint")
+        return self._prefix
+
+    def get(self, path: str) -> bytes | None:
+        return self._fetch(f"{self.prefix}/{path}")
+
+    def _fetch(self, url: str) -> bytes | None:
+        request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip, identity"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                body = response.read(MAX_RESOURCE + 1)
+                coding = (response.headers.get("Content-Encoding") or "identity").lower()
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return None
+            raise FetchError(f"{url}: HTTP {err.code}") from err
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", None) or err
+            raise FetchError(f"{url}: unreachable ({reason})") from err
+        if coding == "gzip":
+            return _gunzip(body, url)
+        if coding != "identity":
+            raise FetchError(f"{url}: unsupported Content-Encoding {coding!r}")
+        if len(body) > MAX_RESOURCE:
+            raise FetchError(f"{url}: larger than any tlog-tiles resource")
+        return body
+
+
+def _gunzip(body: bytes, url: str) -> bytes:
+    """Inflate a gzip body, refusing more than ``MAX_RESOURCE`` bytes or a truncated stream."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(body, MAX_RESOURCE + 1)
+    except zlib.error as err:
+        raise FetchError(f"{url}: bad gzip body") from err
+    if len(data) > MAX_RESOURCE or inflater.unconsumed_tail:
+        raise FetchError(f"{url}: gzip body inflates beyond any tlog-tiles resource")
+    if not inflater.eof or inflater.unused_data:
+        raise FetchError(f"{url}: truncated or trailing gzip data")
+    return data
+
+
+def open_source(where: str) -> Source:
+    """An ``HttpSource`` for an http(s) URL, else a ``DirSource`` for a directory."""
+    if where.startswith(("http://", "https://")):
+        return HttpSource(where)
+    return DirSource(where)
+
+
+class Prefetch(Source):
+    """A source that fetches named paths ahead, in threads, and hands each out once."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner, self.name = inner, inner.name
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="saihm-mirror-fetch")
+        self._ahead: dict[str, Future[bytes | None]] = {}
+
+    def __enter__(self) -> Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for future in self._ahead.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def warm(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            if path not in self._ahead:
+                self._ahead[path] = self._pool.submit(self.inner.get, path)
+
+    def get(self, path: str) -> bytes | None:
+        future = self._ahead.pop(path, None)
+        return self.inner.get(path) if future is None else future.result()

@@ -1,0 +1,428 @@
+"""``saihm bench recall``: recall latency with and without the cache, its memory, and quality.
+
+Figures (each beside a peer measured in the same run, docs/retrieval.md "Measured"):
+
+- ``recall_{all,top20}_{N}_{warm,cold}_p50_ms`` / ``_p99_ms``: ``saihm_recall`` through
+  ``Operator.call`` with a holder-wide grant token over a store of N cells of one holder
+  (spread over 100 sessions), including the RECALL receipt the operator writes by default.
+  ``all`` is the protocol's "all cells" (every cell returned); ``top20`` is a three-word query
+  with the extension param ``limit: 20``. ``warm`` is a process that has served a recall
+  before; ``cold`` is the first recall of a freshly opened store. The peer is the naive
+  decrypt-all path of the same store (``recall_cache_mb = 0``: every cell verified by its
+  memo, unwrapped, decrypted and matched on every call) in the same run.
+- ``cache_bytes_{N}``: the cache's own estimate of what it holds, beside the Python heap it
+  actually retains (tracemalloc) after a warm recall; ``cache_bound_holds``: the retained heap
+  of a cache bounded well below the corpus, against its bound.
+- ``quality_{hit5,hit10,mrr}``: on the shipped conversational-memory set
+  (``saihm/bench/data/convmem.json``: facts stated in dialogue turns, questions phrased
+  differently), the rank of the evidence turn in ``saihm_recall`` (query, ``limit: 10``)
+  over one holder per conversation, beside plain BM25 (``rank_bm25.BM25Okapi`` over
+  lower-cased ``\\w+`` tokens, no stemming, no stop words) on the same turns. With
+  ``--embedding-model DIR`` and the semantic extra, the same again with the semantic stage.
+
+Building N cells costs two ML-DSA-65 signatures each: the store is built once, with the
+signing spread over a process pool, into ``--cache-dir`` (default
+``~/.cache/saihm/bench-recall``) and reused by later runs; nothing about the cells is faked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import re
+import secrets
+import shutil
+import statistics
+import time
+import tracemalloc
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from saihm.authority import Authority
+from saihm.compose import initialise
+from saihm.config import Config
+from saihm.events import CapabilityScope, Operation, SealedPayload
+from saihm.events.envelope import seal
+from saihm.events.identity import HolderKey
+from saihm.events.signing import sign_receipt
+from saihm.operator import Operator
+from saihm.projections import Body
+from saihm.store import Change, Store
+
+__all__ = ["run"]
+
+DATA = Path(__file__).with_name("data") / "convmem.json"
+SESSIONS = 100
+CHUNK = 250
+VOCABULARY = 20_000
+ALL_TARGET = (10_000, 20.0)
+TOP_TARGET = (100_000, 100.0)
+_TOKEN = re.compile(r"\w+")
+
+
+def _figure(
+    name: str,
+    value: float,
+    unit: str,
+    peer: str,
+    peer_value: float,
+    higher_is_better: bool,
+    **extra: object,
+) -> dict:
+    if value == 0:
+        ratio = float("inf") if higher_is_better is False else 0.0
+    else:
+        ratio = value / peer_value if higher_is_better else peer_value / value
+    return {
+        "bench": "recall",
+        "figure": name,
+        "value": round(value, 3),
+        "unit": unit,
+        "peer": peer,
+        "peer_value": round(peer_value, 3),
+        "ratio": round(ratio, 3),
+        **extra,
+    }
+
+
+def _p(values: list[float], q: int) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+# -- the synthetic latency corpus ------------------------------------------------------------
+
+
+def _vocabulary() -> list[str]:
+    rng = random.Random(7)
+    syllables = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
+    words: set[str] = set()
+    while len(words) < VOCABULARY:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def _texts(start: int, count: int) -> list[str]:
+    """Cell texts ``start .. start+count``: 12 to 24 words drawn by a Zipf law (s = 1)."""
+    words = _vocabulary()
+    weights = [1 / (rank + 1) for rank in range(len(words))]
+    out = []
+    for n in range(start, start + count):
+        rng = random.Random(n)
+        out.append(" ".join(rng.choices(words, weights, k=rng.randint(12, 24))))
+    return out
+
+
+def _queries(count: int) -> list[str]:
+    """Three mid-frequency words each (ranks 100 to 5,000 of the Zipf vocabulary)."""
+    words = _vocabulary()
+    rng = random.Random(99)
+    return [" ".join(rng.sample(words[100:5_000], 3)) for _ in range(count)]
+
+
+def _seal_chunk(
+    seed: bytes, sessions: list[bytes], start: int, count: int, kek_version: int, now: int
+) -> list[tuple[bytes, bytes, bytes, int]]:
+    """Seal and sign cells ``start .. start+count`` in a worker: (cell, DEK, receipt, session)."""
+    key = HolderKey.from_seed(seed)
+    out = []
+    for offset, text in enumerate(_texts(start, count)):
+        session = (start + offset) % len(sessions)
+        payload = SealedPayload(
+            content=text, session_id=sessions[session], namespace="memory", kind="memory"
+        )
+        cell, dek = seal(payload, key=key, kek_version=kek_version, tier="STANDARD", timestamp=now)
+        receipt = sign_receipt(
+            key, subject_id=cell.cell_id, operation=Operation.REMEMBER, timestamp=now
+        )
+        out.append((cell.to_cbor(), dek, receipt.to_cbor(), session))
+    return out
+
+
+def _build(root: Path, cells: int, workers: int) -> dict:
+    """Build (once) a store of ``cells`` cells of one holder under ``root``; its manifest."""
+    manifest = root / "manifest.json"
+    if manifest.exists():
+        info = json.loads(manifest.read_text())
+        if info.get("cells") == cells and info.get("format") == 1:
+            return info
+    shutil.rmtree(root, ignore_errors=True)
+    config = Config.for_data(root / "data", checkpoint_interval=3600.0, recall_cache_mb=0)
+    initialise(config)
+    from saihm.events import Receipt
+    from saihm.events.models import Cell
+
+    with Store(config, checkpointer=False) as store:
+        operator = Operator(store, config)
+        holder = operator.create_holder()
+        sessions = [secrets.token_bytes(32) for _ in range(SESSIONS)]
+        tags = [store.session_tag(holder, s) for s in sessions]
+        with store.read_txn() as txn:
+            seed = store.keyring.seed(txn, holder)
+        kek_version, now = store.kek_dir.current_version, int(time.time())
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [
+                pool.submit(_seal_chunk, seed, sessions, s, min(CHUNK, cells - s), kek_version, now)
+                for s in range(0, cells, CHUNK)
+            ]
+            for future in futures:
+                change = Change(receipts=[])
+                for cell_bytes, dek, receipt, session in future.result():
+                    cell_id = Cell.from_cbor(cell_bytes).cell_id
+                    change.receipts.append(Receipt.from_cbor(receipt))
+                    change.bodies[cell_id] = Body(cell_bytes, tags[session], None, False)
+                    change.deks.append((cell_id, dek))
+                    change.memo.append((cell_id, cell_bytes))
+                store.commit(change)
+    info = {"format": 1, "cells": cells, "holder": holder.hex()}
+    manifest.write_text(json.dumps(info))
+    return info
+
+
+def _grant_token(config: Config, operator: Operator, holder: bytes) -> str:
+    authority = Authority.open(config.authority_dir)
+    grant_id, _ = operator.grant(holder, None, int(time.time()) + 86_400)
+    scope = CapabilityScope(sessions="all", grant_id=grant_id)
+    return authority.issue(holder, secrets.token_bytes(32), scope, 86_400).to_token()
+
+
+CPU_MS: list[float] = []
+
+
+def _timed(operator: Operator, token: str, params: dict) -> tuple[float, int]:
+    """Wall-clock ms of one recall (the figure); its CPU ms goes to :data:`CPU_MS`, reported
+    beside it, since on a shared machine the wall clock also counts waiting for a core."""
+    started, cpu = time.perf_counter(), time.process_time()
+    result = operator.call(token, "saihm_recall", params)
+    CPU_MS.append((time.process_time() - cpu) * 1000)
+    return (time.perf_counter() - started) * 1000, len(result)
+
+
+def _latencies(
+    config: Config, holder: bytes, params_list: list[dict], warm: int, cold: int
+) -> tuple[list[float], list[float], int]:
+    """(warm ms, cold ms, cells returned by the first call) for a store opened with ``config``."""
+    cold_ms: list[float] = []
+    returned = 0
+    token = None
+    CPU_MS.clear()
+    for attempt in range(max(1, cold)):
+        with Store(config, checkpointer=False) as store:
+            operator = Operator(store, config)
+            token = token or _grant_token(config, operator, holder)
+            ms, returned = _timed(operator, token, params_list[attempt % len(params_list)])
+            cold_ms.append(ms)
+            if attempt == max(1, cold) - 1:
+                CPU_MS.clear()
+                warm_ms = [
+                    _timed(operator, token, params_list[i % len(params_list)])[0]
+                    for i in range(warm)
+                ]
+    return warm_ms, cold_ms, returned
+
+
+def _memory(config: Config, holder: bytes, bound_mb: int | None) -> tuple[int, int]:
+    """(the cache's estimate, the Python heap retained) after one holder-wide recall."""
+    if bound_mb is not None:
+        config = Config.for_data(
+            config.data_dir,
+            config.kek_dir,
+            config.authority_dir,
+            recall_cache_mb=bound_mb,
+            checkpoint_interval=3600.0,
+        )
+    with Store(config, checkpointer=False) as store:
+        operator = Operator(store, config)
+        token = _grant_token(config, operator, holder)
+        operator.call(token, "saihm_recall", {"limit": 1})  # authenticate, open the log
+        # Garbage awaiting the cycle collector is not held by the cache: collect it first.
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            operator.call(token, "saihm_recall", {"limit": 1})
+            operator.call(token, "saihm_recall", {})
+            gc.collect()
+            retained = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        return store._cache.used_bytes, retained
+
+
+# -- quality ---------------------------------------------------------------------------------
+
+
+def _plain_bm25_ranks(turns: list[str], question: str) -> list[int]:
+    from rank_bm25 import BM25Okapi
+
+    bm25 = BM25Okapi([_TOKEN.findall(t.lower()) for t in turns])
+    scores = bm25.get_scores(_TOKEN.findall(question.lower()))
+    order = sorted(range(len(turns)), key=lambda i: (-scores[i], i))
+    return [i for i in order if scores[i] > 0]
+
+
+def _metrics(ranks: list[int | None]) -> dict[str, float]:
+    n = len(ranks)
+    return {
+        "hit5": sum(1 for r in ranks if r is not None and r < 5) / n,
+        "hit10": sum(1 for r in ranks if r is not None and r < 10) / n,
+        "mrr": sum(1 / (r + 1) for r in ranks if r is not None) / n,
+    }
+
+
+def _quality(
+    root: Path, embedder: object | None, limit: int | None
+) -> tuple[dict[str, float], dict[str, float], int]:
+    """(saihm's metrics, plain BM25's, questions) on the conversational-memory set."""
+    conversations = json.loads(DATA.read_text(encoding="utf-8"))["conversations"][:limit]
+    config = Config.for_data(root / "data", checkpoint_interval=3600.0)
+    authority = initialise(config)
+    ours: list[int | None] = []
+    peer: list[int | None] = []
+    with Store(config, checkpointer=False, embedder=embedder) as store:  # type: ignore[arg-type]
+        operator = Operator(store, config)
+        for conversation in conversations:
+            holder = operator.create_holder()
+            cap = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
+            writer = cap.to_token()
+            cell_ids = []
+            for turn in conversation["turns"]:
+                result = operator.call(writer, "saihm_remember", {"content": turn})
+                cell_ids.append(result["cellId"])
+            reader = _grant_token(config, operator, holder)
+            for q in conversation["questions"]:
+                evidence = {cell_ids[i] for i in q["evidence"]}
+                got = operator.call(reader, "saihm_recall", {"query": q["question"], "limit": 10})
+                ids = [item["cellId"] for item in got]
+                ours.append(next((i for i, c in enumerate(ids) if c in evidence), None))
+                order = _plain_bm25_ranks(conversation["turns"], q["question"])
+                peer.append(next((i for i, t in enumerate(order) if t in q["evidence"]), None))
+    return _metrics(ours), _metrics(peer), len(ours)
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def run(args: list[str]) -> Iterator[dict]:
+    """Yield one figure per measurement; ``--sizes 200 --samples 3`` makes a small run."""
+    parser = argparse.ArgumentParser(prog="saihm bench recall")
+    parser.add_argument("--sizes", default="1000,10000,100000", help="store sizes, comma-separated")
+    parser.add_argument("--samples", type=int, default=30, help="warm recalls timed per figure")
+    parser.add_argument("--cold", type=int, default=3, help="cold recalls timed per figure")
+    parser.add_argument(
+        "--cache-dir",
+        default=str(Path.home() / ".cache" / "saihm" / "bench-recall"),
+        help="where built stores are kept for later runs",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 2, help="signing processes"
+    )
+    parser.add_argument("--cache-mb", type=int, default=1024, help="cache bound while timing")
+    parser.add_argument("--embedding-model", help="also measure quality with this local model")
+    parser.add_argument("--skip-latency", action="store_true", help="quality figures only")
+    parser.add_argument(
+        "--conversations", type=int, default=None, help="use only the first N conversations"
+    )
+    opts = parser.parse_args(args)
+    sizes = [int(s) for s in opts.sizes.split(",") if s.strip()]
+    if not opts.skip_latency:
+        for n in sizes:
+            yield from _latency_figures(Path(opts.cache_dir) / f"cells-{n}", n, opts)
+    yield from _quality_figures(opts)
+
+
+def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[dict]:
+    info = _build(root, n, max(1, opts.workers))
+    holder = bytes.fromhex(info["holder"])
+    base = dict(checkpoint_interval=3600.0)
+    cached = Config.for_data(root / "data", recall_cache_mb=opts.cache_mb, **base)
+    naive = Config.for_data(root / "data", recall_cache_mb=0, **base)
+    queries = [{"query": q, "limit": 20} for q in _queries(max(opts.samples, 5))]
+    peer = "naive decrypt-all path (recall_cache_mb = 0), same store, this run"
+    slow = n >= 100_000
+    for kind, params in (("all", [{}]), ("top20", queries)):
+        naive_samples = max(3, opts.samples // 10) if slow else opts.samples
+        naive_warm, naive_cold, _ = _latencies(naive, holder, params, naive_samples, 1)
+        warm, cold, returned = _latencies(cached, holder, params, opts.samples, opts.cold)
+        warm_cpu = list(CPU_MS)
+        naive_p50 = _p(naive_warm, 50)
+        extra = {
+            "cells": n,
+            "returned_first": returned,
+            "samples": len(warm),
+            "warm_cpu_p50_ms": round(_p(warm_cpu, 50), 3),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+        }
+        for name, values in (("warm", warm), ("cold", cold)):
+            for q in (50, 99):
+                fig = _figure(
+                    f"recall_{kind}_{n}_{name}_p{q}_ms",
+                    _p(values, q),
+                    "ms",
+                    peer,
+                    _p(naive_warm, q) if name == "warm" else naive_p50,
+                    False,
+                    **extra,
+                )
+                if (kind, name, q) == ("all", "warm", 50) and n == ALL_TARGET[0]:
+                    fig["target_ms"] = ALL_TARGET[1]
+                if (kind, name, q) == ("top20", "warm", 50) and n == TOP_TARGET[0]:
+                    fig["target_ms"] = TOP_TARGET[1]
+                yield fig
+        yield _figure(
+            f"recall_{kind}_{n}_naive_cold_ms", naive_cold[0], "ms", peer, naive_p50, False, cells=n
+        )
+    estimate, retained = _memory(cached, holder, None)
+    yield _figure(
+        f"cache_bytes_{n}",
+        retained,
+        "bytes",
+        "the cache's own estimate (bound is enforced on it)",
+        estimate,
+        False,
+        cells=n,
+        estimate_bytes=estimate,
+    )
+    bound_mb = max(1, estimate // (4 << 20))
+    _, retained_small = _memory(cached, holder, bound_mb)
+    yield _figure(
+        f"cache_bound_holds_{n}",
+        retained_small,
+        "bytes",
+        f"bound {bound_mb} MiB",
+        bound_mb << 20,
+        False,
+        cells=n,
+    )
+
+
+def _quality_figures(opts: argparse.Namespace) -> Iterator[dict]:
+    import tempfile
+
+    runs: list[tuple[str, object | None]] = [("lexical", None)]
+    if opts.embedding_model:
+        from saihm.retrieval import load_embedder
+
+        runs.append(("semantic", load_embedder(opts.embedding_model)))
+    for stage, embedder in runs:
+        tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-recall-"))
+        try:
+            ours, peer, questions = _quality(tmp, embedder, opts.conversations)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for metric in ("hit5", "hit10", "mrr"):
+            yield _figure(
+                f"quality_{metric}" + ("" if stage == "lexical" else "_semantic"),
+                ours[metric],
+                "fraction",
+                "plain BM25 (rank_bm25 BM25Okapi, \\w+ lower-cased tokens), same turns",
+                peer[metric],
+                True,
+                stage=stage,
+                questions=questions,
+            )

@@ -1,0 +1,94 @@
+"""``saihm publish --data DIR --to OUT``: the operator's log as static tlog-tiles files.
+
+The command side of ``saihm.audit.publish`` (which may not import the store): it opens the data
+directory's store, reads the log through the store's public-log reads (``checkpoint_now``,
+``tile``, ``entry_bundle``; docs/formats.md §1) and lets ``publish`` bring OUT up to date.
+Exit 0 on success, 1 when OUT holds something publishing must not overwrite (another log, a
+larger checkpoint, a different full tile), 2 for bad usage or an unreadable data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from saihm.errors import Conflict, SaihmError, message
+from saihm.helpformat import DefaultsFormatter
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="saihm publish",
+        formatter_class=DefaultsFormatter,
+        description="Write the log as a C2SP tlog-tiles tree (checkpoint, tile/..., "
+        "tile/entries/..., v1/keys at OUT's root) for any static web server or CDN. "
+        "Incremental: full tiles are written once and never rewritten; only partial tiles and "
+        "the checkpoint (written last, atomically) change. Run it again (e.g. from cron) to "
+        "publish new entries.",
+    )
+    parser.add_argument("--data", required=True, help="the operator's data directory")
+    parser.add_argument(
+        "--to",
+        required=True,
+        metavar="OUT",
+        help="the publication directory (created if new), or s3://BUCKET[/PREFIX] with the "
+        "saihm[s3] extra (boto3, configured by the usual AWS_* variables)",
+    )
+    parser.add_argument("--kek-dir", help="KEK directory (default: <data>/../kek)")
+    parser.add_argument("--log-keys-dir", help="checkpoint signing keys (default: <data>/log-keys)")
+    return parser
+
+
+def main(args: argparse.Namespace | list[str]) -> int:
+    """Parse ``args`` (the namespace of ``saihm.cli`` or an argv list) and publish."""
+    argv = args if isinstance(args, list) else [a for a in args.rest if a != "--"]
+    opts = _parser().parse_args(argv)
+    if not (Path(opts.data) / "lmdb" / "data.mdb").is_file():
+        print(f"saihm publish: {opts.data} is not a saihm data directory", file=sys.stderr)
+        return 2
+    from saihm.audit.publish import TileDir, publish
+
+    try:
+        if opts.to.startswith("s3://"):
+            from saihm.audit.s3 import S3Tiles
+
+            target = S3Tiles(opts.to)
+        else:
+            target = TileDir(opts.to)
+    except SaihmError as err:
+        print(f"saihm publish: {err}", file=sys.stderr)
+        return 2
+    from saihm.compose import open_operator
+    from saihm.config import Config
+
+    overrides = {}
+    if opts.kek_dir:
+        overrides["kek_dir"] = Path(opts.kek_dir)
+    if opts.log_keys_dir:
+        overrides["log_keys_dir"] = Path(opts.log_keys_dir)
+    try:
+        config = Config.for_data(Path(opts.data), **overrides)
+        operator = open_operator(config, checkpointer=False)
+    except (SaihmError, OSError) as err:
+        print(f"saihm publish: cannot open {opts.data}: {message(err)}", file=sys.stderr)
+        return 2
+    store = operator.store
+    try:
+        result = publish(store, target, verifier_keys=store.log_keys.verifier_keys())
+    except Conflict as err:
+        print(f"saihm publish: refused: {err}", file=sys.stderr)
+        return 1
+    except SaihmError as err:
+        print(f"saihm publish: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"saihm publish: cannot write {opts.to}: {message(err)}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    print(json.dumps({"to": opts.to, **result}))
+    return 0

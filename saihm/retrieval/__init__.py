@@ -1,0 +1,34 @@
+"""Retrieval: text in, ranking out (docs/retrieval.md). Pure: no store, no cryptography.
+
+saihm-protocol "saihm_recall": "Matching is operator-defined; keyword containment is the
+baseline." A cell matches a query when it contains every whitespace-separated query term as a
+substring, ignoring case (the baseline, kept exactly), or when it shares a term with the query
+after Unicode case folding, stop-word removal and Snowball stemming. Matches are ordered by
+Okapi BM25 (:mod:`saihm.retrieval.bm25`), optionally fused with a semantic ranking by
+reciprocal rank fusion (:mod:`saihm.retrieval.fusion`).
+"""
+
+from saihm.retrieval.analysis import Analysis, Query, analyse, analyse_query, matches
+from saihm.retrieval.bm25 import K1, B, Bm25, TermIndex
+from saihm.retrieval.embed import Embedder, SemanticUnavailable, load_embedder
+from saihm.retrieval.fusion import RRF_K, reciprocal_rank_fusion
+from saihm.retrieval.rank import Ranked, rank
+
+__all__ = [
+    "K1",
+    "RRF_K",
+    "Analysis",
+    "B",
+    "Bm25",
+    "Embedder",
+    "Query",
+    "Ranked",
+    "SemanticUnavailable",
+    "TermIndex",
+    "analyse",
+    "analyse_query",
+    "load_embedder",
+    "matches",
+    "rank",
+    "reciprocal_rank_fusion",
+]

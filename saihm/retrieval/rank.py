@@ -1,0 +1,94 @@
+"""Matching and ordering a set of documents for one query (docs/retrieval.md "Ranking").
+
+The caller passes only documents the asker may see, so the collection statistics (N, mean
+length, document frequencies) come from that set: a score never depends on a cell outside the
+caller's scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+from saihm.retrieval.analysis import Analysis, Query, contains
+from saihm.retrieval.bm25 import PREFIX, Bm25, expandable
+from saihm.retrieval.fusion import reciprocal_rank_fusion
+
+__all__ = ["Doc", "Ranked", "collection_stats", "rank"]
+
+#: (key, analysis, order): ``order`` breaks ties (the cell's leaf index: older first).
+Doc = tuple[Hashable, Analysis, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One matching document and its relevance score (higher is more relevant)."""
+
+    key: Hashable
+    score: float
+    order: int
+
+
+def collection_stats(query: Query, docs: Iterable[Doc]) -> Bm25:
+    """BM25 statistics of ``docs`` for the terms of ``query`` and their prefix expansions."""
+    n = total = 0
+    df: dict[str, int] = dict.fromkeys(query.terms, 0)
+    prefixes = {t[:PREFIX]: t for t in query.terms if expandable(t)}
+    expansions: dict[str, set[str]] = {}
+    for _key, analysis, _order in docs:
+        n += 1
+        total += analysis.length
+        for term in analysis.tf:
+            if term in df:
+                df[term] += 1
+            elif prefixes and expandable(term) and term[:PREFIX] in prefixes:
+                df[term] = 1
+                for t in query.terms:
+                    if t[:PREFIX] == term[:PREFIX]:
+                        expansions.setdefault(t, set()).add(term)
+    return Bm25(
+        n=n,
+        avgdl=total / n if n else 0.0,
+        df=df,
+        expansions={t: tuple(sorted(u)) for t, u in expansions.items()},
+    )
+
+
+def rank(
+    query: Query,
+    docs: Sequence[Doc],
+    *,
+    stats: Bm25 | None = None,
+    similarity: Callable[[Hashable], float] | None = None,
+    matched: bool = False,
+) -> list[Ranked]:
+    """The documents of ``docs`` that match ``query``, most relevant first.
+
+    A document matches when it passes the containment baseline or shares a query term
+    (:func:`saihm.retrieval.analysis.matches`); ``matched=True`` says the caller has already
+    kept only those. Ties keep ``order``. With ``similarity`` (cosine to the query, from an
+    :class:`~saihm.retrieval.embed.Embedder`), the BM25 and the semantic orders of the matches
+    are fused by reciprocal rank fusion and the score is the fused one. The empty query
+    matches everything, in ``order``, with score 0.
+    """
+    if query.everything:
+        return sorted((Ranked(k, 0.0, o) for k, _a, o in docs), key=lambda r: r.order)
+    if stats is None:
+        stats = collection_stats(query, docs)
+    terms = query.terms
+    scored: list[Ranked] = []
+    for key, analysis, order in docs:
+        tf = analysis.tf
+        shares = any(term in tf for term in terms)
+        if not (matched or shares or contains(query, analysis)):
+            continue
+        score = stats.score(tf, analysis.length, terms) if shares else 0.0
+        scored.append(Ranked(key, score, order))
+    scored.sort(key=lambda r: (-r.score, r.order))
+    if similarity is None or not scored:
+        return scored
+    semantic = sorted(scored, key=lambda r: (-similarity(r.key), r.order))
+    fused = reciprocal_rank_fusion([[r.key for r in scored], [r.key for r in semantic]])
+    out = [Ranked(r.key, fused[r.key], r.order) for r in scored]
+    out.sort(key=lambda r: (-r.score, r.order))
+    return out

@@ -1,0 +1,28 @@
+"""``saihm bench recall`` runs small and prints figures of the pinned shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+KEYS = {"bench", "figure", "value", "unit", "peer", "peer_value", "ratio"}
+
+
+def test_bench_recall_small_run_yields_every_figure(tmp_path: Path) -> None:
+    from saihm.bench.recall import run
+
+    args = ["--sizes", "30", "--samples", "2", "--cold", "1", "--workers", "1",
+            "--cache-dir", str(tmp_path), "--conversations", "1"]  # fmt: skip
+    figures = list(run(args))
+    names = [f["figure"] for f in figures]
+    for kind in ("all", "top20"):
+        for stage in ("warm", "cold"):
+            assert f"recall_{kind}_30_{stage}_p50_ms" in names
+            assert f"recall_{kind}_30_{stage}_p99_ms" in names
+        assert f"recall_{kind}_30_naive_cold_ms" in names
+    assert {"cache_bytes_30", "cache_bound_holds_30"} <= set(names)
+    assert {"quality_hit5", "quality_hit10", "quality_mrr"} <= set(names)
+    for figure in figures:
+        assert set(figure) >= KEYS and figure["bench"] == "recall"
+        assert figure["value"] >= 0 and figure["peer_value"] > 0
+    # The store is built once and reused by the next run.
+    assert (tmp_path / "cells-30" / "manifest.json").exists()

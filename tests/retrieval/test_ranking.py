@@ -1,0 +1,133 @@
+"""docs/retrieval.md "Ranking": Okapi BM25 (Robertson & Zaragoza 2009) over an index that
+grows and shrinks per cell, and reciprocal rank fusion (Cormack et al. 2009)."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from saihm.retrieval import K1, B, TermIndex, analyse, analyse_query, reciprocal_rank_fusion
+from saihm.retrieval.rank import collection_stats, rank
+
+texts = st.lists(
+    st.lists(st.sampled_from(["apple", "river", "stone", "cloud", "lamp", "the"]), max_size=8).map(
+        " ".join
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def reference_bm25(query: list[str], doc: list[str], corpus: list[list[str]]) -> float:
+    """Robertson & Zaragoza 2009 eq. (3.23), written out plainly."""
+    n = len(corpus)
+    avgdl = sum(len(d) for d in corpus) / n
+    total = 0.0
+    for term in set(query):
+        df = sum(1 for d in corpus if term in d)
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        tf = doc.count(term)
+        total += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(doc) / (avgdl or 1)))
+    return total
+
+
+@given(corpus=texts, query=st.sampled_from(["apple", "river stone", "cloud lamp apple", "zzz"]))
+def test_scores_are_bm25_of_the_visible_set(corpus: list[str], query: str) -> None:
+    q = analyse_query(query)
+    docs = [(i, analyse(t), i) for i, t in enumerate(corpus)]
+    analysed = [[t for t, f in a.tf.items() for _ in range(f)] for _k, a, _o in docs]
+    for r in rank(q, docs):
+        expected = reference_bm25(list(q.terms), analysed[r.key], analysed)
+        assert math.isclose(r.score, expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@given(corpus=texts, drop=st.sets(st.integers(0, 11)))
+def test_an_index_that_shrinks_equals_one_built_without_the_dropped(
+    corpus: list[str], drop: set[int]
+) -> None:
+    grown, fresh = TermIndex(), TermIndex()
+    for i, text in enumerate(corpus):
+        a = analyse(text)
+        grown.add(i, a.tf, a.length)
+    for i in drop:
+        if i < len(corpus):
+            grown.remove(i, analyse(corpus[i]).tf)
+    for i, text in enumerate(corpus):
+        if i not in drop:
+            a = analyse(text)
+            fresh.add(i, a.tf, a.length)
+    assert grown.postings == fresh.postings
+    assert grown.lengths == fresh.lengths
+    assert grown.total_length == fresh.total_length
+    q = analyse_query("apple river")
+    assert grown.stats(q.terms) == fresh.stats(q.terms)
+    kept = [(i, analyse(t), i) for i, t in enumerate(corpus) if i not in drop]
+    assert collection_stats(q, kept) == fresh.stats(q.terms)
+
+
+def test_more_relevant_cells_come_first_and_ties_keep_log_order() -> None:
+    docs = [
+        (0, analyse("a note about rivers"), 0),
+        (1, analyse("river river river: the river trip"), 1),
+        (2, analyse("unrelated words entirely"), 2),
+        (3, analyse("a note about rivers"), 3),
+    ]
+    ranked = rank(analyse_query("river"), docs)
+    assert [r.key for r in ranked] == [1, 0, 3]
+    assert ranked[0].score > ranked[1].score == ranked[2].score > 0
+
+
+def test_containment_only_matches_rank_after_term_matches() -> None:
+    docs = [(0, analyse("riverside"), 0), (1, analyse("river"), 1)]
+    ranked = rank(analyse_query("river"), docs)
+    assert [(r.key, r.score > 0) for r in ranked] == [(1, True), (0, False)]
+
+
+def test_reciprocal_rank_fusion_is_cormack_2009() -> None:
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]])
+    assert math.isclose(fused["a"], 1 / 61 + 1 / 62)
+    assert math.isclose(fused["b"], 1 / 62)
+    assert math.isclose(fused["c"], 1 / 63 + 1 / 61)
+
+
+def test_semantic_stage_reorders_matches_but_adds_none() -> None:
+    docs = [
+        (0, analyse("user likes tea"), 0),
+        (1, analyse("user prefers dark mode"), 1),
+        (2, analyse("nothing shared here"), 2),
+    ]
+    near = {0: 0.1, 1: 0.9, 2: 1.0}
+    q = analyse_query("what theme does the user like")
+    plain = rank(q, docs)
+    fused = rank(q, docs, similarity=near.__getitem__)
+    assert [r.key for r in plain] == [0, 1]
+    assert {r.key for r in fused} == {0, 1}, "the semantic stage never adds a non-match"
+
+
+def test_prefix_expansion_orders_word_forms_the_stemmer_leaves_apart() -> None:
+    """ "allergies" stems to "allergi", "allergic" to "allerg": the shared five-letter prefix
+    gives the second cell partial credit, so it comes first; it adds no match of its own."""
+    docs = [
+        (0, analyse("the user went to the shop"), 0),
+        (1, analyse("the user is allergic to peanuts"), 1),
+        (2, analyse("allergic reactions are common"), 2),
+    ]
+    ranked = rank(analyse_query("what allergies does the user have"), docs)
+    assert [r.key for r in ranked] == [1, 0]
+    stats = collection_stats(analyse_query("allergies"), docs)
+    assert stats.expansions == {"allergi": ("allerg",)}
+    assert stats.df == {"allergi": 0, "allerg": 2}
+
+
+@given(corpus=texts)
+def test_index_statistics_equal_those_of_the_same_set(corpus: list[str]) -> None:
+    index = TermIndex()
+    docs = []
+    for i, text in enumerate([*corpus, "allergic apples", "allergies"]):
+        a = analyse(text)
+        index.add(i, a.tf, a.length)
+        docs.append((i, a, i))
+    q = analyse_query("allergy apple river")
+    assert index.stats(q.terms) == collection_stats(q, docs)

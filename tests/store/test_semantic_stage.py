@@ -1,0 +1,78 @@
+"""The semantic stage (docs/retrieval.md "Semantic stage"), tested with a small deterministic
+embedder; the real one needs the ``semantic`` extra, which CI never installs."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from saihm.operator import Operator
+from saihm.retrieval import Embedder, SemanticUnavailable, load_embedder
+from saihm.retrieval.embed import INSTALL_HINT
+from saihm.store import Store
+
+
+def _load_conftest() -> ModuleType:
+    name = "_saihm_store_conftest"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+make_world = _load_conftest().make_world
+CONCEPTS = {"theme": 0, "dark": 0, "mode": 0, "colour": 0, "tea": 1, "drink": 1, "noon": 2}
+
+
+class ConceptEmbedder:
+    """Bag of concepts: words map to a few axes, so "theme" is near "dark mode"."""
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        out = []
+        for text in texts:
+            v = [0.0, 0.0, 0.0, 0.01]
+            for word in text.casefold().replace("?", " ").split():
+                if word in CONCEPTS:
+                    v[CONCEPTS[word]] += 1.0
+            norm = sum(x * x for x in v) ** 0.5
+            out.append(tuple(x / norm for x in v))
+        return out
+
+
+@pytest.mark.parametrize("cache_mb", [64, 0])
+def test_semantic_stage_reorders_lexical_matches(tmp_path: Path, cache_mb: int) -> None:
+    assert isinstance(ConceptEmbedder(), Embedder)
+    world = make_world(tmp_path, recall_cache_mb=cache_mb)
+    world.store.close()
+    store = Store(world.config, clock=world.clock, checkpointer=False, embedder=ConceptEmbedder())
+    world.operator = Operator(store, world.config)
+    try:
+        a = world.holder()
+        for text in ("the user drinks tea", "the user wants dark mode", "lunch at noon"):
+            world.call(a, "saihm_remember", content=text)
+        for token in (a.token, world.grant_token(a.holder_id)):
+            got = world.call(token, "saihm_recall", query="which theme does the user want?")
+            assert [i["plaintext"] for i in got] == [
+                "the user wants dark mode",
+                "the user drinks tea",
+            ]
+            assert world.call(token, "saihm_recall", query="colour") == []
+    finally:
+        world.store.close()
+
+
+def test_without_the_extra_the_loader_says_how_to_install(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(SemanticUnavailable) as err:
+        load_embedder(tmp_path)
+    assert str(err.value) == INSTALL_HINT
+    assert "saihm[semantic]" in INSTALL_HINT
+    with pytest.raises(SemanticUnavailable):
+        load_embedder(tmp_path / "missing")
