@@ -107,3 +107,13 @@ def test_the_copy_command_in_operations_md_writes_the_explorer(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "out" / "explorer").iterdir()) == sorted(FILES)
+
+
+def test_the_static_copy_checks_the_checkpoint_with_the_published_v1_keys(page, log, published):
+    """``saihm publish`` writes v1/keys beside the tiles; the page reads it when present."""
+    out, base = published
+    (out / "v1").mkdir()
+    (out / "v1" / "keys").write_bytes(fetch(log.url + "log/v1/keys")[1])
+    open_explorer(page, base)
+    assert "static copy" in page.inner_text("#mode")
+    assert page.get_attribute("#operator-signature", "data-result") == "pass"
