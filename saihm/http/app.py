@@ -229,6 +229,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
 
     ``client_max_size`` bounds every request body (413 "too_large" above it).
     """
+    from saihm.http.explorer import add_explorer_routes
     from saihm.http.governance import governance
     from saihm.http.limits import TokenBuckets, rate_limit_middleware
     from saihm.http.log_api import add_log_routes
@@ -257,6 +258,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     app.cleanup_ctx.append(executor_ctx)
     app.router.add_post("/", binding)
     app.router.add_get("/governance", governance)
+    add_explorer_routes(app)
     add_log_routes(app)
     add_ops_routes(app, operator.store)
     add_memory_routes(app, lambda: LocalVault.open(operator))
