@@ -79,6 +79,11 @@ def main(args: argparse.Namespace | list[str]) -> int:
     store = operator.store
     try:
         result = publish(store, target, verifier_keys=store.log_keys.verifier_keys())
+        if not opts.to.startswith("s3://"):
+            # The log explorer beside the tiles (docs/operations.md "The log explorer").
+            from saihm.http.explorer import copy_static
+
+            copy_static(Path(opts.to))
     except Conflict as err:
         print(f"saihm publish: refused: {err}", file=sys.stderr)
         return 1

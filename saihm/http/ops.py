@@ -43,12 +43,16 @@ __all__ = [
 ]
 
 #: Why /readyz answers 503.
+#: Consecutive failures of one background job after which the operator is not ready.
+JOB_FAILURES = 3
 REASONS = {
     "store_unavailable": "the LMDB environment does not answer a read",
     "checkpointer_stopped": "the background checkpoint thread is not running",
     "checkpoint_stale": "entries have waited longer than the staleness bound for a checkpoint",
     "kek_rotation_overdue": "the KEK generation in force is older than the rotation schedule "
     "plus its grace period",
+    "background_job_failing": "a background job (checkpoint or KEK schedule) has failed "
+    f"{JOB_FAILURES} times in a row (Store.job_health)",
 }
 #: A checkpoint is stale when uncovered entries have waited this many checkpoint intervals
 #: (and at least :data:`STALE_MIN_SECONDS`).
@@ -111,13 +115,18 @@ def figures(store: Store, now: float | None = None) -> OpsFigures:
 def not_ready_reason(store: Store, now: float | None = None) -> str | None:
     """None when the operator is ready, else a key of :data:`REASONS`.
 
-    This is the one place readiness is decided; a store that reports its background jobs'
-    last success (planned: ``Store.job_health()``) plugs in here.
+    This is the one place readiness is decided, from the store's figures and its background
+    jobs' health (:meth:`saihm.store.Store.job_health`).
     """
+    from saihm.errors import SaihmError
+
     try:
         got = figures(store, now)
-    except lmdb.Error:
+    except (lmdb.Error, SaihmError):
         return "store_unavailable"
+    health = store.job_health()
+    if any(job["consecutive_failures"] >= JOB_FAILURES for job in health.values()):  # type: ignore[operator]
+        return "background_job_failing"
     config = store.config
     if not got.checkpointer_alive:
         return "checkpointer_stopped"

@@ -117,3 +117,22 @@ def test_the_static_copy_checks_the_checkpoint_with_the_published_v1_keys(page, 
     open_explorer(page, base)
     assert "static copy" in page.inner_text("#mode")
     assert page.get_attribute("#operator-signature", "data-result") == "pass"
+
+
+def test_saihm_publish_writes_the_explorer_beside_the_tiles(tmp_path, log):
+    """``saihm publish --to OUT`` puts the page at OUT/explorer/ beside OUT/checkpoint."""
+    import subprocess
+    import sys
+
+    saihm = str(Path(sys.executable).with_name("saihm"))
+    out = tmp_path / "pub"
+    done = subprocess.run(
+        [saihm, "publish", "--data", str(log.data), "--to", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (out / "checkpoint").is_file()
+    assert sorted(p.name for p in (out / "explorer").iterdir()) == sorted(FILES)
+    assert "static copy" in (out / "explorer" / "index.html").read_text()

@@ -142,3 +142,26 @@ async def test_no_metric_label_holds_an_id_token_path_or_content(client, holder,
                 assert sample.labels["method"] in {"GET", "POST", "HEAD", "other"}
             if "status" in sample.labels:
                 assert re.fullmatch(r"[1-5]\d\d", sample.labels["status"])
+
+
+def test_a_background_job_failing_in_a_row_is_not_ready(tmp_path) -> None:
+    """A job that keeps failing (here the checkpoint signer) makes /readyz say so, and the
+    next success makes it ready again (issue 11 "Failure paths": last success recorded)."""
+    from saihm.compose import initialise, open_operator
+    from saihm.config import Config
+    from saihm.http.ops import JOB_FAILURES
+
+    config = Config.for_data(tmp_path / "failing", checkpoint_interval=3600.0)
+    initialise(config)
+    operator = open_operator(config)
+    store = operator.store
+    try:
+        for count in range(1, JOB_FAILURES + 1):
+            assert not_ready_reason(store) is None  # fewer failures than the bound
+            store.jobs.failed("checkpoint", OSError(28, "No space left on device"), 1.0)
+            assert store.job_health()["checkpoint"]["consecutive_failures"] == count
+        assert not_ready_reason(store) == "background_job_failing"
+        store.jobs.succeeded("checkpoint")
+        assert not_ready_reason(store) is None
+    finally:
+        store.close()
