@@ -203,7 +203,11 @@ async def test_published_directory_behind_a_static_server_mirrors_like_the_live_
     assert all(r.ok and r.report.receipts == live.size for r in reports)
     assert code == 0
     # The publication holds exactly the tree, the checkpoint and the keys: nothing else.
-    assert set(tree_files(out)) == {*tile_paths(live.size), "checkpoint", "v1/keys"}
+    # The tlog-tiles tree, the verifier keys and the log explorer beside them (saihm publish).
+    from saihm.http.explorer import FILES
+
+    explorer = {f"explorer/{name}" for name in FILES}
+    assert set(tree_files(out)) == {*tile_paths(live.size), "checkpoint", "v1/keys", *explorer}
 
 
 def cli_publish(world: World, out: Path) -> int:
