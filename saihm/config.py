@@ -35,6 +35,9 @@ class Config:
     tier: str = "STANDARD"
     map_size: int = 8 << 30
     map_size_max: int = 256 << 30
+    #: Where the log and private state live: None for LMDB in ``DATA/lmdb`` (the embedded
+    #: default), or a ``postgresql://`` URL (saihm.storage; docs/scaling.md).
+    store: str | None = None
     min_free_disk: int = 256 << 20
     checkpoint_interval: float = 1.0
     recall_receipts: bool = True
@@ -102,6 +105,11 @@ class Config:
             data_dir=data, kek_dir=kek, authority_dir=authority, log_keys_dir=log_keys,
             **options,  # type: ignore[arg-type]
         )  # fmt: skip
+
+    @property
+    def storage_location(self) -> str | Path:
+        """What :func:`saihm.storage.open_storage` opens: the URL, or the LMDB directory."""
+        return self.store if self.store is not None else self.lmdb_dir
 
     @property
     def lmdb_dir(self) -> Path:
