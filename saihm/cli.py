@@ -271,10 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
         "directory, log keys and authority key stay in DIR; serve it afterwards with "
         "'saihm serve --data DIR --store URL'. Stop the server on DIR first.",
     )
-    migrate.add_argument("--from", dest="data", required=True, metavar="DIR",
-                         help="the LMDB data directory")  # fmt: skip
-    migrate.add_argument("--to", dest="target", required=True, metavar="URL",
-                         help="an empty PostgreSQL database (postgresql://...)")  # fmt: skip
+    migrate.add_argument(
+        "--from", dest="data", required=True, metavar="DIR", help="the LMDB data directory"
+    )
+    migrate.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="URL",
+        help="an empty PostgreSQL database (postgresql://...)",
+    )
     migrate.add_argument("--no-progress", action="store_true", help="no progress bar")
     migrate.set_defaults(handler=_delegate("saihm.migrate", "main"), store=None)
 

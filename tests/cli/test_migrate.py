@@ -194,9 +194,12 @@ def test_no_write_lands_on_the_source_while_the_copy_runs(tmp_path: Path) -> Non
 
 def _saihm(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [SAIHM, *argv], capture_output=True, text=True, timeout=120,
+        [SAIHM, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
