@@ -30,8 +30,9 @@ from saihm.store import Store
 from tests.support.serve import SAIHM
 
 
-def _populate(data: Path, remembers: int = 12) -> tuple[bytes, int]:
-    """A data directory with a holder, ``remembers`` cells and one forgotten; (root, size)."""
+def populate(data: Path, remembers: int = 12) -> tuple[bytes, int, str]:
+    """A data directory with a holder, ``remembers`` cells and one forgotten; (root, size,
+    the holder's session token)."""
     config = Config.for_data(data, checkpoint_interval=3600.0)
     authority = initialise(config)
     store = Store(config, checkpointer=False)
@@ -46,7 +47,7 @@ def _populate(data: Path, remembers: int = 12) -> tuple[bytes, int]:
         operator.call(token, "saihm_forget", {"id": ids[0]})
         store.checkpoint_now()
         size = store.size()
-        return store.root(size), size
+        return store.root(size), size, token
     finally:
         store.close()
 
@@ -72,7 +73,7 @@ def test_the_copy_holds_every_key_and_value_of_every_namespace_and_the_same_root
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
-    root, size = _populate(data)
+    root, size, _ = populate(data)
     names = store_namespaces()
     source = open_storage(data / "lmdb", names)
     target = open_storage(tmp_path / "copy" / "lmdb", names)
@@ -97,7 +98,7 @@ def test_the_copy_holds_every_key_and_value_of_every_namespace_and_the_same_root
 
 def test_a_target_that_holds_any_key_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    _populate(data, remembers=2)
+    populate(data, remembers=2)
     names = store_namespaces()
     target = open_storage(tmp_path / "target", names)
     with target.write() as txn:
@@ -117,7 +118,7 @@ def test_a_target_that_holds_any_key_is_refused_and_left_as_it_was(tmp_path: Pat
 @pytest.mark.parametrize("step", ["copied", "before_commit"])
 def test_a_migrate_that_fails_part_way_leaves_the_target_empty(tmp_path: Path, step: str) -> None:
     data = tmp_path / "data"
-    _populate(data, remembers=3)
+    populate(data, remembers=3)
     names = store_namespaces()
     source = open_storage(data / "lmdb", names)
     target = open_storage(tmp_path / "target", names)
@@ -155,7 +156,7 @@ def test_no_write_lands_on_the_source_while_the_copy_runs(tmp_path: Path) -> Non
     """A second process writing to the source waits until the target has committed, so the
     target is the source of one moment (and no KEK rotation can re-wrap behind the copy)."""
     data = tmp_path / "data"
-    _populate(data, remembers=2)
+    populate(data, remembers=2)
     names = store_namespaces()
     source = open_storage(data / "lmdb", names)
     target = open_storage(tmp_path / "target", names)
@@ -213,7 +214,7 @@ def test_migrate_refuses_what_it_cannot_use_in_one_line_without_the_password(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
-    _populate(data, remembers=1)
+    populate(data, remembers=1)
     line = _one_line(_saihm("migrate", "--from", str(tmp_path), "--to", "postgresql://u@h/x"))
     assert "not a saihm data directory" in line
     line = _one_line(_saihm("migrate", "--from", str(data), "--to", "mysql://u:hunter22@h/db"))
@@ -228,7 +229,7 @@ def test_migrate_refuses_what_it_cannot_use_in_one_line_without_the_password(
 def test_a_migrated_data_directory_is_not_served_from_its_lmdb_again(tmp_path: Path) -> None:
     """Serving DIR's LMDB after a migrate would continue one log in two places (a fork)."""
     data = tmp_path / "data"
-    _populate(data, remembers=1)
+    populate(data, remembers=1)
     (data / MARKER).write_text(json.dumps({"to": "postgresql://u:***@db/log", "treeSize": 3}))
     line = _one_line(_saihm("holder", "create", "--data", str(data)))
     assert "migrated to postgresql://u:***@db/log" in line and "--store" in line
