@@ -185,7 +185,7 @@ def run(args: list[str]) -> Iterator[dict]:
         "dropped afterwards; saihm/bench/storescale.py)",
     )
     parser.add_argument(
-        "--node-threads", type=int, default=2, help="with --store: threads per operator process"
+        "--node-threads", type=int, default=4, help="with --store: threads per operator process"
     )
     parser.add_argument(
         "--commit-samples", type=int, default=200, help="with --store: commits timed per figure"
