@@ -437,7 +437,7 @@ def config_from(args: argparse.Namespace) -> Config:
         if f.name not in _PATHS and getattr(args, f.name, None) is not None
     }
     if options.get("store") is None:
-        from saihm.migrate import refuse_migrated
+        from saihm.storeurl import refuse_migrated
 
         refuse_migrated(Path(args.data))
     return Config.for_data(

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from saihm.errors import Conflict, NotFound
 from saihm.storage import ReadTxn, Storage, WriteTxn, open_storage
+from saihm.storeurl import MARKER, refuse_migrated
 
 __all__ = [
     "CHUNK",
@@ -55,8 +56,6 @@ __all__ = [
 
 #: Pairs written per ``put_many`` call: the bound on what the copy holds in memory at once.
 CHUNK = 512
-#: The file in DIR that records a migrate (the target without its password, the tree size).
-MARKER = "migrated"
 LEAVES = b"leaves"
 
 Advance = Callable[[int], None]
@@ -190,22 +189,6 @@ def migrate_storage(
     finally:
         hold.abort()
     return report
-
-
-def refuse_migrated(data_dir: Path) -> None:
-    """Refuse to open ``data_dir``'s LMDB store once it was migrated (``DIR/migrated``): its
-    log continues in PostgreSQL, and a second continuation here would fork it. Raises
-    :class:`Conflict` naming ``--store``."""
-    marker = Path(data_dir) / MARKER
-    if marker.is_file():
-        try:
-            where = json.loads(marker.read_text()).get("to", "a PostgreSQL store")
-        except (OSError, ValueError, AttributeError):
-            where = "a PostgreSQL store"
-        raise Conflict(
-            f"{data_dir} was migrated to {where}: use --store URL (its LMDB store is "
-            f"kept only as a record; remove {marker} to use it instead)"
-        )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -88,7 +88,7 @@ def main(args: argparse.Namespace | list[str]) -> int:
         overrides["log_keys_dir"] = Path(opts.log_keys_dir)
     try:
         if opts.store is None:
-            from saihm.migrate import refuse_migrated
+            from saihm.storeurl import refuse_migrated
 
             refuse_migrated(Path(opts.data))
         config = Config.for_data(Path(opts.data), store=opts.store, **overrides)

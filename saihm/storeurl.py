@@ -8,15 +8,19 @@ lets it reach a message, a log line or a report.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from saihm.errors import MalformedInput
+from saihm.errors import Conflict, MalformedInput
 
-__all__ = ["ENV", "check_store_url", "redact", "scrub"]
+__all__ = ["ENV", "MARKER", "check_store_url", "redact", "refuse_migrated", "scrub"]
 
 #: The environment variable every command reads when ``--store`` is not given.
 ENV = "SAIHM_STORE"
+#: The file in DIR that ``saihm migrate`` writes (the target without its password, the size).
+MARKER = "migrated"
 _SCHEMES = ("postgresql", "postgres")
 #: ``user:password@`` in a URL's authority, and ``password=...`` in its query or a DSN.
 _USERINFO = re.compile(r"(?P<head>://[^:/?#@\s]*):[^@/?#\s]*@")
@@ -70,3 +74,19 @@ def check_store_url(url: str) -> str:
             "(leave --store out for LMDB in DATA/lmdb)"
         )
     return url
+
+
+def refuse_migrated(data_dir: str | Path) -> None:
+    """Refuse to open ``data_dir``'s LMDB store once ``saihm migrate`` moved it (``DIR/migrated``):
+    its log continues in PostgreSQL, and a second continuation here would fork it. Raises
+    :class:`Conflict` naming ``--store``."""
+    marker = Path(data_dir) / MARKER
+    if marker.is_file():
+        try:
+            where = json.loads(marker.read_text()).get("to", "a PostgreSQL store")
+        except (OSError, ValueError, AttributeError):
+            where = "a PostgreSQL store"
+        raise Conflict(
+            f"{data_dir} was migrated to {where}: use --store URL (its LMDB store is "
+            f"kept only as a record; remove {marker} to use it instead)"
+        )

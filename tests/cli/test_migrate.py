@@ -23,10 +23,11 @@ from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import Conflict
 from saihm.events import CapabilityScope
-from saihm.migrate import MARKER, migrate_storage, store_namespaces
+from saihm.migrate import migrate_storage, store_namespaces
 from saihm.operator import Operator
 from saihm.storage import open_storage
 from saihm.store import Store
+from saihm.storeurl import MARKER
 from tests.support.serve import SAIHM
 
 
