@@ -36,8 +36,8 @@ def test_kind_and_location(storage: Storage, driver: str, location: str) -> None
 def test_a_snapshot_does_not_see_a_commit_made_after_it_began(
     storage: Storage, location: str
 ) -> None:
-    """ "every read in it sees the state of one committed moment, unchanged by writes
-    committed after it began, in this process or another"."""
+    """The interface: "every read in it sees the state of one committed moment, unchanged
+    by writes committed after it began, in this process or another"."""
     put(storage, b"k", b"1")
     main = storage.namespace(b"main")
     with storage.read() as early, storage.read() as touched:
@@ -129,8 +129,9 @@ def test_kill_9_of_the_writer_leaves_nothing_and_the_next_writer_proceeds(
 
 
 def test_a_second_writer_waits_for_the_first(storage: Storage, location: str) -> None:
-    """ "at most one is open at a time across every process": a writer that begins while
-    another process holds the transaction sees that process's commit when it gets its turn."""
+    """The interface: "at most one is open at a time across every process": a writer that
+    begins while another process holds the transaction sees that process's commit when it
+    gets its turn."""
     proc = child(location, "hold-until-line", b"first".hex())
     assert proc.stdout is not None and proc.stdin is not None
     try:
@@ -287,8 +288,8 @@ def test_namespaces_are_separate(storage: Storage) -> None:
 
 @pytest.mark.parametrize("size", [0, MAX_KEY + 1])
 def test_a_key_outside_1_to_511_bytes_is_refused(storage: Storage, size: int) -> None:
-    """ "Keys are 1 to 511 bytes": a write of any other key is refused, and the storage
-    stays usable."""
+    """The interface: "Keys are 1 to 511 bytes": a write of any other key is refused, and
+    the storage stays usable."""
     main = storage.namespace(b"main")
     with storage.write() as txn:
         with pytest.raises(StorageError):
