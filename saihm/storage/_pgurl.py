@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 __all__ = ["safe_location"]
 
@@ -33,7 +33,8 @@ def safe_location(url: str) -> tuple[str, tuple[str, ...]]:
                 continue
             kept.append((name, value))
         query = urlencode(kept, quote_via=quote, safe="=-,")
-        location = urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+        # Built by hand: urlunsplit drops the empty host of ``postgresql:///db?host=/socket``.
+        location = f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
     except ValueError:
         return url.partition(":")[0] + "://(unparsable URL)", (url,)
     return location, tuple(sorted({s for s in secrets if s}, key=len, reverse=True))

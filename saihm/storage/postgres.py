@@ -388,6 +388,7 @@ class PostgresStorage:
             if name not in given:
                 self._kwargs[name] = default
         self._url = url
+        self._pool_size = max(1, pool_size)
         # The first connection is made directly: an unreachable server or a refused password
         # is reported at once, with libpq's reason, rather than as a pool timeout.
         self._handles = self._setup()
@@ -395,7 +396,7 @@ class PostgresStorage:
             psycopg_pool.ConnectionPool(
                 url,
                 min_size=1,
-                max_size=max(1, pool_size),
+                max_size=self._pool_size,
                 kwargs=self._kwargs,
                 configure=self._configure,
                 open=False,
@@ -448,8 +449,10 @@ class PostgresStorage:
 
     def _begin(self, statement: str) -> tuple[psycopg.Connection[Any], str]:
         """A connection inside a new transaction begun by ``statement`` (its last result row
-        is returned). A connection found broken at begin is replaced once (nothing was done)."""
-        for attempt in (0, 1):
+        is returned). A pooled connection found broken (the server restarted, or ended the
+        session) is replaced: nothing had been done on it. Every pooled connection may be
+        broken, so up to one more attempt than the pool holds."""
+        for attempt in range(self._pool_size + 1):
             conn = self._connect()
             try:
                 cur = conn.execute(statement, prepare=False)
@@ -464,8 +467,9 @@ class PostgresStorage:
                         conn.rollback()
                 finally:
                     self._release(conn)
-                if not (broken and attempt == 0):
+                if not broken or attempt == self._pool_size:
                     raise self._error(err) from None
+                log.info("PostgreSQL connection found broken; replaced")
         raise AssertionError("unreachable")
 
     def _finish(self, conn: psycopg.Connection[Any], *, commit: bool, xid: str | None) -> None:
