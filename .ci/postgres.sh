@@ -76,12 +76,13 @@ fi
 mkdir -p "$dir"
 chown "$owner" "$dir"
 chmod 700 "$dir"
+as_owner test -w "$dir" || die "the $owner user cannot enter $dir (a parent directory is closed to it)"
 
 if [ ! -f "$data/PG_VERSION" ]; then
   say "creating a cluster in $data"
   as_owner "$bindir/initdb" -D "$data" -U postgres -E UTF8 --locale=C \
     --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 ||
-    die "initdb failed: see $dir/initdb.log"
+    { tail -5 "$dir/initdb.log" >&2; die "initdb failed: see $dir/initdb.log"; }
 fi
 version="$(cat "$data/PG_VERSION")"
 [ "$("$bindir/postgres" --version | grep -o '[0-9][0-9]*' | head -1)" = "$version" ] ||
@@ -91,7 +92,7 @@ if ! as_owner "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
   say "starting PostgreSQL $version on 127.0.0.1:$port"
   as_owner "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \
     -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c max_connections=300" start >&2 ||
-    die "PostgreSQL did not start: see $dir/server.log"
+    { tail -5 "$dir/server.log" >&2; die "PostgreSQL did not start: see $dir/server.log"; }
 fi
 
 if [ ! -s "$dir/password" ]; then

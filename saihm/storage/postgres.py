@@ -69,7 +69,7 @@ SCHEMA_VERSION = 1
 _FIRST_PAGE = 32
 _MAX_PAGE = 1024
 _BATCH = 2000  # pairs per put_many statement
-_POOL_TIMEOUT = 30.0  # seconds to wait for a free connection
+_POOL_TIMEOUT = 15.0  # seconds to wait for a free connection
 _DISK_FULL = "53100"
 
 # A dead node's connection must not hold the write lock for the kernel's two hours.
