@@ -280,7 +280,9 @@ class LmdbStorage:
 
     ``map_size`` is the map to open with; :meth:`grow` doubles it up to ``map_size_max``
     (never below the map opened with). ``readonly`` opens without write access (a missing
-    namespace then reads as empty); ``lock=False`` only for a copy no process writes.
+    namespace then reads as empty); ``lock=False`` only for a copy no process writes;
+    ``sync=False`` and ``writemap=True`` only for a scratch storage that is thrown away
+    (commits are then not durable).
     """
 
     kind = "lmdb"
@@ -295,6 +297,7 @@ class LmdbStorage:
         readonly: bool = False,
         lock: bool = True,
         sync: bool = True,
+        writemap: bool = False,
         max_readers: int = 256,
     ) -> None:
         self.path = Path(path)
@@ -313,6 +316,7 @@ class LmdbStorage:
                 lock=lock,
                 sync=sync,
                 metasync=sync,
+                writemap=writemap,
                 create=not readonly,
             )
         except lmdb.Error as err:
@@ -400,10 +404,15 @@ class LmdbStorage:
         used = (int(info["last_pgno"]) + 1) * int(self._env.stat()["psize"])
         return Usage(used=used, capacity=int(info["map_size"]), limit=self.ceiling)
 
-    def copy_to(self, path: Path, *, compact: bool = True) -> None:
-        """A consistent copy of the environment into the empty directory ``path`` (backup)."""
+    def copy_to(self, path: Path, *, compact: bool = True, snapshot: _Read | None = None) -> None:
+        """A consistent copy of the environment into the empty directory ``path`` (backup).
+
+        With ``snapshot`` (a read of this storage) the copy is of that snapshot, so what the
+        caller read in it describes the copy exactly.
+        """
+        txn = None if snapshot is None else snapshot._txn
         try:
-            self._env.copy(str(path), compact=compact)
+            self._env.copy(str(path), compact=compact, txn=txn)
         except lmdb.Error as err:
             raise _error(err) from None
 
