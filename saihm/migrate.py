@@ -64,12 +64,9 @@ Tasks = Callable[[str, int], Advance]
 
 def store_namespaces() -> tuple[bytes, ...]:
     """Every namespace the store declares, in the order it opens them (saihm/store.py)."""
-    from saihm.keyring import Keyring
-    from saihm.projections import Projections
-    from saihm.store import OWN_DBS
-    from saihm.translog import TreeStorage
+    from saihm.store import STORAGE_NAMES
 
-    return (*TreeStorage.DB_NAMES, *Keyring.DB_NAMES, *Projections.DB_NAMES, *OWN_DBS)
+    return STORAGE_NAMES
 
 
 @dataclass
