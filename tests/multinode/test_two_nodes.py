@@ -57,6 +57,7 @@ def test_two_nodes_write_one_log_and_a_killed_node_loses_no_acknowledged_write(
     env = {"SAIHM_STORE": url}
     acked: list[tuple[int, str, str, str]] = []  # (writer, cellId, receiptId, content)
     errors_after_kill: list[int] = []
+    through_b: list[bool] = []  # beside each acknowledged write: whether node B answered it
     lock = threading.Lock()
     stop = threading.Event()
     with serving(tmp_path, "--data", str(data), env=env, name="a") as (_, url_a):
@@ -82,6 +83,7 @@ def test_two_nodes_write_one_log_and_a_killed_node_loses_no_acknowledged_write(
                     if status == 200:
                         with lock:
                             acked.append((i, body["cellId"], body["receiptId"], content))
+                            through_b.append(node == url_b)
 
             threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
             for t in threads:
@@ -101,6 +103,7 @@ def test_two_nodes_write_one_log_and_a_killed_node_loses_no_acknowledged_write(
         assert node_b.returncode == -signal.SIGKILL
         writers_seen = {i for i, *_ in acked}
         assert writers_seen == {0, 1, 2, 3}, "every writer had writes acknowledged"
+        assert any(through_b[:at_kill]) and not all(through_b[:at_kill]), "both nodes wrote"
 
         # Every acknowledged write is readable through the surviving node, exactly as written.
         for i, holder in enumerate(holders):
