@@ -146,6 +146,17 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
     )
 
 
+def _check_store(config: Config) -> None:
+    """Open a PostgreSQL store once before anything is created or announced, so a bad or
+    unreachable URL is one line and an exit (its message carries no password)."""
+    if config.store is None:
+        return
+    from saihm.storage import open_storage
+    from saihm.store import STORAGE_NAMES
+
+    open_storage(config.store, STORAGE_NAMES).close()
+
+
 def _store_shown(config: Config) -> str:
     """Where the log and private state are, without a password."""
     from saihm.storeurl import redact
@@ -250,6 +261,7 @@ def main(args: argparse.Namespace) -> int:
         if context is not None:
             _log_key_exchange(context)
         config = with_serve_limits(config_from(args), args)
+        _check_store(config)
         if config.embedding_model is not None:
             from saihm.retrieval.embed import check_semantic
 
