@@ -44,7 +44,7 @@ _U64 = struct.Struct(">Q")
 _NAMES = (LEAVES, BODIES, CHECKPOINTS, ERASURES, TALLIES)
 
 
-def _open(path: Path, store: str | None = None) -> Storage:
+def _open(path: Path, store: str | None = None) -> Storage | LmdbStorage:
     """Open the storage read-only; with reader locks when possible (a server may run). A
     namespace never written reads as empty. ``store``: the data directory's PostgreSQL store
     (``--store URL``), opened read-only in its place."""
@@ -68,7 +68,7 @@ class DataView:
     """
 
     def __init__(
-        self, txn: ReadTxn, storage: Storage, log_keys: list[str], authority: bytes
+        self, txn: ReadTxn, storage: Storage | LmdbStorage, log_keys: list[str], authority: bytes
     ) -> None:
         self.txn, self._storage, self.log_keys, self.authority = txn, storage, log_keys, authority
         self.origin = log_keys[0].split("+", 1)[0] if log_keys else ""
