@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 __all__ = [
+    "MAX_MICROS",
     "MAX_NAMESPACE_CHARS",
     "NAMESPACE_PREFIX",
     "STORE_MARK",
@@ -49,6 +50,8 @@ NAMESPACE_PREFIX = "lg:"
 STORE_MARK = "saihm-store"
 MAX_NAMESPACE_CHARS = 256
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# The last microsecond a datetime can hold (9999-12-31T23:59:59.999999Z).
+MAX_MICROS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
 
@@ -171,7 +174,10 @@ def parse_item(
     created, updated = body.get("created_at"), body.get("updated_at")
     if not isinstance(key, str) or not isinstance(value, dict):
         return None
-    if not all(isinstance(t, int) and not isinstance(t, bool) for t in (created, updated)):
+    if not all(
+        isinstance(t, int) and not isinstance(t, bool) and 0 <= t <= MAX_MICROS
+        for t in (created, updated)
+    ):
         return None
     return StoredItem(cell_id, labels, key, value, created, updated)  # type: ignore[arg-type]
 

@@ -34,7 +34,7 @@ from langgraph.store.base import (
 
 from saihm.client import Client, ClientError
 from saihm.integrations.langgraph import SaihmStore
-from tests.support.serve import fetch, holder_create, serving
+from tests.support.serve import SAIHM, fetch, holder_create, serving
 
 
 @pytest.fixture(scope="module")
@@ -540,3 +540,38 @@ def test_two_processes_racing_on_one_key_leave_one_current_value(holder) -> None
         store.put(("race",), "shared", {"by": "after"})
         assert len(client.recall(namespaces=["lg:race"])) == 1
         assert store.get(("race",), "shared").value == {"by": "after"}  # type: ignore[union-attr]
+
+
+def _token_json(*args: str) -> dict:
+    done = subprocess.run([SAIHM, *args], capture_output=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_store_sees_what_the_token_sees(served) -> None:
+    """A session token: one session's items. A person's grant (--sessions all): every
+    session's items; with --namespaces, only those (lg:...) namespaces, writes included."""
+    url, data = served
+    first = holder_create(data)
+    holder_id, d = first["holderId"], str(data)
+    with SaihmStore(url, f"Bearer {first['token']}") as store:
+        store.put(("prefs",), "drink", {"tea": "green"})
+        store.put(("notes",), "n1", {"text": "private note"})
+    fresh = _token_json("session", "open", "--data", d, "--holder", holder_id)
+    with SaihmStore(url, f"Bearer {fresh['token']}") as store:
+        assert store.get(("prefs",), "drink") is None and store.list_namespaces() == []
+    grant = ["grant", "--data", d, "--holder", holder_id, "--sessions", "all", "--ttl", "600"]
+    wide = _token_json(*grant)
+    with SaihmStore(url, f"Bearer {wide['token']}") as store:
+        assert store.get(("prefs",), "drink").value == {"tea": "green"}  # type: ignore[union-attr]
+        assert store.list_namespaces() == [("notes",), ("prefs",)]
+    narrow = _token_json(*grant, "--namespaces", "lg:prefs")
+    with SaihmStore(url, f"Bearer {narrow['token']}") as store:
+        assert store.list_namespaces() == [("prefs",)]
+        assert store.get(("notes",), "n1") is None
+        with pytest.raises(ClientError) as caught:
+            store.put(("notes",), "n2", {"text": "outside the grant"})
+        assert caught.value.code == "not_holder"
+        store.put(("prefs",), "drink", {"tea": "oolong"})  # a supersede inside the grant
+    with SaihmStore(url, f"Bearer {wide['token']}") as store:
+        assert store.get(("prefs",), "drink").value == {"tea": "oolong"}  # type: ignore[union-attr]
+        assert store.get(("notes",), "n2") is None
