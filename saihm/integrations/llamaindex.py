@@ -1,4 +1,5 @@
-"""LlamaIndex chat memory over a SAIHM operator (``pip install 'saihm[llamaindex]'``).
+"""LlamaIndex memory over a SAIHM operator (``pip install 'saihm[llamaindex]'``): a chat
+memory and a long-term memory block.
 
 :class:`SaihmMemory` is a ``llama_index.core.memory.BaseMemory`` (llama-index-core 0.14):
 the chat is the host's record of the session the token opens, each message one
@@ -15,7 +16,13 @@ the chat is the host's record of the session the token opens, each message one
 - Several chats can share one token: each ``chat_key`` reads only its own entries, and no
   cell in another form, nor another holder's, is ever read as a message.
 
-It holds an endpoint and an ``Authorization`` value (a ``SecretStr``, hidden from ``repr``
+:class:`SaihmMemoryBlock` is a ``BaseMemoryBlock[str]`` for llama-index's ``Memory``: the
+messages ``Memory`` flushes out of its short-term window are remembered as memory cells
+(``saihm_remember``, ``"role: text"``, in ``namespace``); reading the block recalls the
+``top_k`` memories the operator ranks highest for the latest message's text and renders them as
+lines of text for the prompt.
+
+Both hold an endpoint and an ``Authorization`` value (a ``SecretStr``, hidden from ``repr``
 and left out of ``to_dict``/``to_json``: pass ``auth_header=`` again to ``from_dict``), never
 a key. A session token sees one session; a grant token (``saihm grant --sessions all``) sees
 every session's chats but writes into its own new session.
@@ -32,12 +39,13 @@ from saihm.integrations import require
 require("llama_index.core", "llamaindex")
 
 from llama_index.core.base.llms.types import ChatMessage  # noqa: E402
+from llama_index.core.memory.memory import BaseMemoryBlock  # noqa: E402
 from llama_index.core.memory.types import BaseMemory  # noqa: E402
 from pydantic import Field, SecretStr, ValidationError  # noqa: E402
 
-from saihm.client import Client, RecalledCell  # noqa: E402
+from saihm.client import AsyncClient, Client, RecalledCell  # noqa: E402
 
-__all__ = ["SaihmMemory"]
+__all__ = ["SaihmMemory", "SaihmMemoryBlock"]
 
 CHAT_MARK = "saihm-llama"
 
@@ -148,3 +156,51 @@ class SaihmMemory(BaseMemory):
         with self._client() as client:
             for _, cell_id, _ in self._entries(client):
                 client.forget(cell_id)
+
+
+class SaihmMemoryBlock(BaseMemoryBlock[str]):
+    """Long-term memory for llama-index's ``Memory``, kept as SAIHM memory cells (see the
+    module): ``Memory.from_defaults(memory_blocks=[SaihmMemoryBlock(endpoint=...,
+    auth_header=...)])``."""
+
+    name: str = "SaihmMemory"
+    description: str | None = "Memories recalled from a SAIHM operator."
+    endpoint: str
+    auth_header: SecretStr = Field(exclude=True, repr=False)
+    namespace: str = Field(default="memory", min_length=1, max_length=256)
+    top_k: int = Field(default=5, ge=1)
+    ca_file: str | None = None
+    tls_pin_sha256: str | None = None
+
+    def _client(self) -> AsyncClient:
+        return AsyncClient(
+            self.endpoint,
+            self.auth_header.get_secret_value(),
+            ca_file=self.ca_file,
+            tls_pin_sha256=self.tls_pin_sha256,
+        )
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        """The ``top_k`` memories of ``namespace`` the operator ranks highest for the text of
+        the latest message, one ``- text`` line each (a cell of an accepted share from another
+        holder marked so); "" when there is no text or no match."""
+        texts = [m.content for m in messages or [] if isinstance(m.content, str) and m.content]
+        if not texts or not texts[-1].split():
+            return ""
+        async with self._client() as client:
+            cells = await client.recall(
+                texts[-1], namespaces=[self.namespace], kinds=["memory"], limit=self.top_k
+            )
+        return "\n".join(
+            f"- {c.plaintext}" + (" (shared by another holder)" if c.shared_by_other_holder else "")
+            for c in cells
+        )
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Remember each message with text as one memory cell, ``"role: text"``."""
+        async with self._client() as client:
+            for message in messages:
+                text = message.content
+                if isinstance(text, str) and text.strip():
+                    content = f"{message.role.value}: {text}"
+                    await client.remember(content, namespace=self.namespace)

@@ -135,3 +135,49 @@ def test_saved_forms_leave_the_credential_out(holder) -> None:
     again = SaihmMemory.from_json(memory.to_json(), auth_header=auth)
     assert again.get() == loaded.get()
     assert pickle.loads(pickle.dumps(memory)).get() == loaded.get()
+
+
+def test_a_memory_block_keeps_what_memory_flushes_and_recalls_it(holder) -> None:
+    """llama-index's own ``Memory`` with a SaihmMemoryBlock: messages flushed out of the
+    short-term window become memory cells; a later question brings the matching ones back
+    into the system message, from a new Memory (a new short-term store)."""
+    from llama_index.core.memory import Memory
+
+    from saihm.integrations.llamaindex import SaihmMemoryBlock
+
+    url, auth = holder
+
+    def words(text: str) -> list[str]:  # a tokenizer that needs no download
+        return text.split()
+
+    def memory() -> Memory:
+        block = SaihmMemoryBlock(endpoint=url, auth_header=auth, top_k=2)
+        return Memory.from_defaults(
+            token_limit=40,
+            chat_history_token_ratio=0.5,
+            token_flush_size=10,
+            memory_blocks=[block],
+            tokenizer_fn=words,
+        )
+
+    first = memory()
+    first.put_messages(
+        [
+            ChatMessage(role="user", content="my favourite tea is jasmine from Fujian"),
+            ChatMessage(role="assistant", content="noted, jasmine tea from Fujian it is"),
+        ]
+        + [ChatMessage(role="user", content=f"filler message number {i} here") for i in range(8)]
+    )
+    first.get()  # Memory flushes the oldest messages into its blocks when it reads
+    with Client(url, auth) as client:
+        stored = [c.plaintext for c in client.recall(kinds=["memory"])]
+    assert "user: my favourite tea is jasmine from Fujian" in stored
+    second = memory()
+    second.put(ChatMessage(role="user", content="which tea do I like?"))
+    got = second.get()
+    assert got[0].role.value == "system"
+    assert "jasmine" in str(got[0].content)
+    assert auth.split()[1] not in second.model_dump_json()
+    block = SaihmMemoryBlock(endpoint=url, auth_header=auth)
+    assert asyncio.run(block.aget([])) == ""
+    assert asyncio.run(block.aget([ChatMessage(role="user", content="zebra")])) == ""
