@@ -266,8 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
         "migrate",
         help="copy an LMDB data directory's log and private state to an empty PostgreSQL store",
         description="Copy every namespace of DIR's LMDB store (the log, the keyring, the "
-        "projections) into the empty PostgreSQL database URL, from one read snapshot, in one "
-        "write transaction: a migrate that fails or is killed leaves the target empty. The KEK "
+        "projections) into the empty PostgreSQL database URL, in one write transaction, "
+        "checked against the source before it commits; DIR's own write lock is held "
+        "throughout, so the copy is of one moment. A migrate that fails or is killed leaves "
+        "the target empty. The KEK "
         "directory, log keys and authority key stay in DIR; serve it afterwards with "
         "'saihm serve --data DIR --store URL'. Stop the server on DIR first.",
     )
