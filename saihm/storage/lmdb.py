@@ -341,6 +341,13 @@ class LmdbStorage:
         return self._handles[name]
 
     @property
+    def env(self) -> lmdb.Environment:
+        """The raw ``lmdb.Environment``, for tests and tools that inspect or tamper with raw
+        records (in one process LMDB allows one handle per file). The store never uses it:
+        transactions begun on it bypass the resize gate."""
+        return self._env
+
+    @property
     def map_size(self) -> int:
         """This process's current map size in bytes."""
         return int(self._env.info()["map_size"])
