@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any, cast
 
 import lmdb
 
@@ -153,10 +154,11 @@ class _Read:
         self._end(False)
 
     def get(self, key: bytes, *, db: Namespace) -> bytes | None:
-        if db.handle is None:
+        handle: Any = db.handle
+        if handle is None:
             return None
         try:
-            value: bytes | None = self._txn.get(key, db=db.handle)
+            value = cast("bytes | None", self._txn.get(key, db=handle))
         except lmdb.Error as err:
             raise _error(err) from None
         return value
@@ -180,14 +182,16 @@ class _Read:
         return self._scan(db.handle, start, stop, reverse)
 
     def _scan(
-        self, handle: object, start: bytes, stop: bytes | None, reverse: bool
+        self, handle: Any, start: bytes, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
+        # The environment is opened without buffers=True: keys and values are bytes.
         try:
             with self._txn.cursor(db=handle) as cur:
                 if not reverse:
                     if not (cur.set_range(start) if start else cur.first()):
                         return
-                    for key, value in cur.iternext():
+                    pairs = cast(Iterator[tuple[bytes, bytes]], cur.iternext())
+                    for key, value in pairs:
                         if stop is not None and key >= stop:
                             return
                         yield key, value
@@ -195,7 +199,7 @@ class _Read:
                 found = cur.last() if stop is None or not cur.set_range(stop) else cur.prev()
                 if not found:
                     return
-                for key, value in cur.iterprev():
+                for key, value in cast(Iterator[tuple[bytes, bytes]], cur.iterprev()):
                     if key < start:
                         return
                     yield key, value
@@ -208,10 +212,11 @@ class _Read:
         return None
 
     def count(self, db: Namespace) -> int:
-        if db.handle is None:
+        handle: Any = db.handle
+        if handle is None:
             return 0
         try:
-            return int(self._txn.stat(db.handle)["entries"])
+            return int(self._txn.stat(handle)["entries"])
         except lmdb.Error as err:
             raise _error(err) from None
 
@@ -238,7 +243,7 @@ class _Write(_Read):
     def abort(self) -> None:
         self._end(False)
 
-    def _handle(self, db: Namespace) -> object:
+    def _handle(self, db: Namespace) -> Any:
         if db.handle is None:
             raise StorageError("the storage is open read-only")
         return db.handle
@@ -302,7 +307,7 @@ class LmdbStorage:
     ) -> None:
         self.path = Path(path)
         self.location = str(self.path)
-        self.namespaces = tuple(namespaces)
+        self.namespaces: Sequence[bytes] = tuple(namespaces)
         self.readonly = readonly
         if not readonly:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -339,6 +344,13 @@ class LmdbStorage:
 
     def namespace(self, name: bytes) -> Namespace:
         return self._handles[name]
+
+    @property
+    def env(self) -> lmdb.Environment:
+        """The raw ``lmdb.Environment``, for tests and tools that inspect or tamper with raw
+        records (in one process LMDB allows one handle per file). The store never uses it:
+        transactions begun on it bypass the resize gate."""
+        return self._env
 
     @property
     def map_size(self) -> int:

@@ -111,3 +111,32 @@ def test_new_keys_are_wrapped_under_the_current_generation(env, keyring, kek_dir
 def test_keyring_never_opens_an_environment(monkeypatch, env, kek_dir):
     monkeypatch.setattr(lmdb, "open", lambda *a, **k: pytest.fail("Keyring opened LMDB"))
     Keyring(env, kek_dir).rotate()
+
+
+def test_rewrap_in_chunks_rewraps_every_key_once(monkeypatch, env, keyring, kek_dir):
+    """The re-wrap writes in chunks (a scan is not promised to survive writes into its own
+    namespace): with a chunk of 3, 10 DEKs and 4 seeds (one damaged) are each re-wrapped once."""
+    from saihm.keyring import keyring as module
+
+    monkeypatch.setattr(module, "_REWRAP_CHUNK", 3)
+    deks = {os.urandom(32): new_dek() for _ in range(10)}
+    seeds = {os.urandom(32): new_holder_seed() for _ in range(4)}
+    damaged = sorted(seeds)[1]
+    with env.write() as txn:
+        for cell, dek in deks.items():
+            keyring.put_dek(txn, cell, dek)
+        for holder, seed in seeds.items():
+            keyring.put_seed(txn, holder, seed)
+        raw = txn.get(damaged, db=env.namespace(b"seeds"))
+        txn.put(damaged, raw[:-1] + bytes([raw[-1] ^ 1]), db=env.namespace(b"seeds"))
+    v2 = kek_dir.new_generation()
+    found: list[bytes] = []
+    with env.write() as txn:
+        assert keyring.rewrap_all(txn, v2, found) == 13
+    assert found == [damaged]
+    with env.read() as txn:
+        assert keyring.versions_in_use(txn) == {v2: 13, 1: 1}
+        assert all(keyring.dek(txn, cell) == dek for cell, dek in deks.items())
+        assert all(keyring.seed(txn, h) == s for h, s in seeds.items() if h != damaged)
+    with env.write() as txn:
+        assert keyring.rewrap_all(txn, v2) == 0  # nothing left under another generation
