@@ -38,6 +38,7 @@ from saihm.events import CapabilityScope, Operation, Receipt
 from saihm.events.identity import HolderKey
 from saihm.events.signing import RECEIPT_CONTEXT, sign_receipt
 from saihm.helpformat import DefaultsFormatter
+from saihm.http.binding import call as binding_call
 from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
 from saihm.operator import Operator
 from saihm.store import Change, Store
@@ -84,7 +85,7 @@ def _remember_rate(operator: Operator, tokens: list[str], seconds: float) -> flo
     def worker(i: int) -> None:
         params = {"content": f"bench memory from worker {i}"}
         while not stop.is_set():
-            operator.call(tokens[i], "saihm_remember", params)
+            binding_call(operator, tokens[i], "saihm_remember", params)
             counts[i] += 1
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(tokens))]
@@ -111,7 +112,7 @@ def _fill(operator: Operator, tokens: list[str], cells: int, threads: int) -> No
                     return
                 next_cell[0] += 1
             content = f"cell {n} topic{n % 10} of session {n % len(tokens)}"
-            operator.call(tokens[n % len(tokens)], "saihm_remember", {"content": content})
+            binding_call(operator, tokens[n % len(tokens)], "saihm_remember", {"content": content})
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
@@ -125,7 +126,7 @@ def _latencies_ms(operator: Operator, tokens: list[str], samples: int) -> list[f
     for i in range(samples):
         token = tokens[i % len(tokens)]
         started = time.perf_counter()
-        operator.call(token, "saihm_recall", {})
+        binding_call(operator, token, "saihm_recall", {})
         out.append((time.perf_counter() - started) * 1000)
     return out
 

@@ -223,8 +223,8 @@ def _supervise(config: Config, sock: socket.socket, context: ssl.SSLContext | No
 
 def main(args: argparse.Namespace) -> int:
     """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
-    from saihm.cli import config_from
     from saihm.compose import initialise
+    from saihm.config import config_from
     from saihm.http.limits import with_serve_limits
     from saihm.logs import configure_logging
 

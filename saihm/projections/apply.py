@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import lmdb
 
+from saihm.events.operations import OPERATIONS
 from saihm.projections.keys import Body, LeafView, dumps, loads, read_u64, u64
 from saihm.projections.seal import RecordSeal
 
@@ -287,7 +288,8 @@ _HANDLERS = {
     "GRANT": Projections._grant,
     "UNGRANT": Projections._ungrant,
 }
-_OPERATION_KEYS = {op: op.encode() + b"\x00" for op in (*_HANDLERS, "RECALL", "STATUS")}
+#: The ``by_operation`` key prefix of each operation (the operation registry).
+_OPERATION_KEYS = {str(op): spec.projection_key for op, spec in OPERATIONS.items()}
 
 
 def first_difference(
