@@ -262,6 +262,7 @@ WRITER = textwrap.dedent(
     import json, sys
     from saihm.compose import open_operator
     from saihm.config import Config
+    from saihm.http.binding import call as binding_call
     config = Config.for_data(sys.argv[1])
     operator = open_operator(config, checkpointer=False)
     token = sys.argv[2]
