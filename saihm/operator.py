@@ -15,7 +15,7 @@ import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermitted
 from saihm.events import Operation, SealedPayload
@@ -291,7 +291,7 @@ class Operator(SharingTools, GovernanceTools):
                 content=content,
                 session_id=access.session_id,
                 namespace="record",
-                kind=kind,
+                kind=cast(Literal["said", "did", "end"], kind),  # checked against RECORD_KINDS
                 seq=seq,
                 prev=prev,
             )

@@ -3,8 +3,8 @@
 Figures (each beside a peer measured in the same run, docs/retrieval.md "Measured"):
 
 - ``recall_{all,top20}_{N}_{warm,cold}_p50_ms`` / ``_p99_ms``: ``saihm_recall`` through
-  ``Operator.call`` with a holder-wide grant token over a store of N cells of one holder
-  (spread over 100 sessions), including the RECALL receipt the operator writes by default.
+  ``saihm.http.binding.call`` with a holder-wide grant token over a store of N cells of one
+  holder (spread over 100 sessions), including the RECALL receipt the operator writes by default.
   ``all`` is the protocol's "all cells" (every cell returned); ``top20`` is a three-word query
   with the extension param ``limit: 20``. ``warm`` is a process that has served a recall
   before; ``cold`` is the first recall of a freshly opened store. The peer is the naive

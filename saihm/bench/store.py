@@ -3,8 +3,9 @@
 Figures (each against a floor or target measured or stated in the same run):
 
 - ``remember_per_s_1_thread`` / ``remember_per_s_N_threads``: saihm_remember through
-  ``Operator.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB commit), against the
-  two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here with ``saihm.mldsa``.
+  ``saihm.http.binding.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB
+  commit), against the two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here
+  with ``saihm.mldsa``.
   Threads share one store, which groups their commits; signing holds the GIL.
 - ``recall_session_p50_ms`` / ``_p99_ms``: saihm_recall with a session token over a store of
   ``--cells`` cells spread over ``--sessions`` sessions of one holder (so one session holds

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import cast
 
 from saihm.authority import Authority, check_token_fits
 from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
@@ -306,15 +307,19 @@ class ConsumerProvider:
     def status(self) -> MemoryProviderStatus:
         """Health and what this grant may do."""
         access = self._vault.authenticate(self._token, None, (*READ_MODES, "write"))
-        caps: list = ["query", "graph"] if access.mode in READ_MODES else []
+        caps: list[str] = ["query", "graph"] if access.mode in READ_MODES else []
         if access.mode in WRITE_MODES:
             caps.append("store")
         return MemoryProviderStatus(
-            id=self.id, version=self.version, healthy=True, capabilities=tuple(caps),
-            consumer=access.consumer, mode=access.mode,
+            id=self.id,
+            version=self.version,
+            healthy=True,
+            capabilities=tuple(caps),
+            consumer=access.consumer,
+            mode=cast(Mode | None, access.mode),  # authenticate() admitted only these modes
             namespaces=None if access.namespaces is None else tuple(sorted(access.namespaces)),
             sections=self._vault.sections(access),
-        )  # fmt: skip
+        )
 
     def query(self, request: MemoryQuery) -> MemoryExcerpt:
         """A filtered excerpt: at most ``limit`` records and ``max_bytes`` bytes, newest first."""

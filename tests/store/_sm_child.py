@@ -5,7 +5,7 @@ directory named in argv[1] and serves requests read from stdin until "close": ea
 length-prefixed pickle ``(op, now, args)`` from the test (a trusted local pipe), and each answer
 is ``("ok", value)`` or ``("err", error class name, code)``.
 
-- ``("call", now, (token, method, params))``: ``Operator.call``.
+- ``("call", now, (token, method, params))``: ``saihm.http.binding.call``.
 - ``("read", now, (token,))``: ``Store.read`` of everything the token may see, as
   ``[(cellId, plaintext, namespace)]``.
 - ``("close", now, ())``.
