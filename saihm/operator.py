@@ -1,6 +1,7 @@
 """The SAIHM operations and their rules over the store (saihm-protocol, custodial profile).
 
-Each tool authenticates through :meth:`Store.authenticate`, reads only through
+Each operation acts for an :class:`Access` that :meth:`Store.authenticate` (a bearer token) or
+:meth:`Store.person_access` (the person, in process) issued, reads only through
 :meth:`Store.read`, signs outside any transaction, and commits one :class:`Change` whose guard
 re-checks the rule inside the write transaction. Operations take bytes ids and ints and
 return typed results (:class:`Remembered`, :class:`Recalled`, :class:`Forgotten` or
