@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from saihm import __version__
-from saihm.config import Config
+from saihm.config import Config, config_from
 from saihm.errors import SaihmError
 from saihm.helpformat import DefaultsFormatter
 
@@ -425,30 +425,6 @@ def _bench_names() -> tuple[str, ...]:
     from saihm.bench import NAMES
 
     return NAMES
-
-
-_PATHS = ("data_dir", "kek_dir", "authority_dir", "log_keys_dir")
-
-
-def config_from(args: argparse.Namespace) -> Config:
-    """The Config for a command's --data/--kek-dir/--authority-dir, with every other Config
-    field the command has an option of the same name for (the serve policy options)."""
-    options = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(Config)
-        if f.name not in _PATHS and getattr(args, f.name, None) is not None
-    }
-    if options.get("store") is None:
-        from saihm.storeurl import refuse_migrated
-
-        refuse_migrated(Path(args.data))
-    return Config.for_data(
-        args.data,
-        args.kek_dir,
-        args.authority_dir,
-        getattr(args, "log_keys_dir", None),
-        **options,
-    )
 
 
 def existing_data(args: argparse.Namespace) -> None:

@@ -386,6 +386,34 @@ class Store(GroupCommit, PublicLog):
         )  # fmt: skip
         return hmac.new(self._access_key, dumps(list(fields)), "sha256").digest()
 
+    def person_access(self, holder_id: bytes, session_id: bytes, ttl: int = 300) -> Access:
+        """The session-scoped :class:`Access` of the person acting on their own data directory
+        in process (``saihm memory store|forget|accept``), with no token: the same scope a
+        session token from the authority gives, for ``ttl`` seconds.
+
+        Raises :class:`Unauthenticated` for a holder with no KEY receipt or a revoked session,
+        as :meth:`authenticate` would for that session's token.
+        """
+        with self.storage.read() as txn:
+            if self.projections.get(txn, P.HOLDERS, holder_id) is None:
+                raise Unauthenticated("unknown holder")
+            subject = P.revocation_subject(holder_id, session_id)
+            if txn.get(subject, db=self.projections.db[P.REVOKED]):
+                raise Unauthenticated("session revoked")
+        access = Access(
+            holder_id=holder_id,
+            session_id=session_id,
+            all_sessions=False,
+            namespaces=None,
+            grant_id=None,
+            consumer=None,
+            mode=None,
+            expires_at=int(self.clock()) + ttl,
+            token_id=secrets.token_bytes(16),
+        )
+        object.__setattr__(access, "_seal", self._access_seal(access))
+        return access
+
     # -- the checked read path ------------------------------------------------------------
 
     def session_tag(self, holder_id: bytes, session_id: bytes) -> bytes:

@@ -3,8 +3,9 @@
 Figures (each against a floor or target measured or stated in the same run):
 
 - ``remember_per_s_1_thread`` / ``remember_per_s_N_threads``: saihm_remember through
-  ``Operator.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB commit), against the
-  two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here with ``saihm.mldsa``.
+  ``saihm.http.binding.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB
+  commit), against the two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here
+  with ``saihm.mldsa``.
   Threads share one store, which groups their commits; signing holds the GIL.
 - ``recall_session_p50_ms`` / ``_p99_ms``: saihm_recall with a session token over a store of
   ``--cells`` cells spread over ``--sessions`` sessions of one holder (so one session holds
@@ -42,6 +43,7 @@ from saihm.events import CapabilityScope, Operation, Receipt
 from saihm.events.identity import HolderKey
 from saihm.events.signing import RECEIPT_CONTEXT, sign_receipt
 from saihm.helpformat import DefaultsFormatter
+from saihm.http.binding import call as binding_call
 from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
 from saihm.operator import Operator
 from saihm.store import Change, Store
@@ -88,7 +90,7 @@ def _remember_rate(operator: Operator, tokens: list[str], seconds: float) -> flo
     def worker(i: int) -> None:
         params = {"content": f"bench memory from worker {i}"}
         while not stop.is_set():
-            operator.call(tokens[i], "saihm_remember", params)
+            binding_call(operator, tokens[i], "saihm_remember", params)
             counts[i] += 1
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(tokens))]
@@ -115,7 +117,7 @@ def _fill(operator: Operator, tokens: list[str], cells: int, threads: int) -> No
                     return
                 next_cell[0] += 1
             content = f"cell {n} topic{n % 10} of session {n % len(tokens)}"
-            operator.call(tokens[n % len(tokens)], "saihm_remember", {"content": content})
+            binding_call(operator, tokens[n % len(tokens)], "saihm_remember", {"content": content})
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
@@ -129,7 +131,7 @@ def _latencies_ms(operator: Operator, tokens: list[str], samples: int) -> list[f
     for i in range(samples):
         token = tokens[i % len(tokens)]
         started = time.perf_counter()
-        operator.call(token, "saihm_recall", {})
+        binding_call(operator, token, "saihm_recall", {})
         out.append((time.perf_counter() - started) * 1000)
     return out
 

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from saihm.http.binding import call as binding_call
+
 __all__ = ["run_scaling"]
 
 Figure = dict[str, object]
@@ -101,7 +103,7 @@ def _node(
             cap = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
             tokens.append(cap.to_token())
         for token in tokens:
-            operator.call(token, "saihm_remember", {"content": "warm-up"})
+            binding_call(operator, token, "saihm_remember", {"content": "warm-up"})
         ready.put(os.getpid())
         if not start.wait(_READY_SECONDS):
             results.put((0, 0.0))
@@ -112,7 +114,7 @@ def _node(
         def worker(i: int) -> None:
             params = {"content": f"bench memory from {os.getpid()}/{i}"}
             while time.perf_counter() < deadline:
-                operator.call(tokens[i], "saihm_remember", params)
+                binding_call(operator, tokens[i], "saihm_remember", params)
                 counts[i] += 1
 
         began = time.perf_counter()
@@ -201,7 +203,7 @@ def _remember_txn_ms(data: Path, store: str | None, samples: int) -> list[float]
         holder = operator.create_holder()
         token = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
         for i in range(samples + 5):
-            operator.call(token.to_token(), "saihm_remember", {"content": f"timed {i}"})
+            binding_call(operator, token.to_token(), "saihm_remember", {"content": f"timed {i}"})
     finally:
         operator.store.close()
     return timings[-samples:]

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from saihm.errors import MalformedInput, SaihmError
+from saihm.listen import LOOPBACK, bind, tls_context
 
 if TYPE_CHECKING:
     from saihm.config import Config
 
-__all__ = ["LOOPBACK", "main"]
+__all__ = ["LOOPBACK", "bind", "main", "tls_context"]
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 log = logging.getLogger("saihm.http")
 
 
@@ -82,34 +82,6 @@ def _check_policy(args: argparse.Namespace) -> None:
         if value is not None and not low <= value <= high:
             option = "--" + name.replace("_", "-")
             raise MalformedInput(f"{option} must be {low}..{high}, not {value}")
-
-
-def tls_context(cert: str, key: str) -> ssl.SSLContext:
-    """A server context that accepts TLS 1.2 and later only."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as err:
-        raise MalformedInput("cannot load --tls-cert/--tls-key") from err
-    return context
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(1024)
-    sock.set_inheritable(True)
-    return sock
 
 
 def _saihm_command() -> str:
@@ -249,8 +221,8 @@ def _supervise(config: Config, sock: socket.socket, context: ssl.SSLContext | No
 
 def main(args: argparse.Namespace) -> int:
     """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
-    from saihm.cli import config_from
     from saihm.compose import initialise
+    from saihm.config import config_from
     from saihm.http.limits import with_serve_limits
     from saihm.logs import configure_logging
 
