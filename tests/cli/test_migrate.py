@@ -23,6 +23,7 @@ from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import Conflict
 from saihm.events import CapabilityScope
+from saihm.http.binding import call as binding_call
 from saihm.migrate import migrate_storage, store_namespaces
 from saihm.operator import Operator
 from saihm.storage import open_storage
@@ -42,10 +43,10 @@ def populate(data: Path, remembers: int = 12) -> tuple[bytes, int, str]:
         holder = operator.create_holder()
         token = authority.issue(holder, os.urandom(32), CapabilityScope(), 3600).to_token()
         ids = [
-            operator.call(token, "saihm_remember", {"content": f"fact {i}"})["cellId"]
+            binding_call(operator, token, "saihm_remember", {"content": f"fact {i}"})["cellId"]
             for i in range(remembers)
         ]
-        operator.call(token, "saihm_forget", {"id": ids[0]})
+        binding_call(operator, token, "saihm_forget", {"id": ids[0]})
         store.checkpoint_now()
         size = store.size()
         return store.root(size), size, token

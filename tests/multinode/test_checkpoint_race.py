@@ -14,6 +14,7 @@ from pathlib import Path
 from saihm.compose import initialise
 from saihm.config import Config
 from saihm.events import CapabilityScope
+from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
 from saihm.store import Store
 
@@ -29,7 +30,7 @@ def test_a_node_that_loses_the_race_returns_the_stored_checkpoint(
         operator = Operator(first, config)
         holder = operator.create_holder()
         token = authority.issue(holder, os.urandom(32), CapabilityScope(), 3600).to_token()
-        operator.call(token, "saihm_remember", {"content": "one"})
+        binding_call(operator, token, "saihm_remember", {"content": "one"})
         sign = second.log_keys.sign
         won: list[bytes] = []
         own: list[bytes] = []
