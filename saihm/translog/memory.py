@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from hashlib import sha256
 
-from saihm.errors import MalformedInput, NotFound, TooLarge
+from saihm.errors import MalformedInput, NotFound, TooLarge, rejects
 from saihm.translog import proof
 from saihm.translog.hashing import HASH_SIZE
 from saihm.translog.tiles import MAX_LEAF_SIZE
@@ -24,6 +24,7 @@ class MemoryTree:
 
     __slots__ = ("_levels",)
 
+    @rejects()
     def __init__(self, leaves: Iterable[bytes] = ()) -> None:
         self._levels: list[bytearray] = [bytearray()]
         self.append_many(list(leaves))
@@ -33,6 +34,7 @@ class MemoryTree:
         """The number of leaves appended so far."""
         return len(self._levels[0]) // HASH_SIZE
 
+    @rejects()
     def append_many(self, leaves: Sequence[bytes]) -> int:
         """Append ``leaves``; return the index of the first one.
 
@@ -49,6 +51,7 @@ class MemoryTree:
         # the two agree).
         return self.append_hashes([sha256(b"\x00" + leaf).digest() for leaf in leaves])
 
+    @rejects()
     def append_hashes(self, leaf_hashes: Sequence[bytes]) -> int:
         """Append leaves known by their leaf hashes; return the index of the first one."""
         first = self.size
@@ -68,6 +71,7 @@ class MemoryTree:
             level += 1
         return first
 
+    @rejects()
     def fetch(self, ids: Sequence[proof.NodeId]) -> list[bytes]:
         """The hashes of complete subtrees ``(level, index)``; raise ``NotFound`` for another."""
         out = []
@@ -87,14 +91,17 @@ class MemoryTree:
             raise NotFound(f"tree size {size} is beyond the current tree")
         return size
 
+    @rejects()
     def root(self, size: int | None = None) -> bytes:
         """MTH of the first ``size`` leaves (default: all); raises ``NotFound`` beyond them."""
         return proof.root(self._size(size), self.fetch)
 
+    @rejects()
     def inclusion_proof(self, index: int, size: int | None = None) -> list[bytes]:
         """PATH(index, D[0:size]) of RFC 9162 §2.1.3.1."""
         return proof.inclusion_proof(index, self._size(size), self.fetch)
 
+    @rejects()
     def consistency_proof(self, size1: int, size2: int | None = None) -> list[bytes]:
         """PROOF(size1, D[0:size2]) of RFC 9162 §2.1.4.1."""
         return proof.consistency_proof(size1, self._size(size2), self.fetch)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from saihm.errors import MalformedInput, VerificationFailed
+from saihm.errors import MalformedInput, VerificationFailed, rejects
 from saihm.translog.hashing import EMPTY_ROOT, node_hash
 
 __all__ = [
@@ -57,6 +57,7 @@ class ProofNodes:
     begin: int = 0
     end: int = 0
 
+    @rejects()
     def rehash(self, hashes: Sequence[bytes]) -> list[bytes]:
         """The proof from the fetched ``hashes`` of ``ids`` (one per id, in order)."""
         if len(hashes) != len(self.ids):
@@ -74,6 +75,7 @@ def _check_size(size: int, what: str = "tree size") -> None:
         raise MalformedInput(f"{what} must be an integer in [0, 2**64)")
 
 
+@rejects()
 def range_nodes(begin: int, end: int) -> list[NodeId]:
     """The perfect subtrees that exactly cover leaves ``[begin, end)``, left to right.
 
@@ -103,6 +105,7 @@ def range_nodes(begin: int, end: int) -> list[NodeId]:
     return out
 
 
+@rejects()
 def root_nodes(size: int) -> list[NodeId]:
     """The perfect subtrees whose hashes, folded from the right, give MTH(D[0:size])."""
     _check_size(size)
@@ -138,6 +141,7 @@ def _skip_first(nodes: ProofNodes) -> ProofNodes:
     return ProofNodes(nodes.ids[1:])
 
 
+@rejects()
 def inclusion_nodes(index: int, size: int) -> ProofNodes:
     """The nodes of PATH(index, D[0:size]) (RFC 9162 §2.1.3.1).
 
@@ -149,6 +153,7 @@ def inclusion_nodes(index: int, size: int) -> ProofNodes:
     return _skip_first(_nodes(index, 0, size))
 
 
+@rejects()
 def consistency_nodes(size1: int, size2: int) -> ProofNodes:
     """The nodes of PROOF(size1, D[0:size2]) (RFC 9162 §2.1.4.1); none when the sizes are equal.
 
@@ -178,6 +183,7 @@ def _fetch(fetch: FetchNodes, ids: Sequence[NodeId]) -> Sequence[bytes]:
     return hashes
 
 
+@rejects()
 def root(size: int, fetch: FetchNodes) -> bytes:
     """MTH(D[0:size]) (RFC 9162 §2.1.1) from the nodes of ``root_nodes(size)``.
 
@@ -193,12 +199,14 @@ def root(size: int, fetch: FetchNodes) -> bytes:
     return acc
 
 
+@rejects()
 def inclusion_proof(index: int, size: int, fetch: FetchNodes) -> list[bytes]:
     """PATH(index, D[0:size]) (RFC 9162 §2.1.3.1), leaf-side hash first; see ``inclusion_nodes``."""
     nodes = inclusion_nodes(index, size)
     return nodes.rehash(_fetch(fetch, nodes.ids))
 
 
+@rejects()
 def consistency_proof(size1: int, size2: int, fetch: FetchNodes) -> list[bytes]:
     """PROOF(size1, D[0:size2]) (RFC 9162 §2.1.4.1); see ``consistency_nodes``."""
     nodes = consistency_nodes(size1, size2)

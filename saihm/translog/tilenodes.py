@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from saihm.errors import MalformedInput, NotFound
+from saihm.errors import MalformedInput, NotFound, rejects
 from saihm.translog.hashing import HASH_SIZE, node_hash
 from saihm.translog.proof import NodeId
 from saihm.translog.tiles import HASHES_PER_TILE, TILE_HEIGHT
@@ -23,6 +23,7 @@ __all__ = ["ReadTile", "TileNodes", "perfect_root"]
 ReadTile = Callable[[int, int], bytes | None]
 
 
+@rejects()
 def perfect_root(hashes: bytes) -> bytes:
     """MTH of ``2**k`` consecutive subtree hashes (concatenated), k >= 0 (RFC 9162 §2.1.1).
 
@@ -46,10 +47,12 @@ class TileNodes:
         self._read = read
         self._cache: dict[tuple[int, int], bytes | None] = {}
 
+    @rejects()
     def __call__(self, ids: Sequence[NodeId]) -> list[bytes]:
         """The hash of every node; raise ``NotFound`` for one whose tile is missing or short."""
         return [self.node(level, index) for level, index in ids]
 
+    @rejects()
     def node(self, height: int, index: int) -> bytes:
         """The hash of the complete subtree of ``2**height`` leaves from ``index << height``."""
         level, rel = divmod(height, TILE_HEIGHT)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from saihm.errors import VerificationFailed
+from saihm.errors import VerificationFailed, rejects
 
 __all__ = [
     "ProofError",
@@ -82,6 +82,7 @@ def _shape(index: int, size: int) -> tuple[int, int]:
     return inner, border
 
 
+@rejects(ProofError)
 def root_from_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes:
     """The root that ``proof`` gives for ``leaf_hash`` at ``index`` in a tree of ``size`` leaves.
 
@@ -109,6 +110,7 @@ def root_from_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence
     return calculated
 
 
+@rejects(ProofError)
 def verify_inclusion(
     leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes
 ) -> None:
@@ -122,6 +124,7 @@ def verify_inclusion(
         raise RootMismatchError(root, calculated)
 
 
+@rejects(ProofError)
 def verify_consistency(
     size1: int, size2: int, proof: Sequence[bytes], root1: bytes, root2: bytes
 ) -> None:
