@@ -120,7 +120,7 @@ class HttpSource(Source):
         request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip, identity"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read(MAX_RESOURCE + 1)
+                body: bytes = response.read(MAX_RESOURCE + 1)
                 coding = (response.headers.get("Content-Encoding") or "identity").lower()
         except urllib.error.HTTPError as err:
             if err.code == 404:

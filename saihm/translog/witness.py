@@ -248,7 +248,7 @@ def cosignature_timestamp(signature: NoteSignature) -> int:
     """The timestamp at the front of a ``timestamped_signature``; raise ``NoteError``."""
     if len(signature.signature) < 8:
         raise NoteError("cosignature is shorter than its timestamp")
-    return struct.unpack(">Q", signature.signature[:8])[0]
+    return int.from_bytes(signature.signature[:8], "big")
 
 
 @dataclass(frozen=True, slots=True)
