@@ -172,7 +172,7 @@ def test_tree_storage_writes_exactly_what_hashing_py_gives(lmdb_tree) -> None:
     """The inlined fast path of TreeStorage.append agrees with leaf_hash and node_hash."""
     tree, hashes = lmdb_tree
     levels = _levels(hashes)
-    with tree._env.begin() as txn:
+    with tree._env.read() as txn:
         for height in range(len(levels)):
             for index in range(len(levels[height])):
                 assert tree.storage.node(txn, height, index) == levels[height][index]
