@@ -167,7 +167,7 @@ def _write(config: Config, staging: Path, dest: Path) -> BackupReport:
 
 def main(args: argparse.Namespace) -> int:
     """``saihm backup --data DIR DEST``: prints the report as one JSON line."""
-    from saihm.cli import config_from
+    from saihm.config import config_from
 
     try:
         report = backup(config_from(args), args.dest)

@@ -10,14 +10,95 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, TypeVar
+
+
+class ErrorCode(StrEnum):
+    """Every error code saihm itself sends or prints: the protocol's codes (saihm-protocol, each
+    tool's "Errors") and saihm's extension codes, as docs/formats.md §6 lists them, plus the
+    codes of the command line and the background jobs.
+
+    A member is a ``str``, so it renders as its value in JSON (``{"error": "not_holder"}``).
+    tests/http/test_error_codes.py fails on a code raised anywhere in saihm (the client and MCP
+    client excepted: they relay codes) that is not a member, and on a member of the table in
+    docs/formats.md §6 that is missing here.
+    """
+
+    BAD_NOTE = "bad_note"
+    BAD_REQUEST = "bad_request"
+    CELL_ID_MISMATCH = "cell_id_mismatch"
+    CONFIG = "config"
+    CONFLICT = "conflict"
+    CONSUMER_MISMATCH = "consumer_mismatch"
+    CONTRACT_NOT_FOUND = "contract_not_found"
+    CONTRACT_REVOKED = "contract_revoked"
+    DECRYPT_FAILED = "decrypt_failed"
+    DISABLED = "disabled"
+    EMPTY_CONTENT = "empty_content"
+    ERASED = "erased"
+    GOVERNANCE_DISABLED = "governance_disabled"
+    GRANT_NOT_FOUND = "grant_not_found"
+    HOLDER_NOT_FOUND = "holder_not_found"
+    INELIGIBLE_PROPOSER = "ineligible_proposer"
+    INELIGIBLE_VOTER = "ineligible_voter"
+    INTERNAL = "internal"
+    INVALID_CURSOR = "invalid_cursor"
+    INVALID_EXPIRY = "invalid_expiry"
+    INVALID_FILTER = "invalid_filter"
+    INVALID_GRANTEE = "invalid_grantee"
+    INVALID_KIND = "invalid_kind"
+    INVALID_LIMIT = "invalid_limit"
+    INVALID_MODE = "invalid_mode"
+    INVALID_SCOPE = "invalid_scope"
+    INVALID_TOKEN = "invalid_token"
+    KEK_ROTATION_BUSY = "kek_rotation_busy"
+    KEK_UNAVAILABLE = "kek_unavailable"
+    KEYRING_ERROR = "keyring_error"
+    MALFORMED_CBOR = "malformed_cbor"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    MISSING_PARAM = "missing_param"
+    MODE_NOT_GRANTED = "mode_not_granted"
+    NAMESPACE_NOT_GRANTED = "namespace_not_granted"
+    NO_SESSION = "no_session"
+    NO_VAULT = "no_vault"
+    NOT_CONSUMER = "not_consumer"
+    NOT_FOUND = "not_found"
+    NOT_GRANTEE = "not_grantee"
+    NOT_HOLDER = "not_holder"
+    NOT_PERMITTED = "not_permitted"
+    OPERATOR_LOG_UNAVAILABLE = "operator_log_unavailable"
+    OPERATOR_STORAGE_FULL = "operator_storage_full"
+    OPERATOR_STORAGE_UNAVAILABLE = "operator_storage_unavailable"
+    PENDING_FULL = "pending_full"
+    PROPOSAL_CLOSED = "proposal_closed"
+    PROPOSAL_NOT_FOUND = "proposal_not_found"
+    RATE_LIMITED = "rate_limited"
+    RECEIPT_NOT_FOUND = "receipt_not_found"
+    RECORD_CONFLICT = "record_conflict"
+    RECORD_ENDED = "record_ended"
+    RETRY = "retry"
+    SEMANTIC_UNAVAILABLE = "semantic_unavailable"
+    SHARD_NOT_FOUND = "shard_not_found"
+    TOKEN_EXPIRED = "token_expired"
+    TOKEN_TOO_LONG = "token_too_long"
+    TOO_LARGE = "too_large"
+    UNAUTHENTICATED = "unauthenticated"
+    UNENCODABLE = "unencodable"
+    UNKNOWN_METHOD = "unknown_method"
+    UNKNOWN_PARAM = "unknown_param"
+    UNKNOWN_SCOPE = "unknown_scope"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    UNWRAP_FAILED = "unwrap_failed"
+    VERIFICATION_FAILED = "verification_failed"
+    WITNESS_FAILED = "witness_failed"
 
 
 class SaihmError(Exception):
     """Root of every error saihm raises on purpose."""
 
     status = 500
-    code = "internal"
+    code: str = ErrorCode.INTERNAL
 
     def __init__(self, message: str = "", *, code: str | None = None) -> None:
         super().__init__(message or self.code)

@@ -1,12 +1,16 @@
 """Governance (saihm-protocol "saihm_governance_propose", "saihm_governance_vote",
-"Governance form"): an operator option, with its published form."""
+"Governance form"): an operator option, with its published form.
+
+Operations return :class:`Proposed` and :class:`Voted`; :mod:`saihm.http.binding` parses
+their params and renders them.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from saihm import params as P
-from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
+from saihm.errors import Conflict, ErrorCode, NotFound, NotPermitted
 from saihm.events import Operation, Proposal
 from saihm.events.details import ProposeDetail, VoteDetail
 from saihm.events.signing import sign_receipt
@@ -20,66 +24,104 @@ SCOPES = ("emission_param", "protocol_upgrade")
 TERM_MAX = 256
 
 
+@dataclass(frozen=True, slots=True)
+class ProposalSummary:
+    """One proposal with its tally so far (status ``governance``)."""
+
+    proposal_id: bytes
+    scope: str
+    param_key: str | None
+    proposed_value: str | None
+    opens: int
+    closes: int
+    tally_for: int
+    tally_against: int
+    tally_abstain: int
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    """An open proposal (saihm_governance_propose "Result")."""
+
+    proposal_id: bytes
+    scope: str
+    param_key: str | None
+    proposed_value: str | None
+    snapshot_epoch: int
+    proposer: bytes
+    receipt_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Voted:
+    """A counted vote (saihm_governance_vote "Result"); ``receipt_id`` None for a repeat,
+    which returns the vote recorded first."""
+
+    proposal_id: bytes
+    voter: bytes
+    approve: bool
+    weight: int
+    cast_at: int
+    receipt_id: bytes | None = None
+
+
 class GovernanceTools(ToolBase):
     """saihm_governance_propose, saihm_governance_vote, tallies and the governance form."""
 
-    def _proposals(self, txn: Any) -> list[dict]:
+    def _proposals(self, txn: Any) -> list[ProposalSummary]:
         out = []
         for pid, raw in self.store.projections.items(txn, PJ.PROPOSALS):
             prop = loads(raw)
             tally = self.store.projection(txn, PJ.TALLIES, bytes(pid)) or {1: 0, 2: 0, 3: 0}
-            out.append({
-                "propId": P.hx(bytes(pid)), "scope": prop[1], "paramKey": prop[2],
-                "proposedValue": prop[3], "opens_ts": P.dec(prop[4]),
-                "closes_ts": P.dec(prop[4] + self.config.voting_window),
-                "tally_for": P.dec(tally[1]), "tally_against": P.dec(tally[2]),
-                "tally_abstain": P.dec(tally[3]),
-            })  # fmt: skip
+            out.append(
+                ProposalSummary(
+                    bytes(pid),
+                    prop[1],
+                    prop[2],
+                    prop[3],
+                    prop[4],
+                    prop[4] + self.config.voting_window,
+                    tally[1],
+                    tally[2],
+                    tally[3],
+                )
+            )
         return out
 
-    def _propose(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"scope", "paramKey", "proposedValue"}, {"scope"})
-        scope = P.text(p, "scope", code="unknown_scope")
-        if scope not in SCOPES:
-            raise MalformedInput("unknown proposal scope", code="unknown_scope")
-        key = P.text(p, "paramKey", nullable=True)
-        value = P.text(p, "proposedValue", nullable=True)
-        # Both go into the PROPOSE receipt, a log leaf (under 64 KiB); governable values are
-        # short, so a bound here refuses what would otherwise fail inside the write.
-        if any(v is not None and len(v) > TERM_MAX for v in (key, value)):
-            raise MalformedInput(f"paramKey and proposedValue are at most {TERM_MAX} characters")
-        if scope == "protocol_upgrade":
-            key = value = None
-        elif key not in self.config.governable or value is None:
-            raise MalformedInput("paramKey is not governable here", code="unknown_param")
-        return self.propose(access, scope, key, value)
-
-    def propose(self, access: Access, scope: str, key: str | None, value: str | None) -> dict:
-        """Open a proposal with a snapshot epoch and log PROPOSE (eligibility: any holder)."""
+    def propose(self, access: Access, scope: str, key: str | None, value: str | None) -> Proposed:
+        """Open a proposal with a snapshot epoch and log PROPOSE (eligibility: any holder;
+        saihm-protocol "saihm_governance_propose"). The binding checked the scope, the
+        governable key and the bounds (``TERM_MAX``)."""
         now = self._now()
         # proposalId = SHA-256 of the proposal (proposer, terms, snapshot, a fresh nonce).
         proposal_id = Proposal.create(
-            holder_id=access.holder_id, scope=scope, param_key=key, proposed_value=value,
-            snapshot_epoch=now, timestamp=now,
-        ).proposal_id  # fmt: skip
+            holder_id=access.holder_id,
+            scope=scope,
+            param_key=key,
+            proposed_value=value,
+            snapshot_epoch=now,
+            timestamp=now,
+        ).proposal_id
         detail = ProposeDetail(scope=scope, param_key=key, proposed_value=value, snapshot_epoch=now)
         receipt = sign_receipt(
-            self._key(access), subject_id=proposal_id, operation=Operation.PROPOSE,
-            timestamp=now, detail=detail,
-        )  # fmt: skip
+            self._key(access),
+            subject_id=proposal_id,
+            operation=Operation.PROPOSE,
+            timestamp=now,
+            detail=detail,
+        )
         self._commit(Change(receipts=[receipt]))
-        return {
-            "proposalId": P.hx(proposal_id), "scope": scope, "paramKey": key,
-            "proposedValue": value, "snapshotEpoch": P.dec(now),
-            "proposerHash": P.hx(access.holder_id), "receiptId": P.hx(receipt.receipt_id),
-        }  # fmt: skip
+        return Proposed(
+            proposal_id=proposal_id,
+            scope=scope,
+            param_key=key,
+            proposed_value=value,
+            snapshot_epoch=now,
+            proposer=access.holder_id,
+            receipt_id=receipt.receipt_id,
+        )
 
-    def _vote(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"proposalId", "approve"}, {"proposalId", "approve"})
-        proposal_id = P.id32(p.get("proposalId"), code="proposal_not_found", what="proposalId")
-        return self.vote(access, proposal_id, P.boolean(p.get("approve"), "approve"))
-
-    def vote(self, access: Access, proposal_id: bytes, approve: bool) -> dict:
+    def vote(self, access: Access, proposal_id: bytes, approve: bool) -> Voted:
         """Count the first vote per holder; a repeat returns the recorded vote, no receipt.
 
         Weight: 1 for each holder whose KEY receipt precedes the proposal in the log (the
@@ -89,38 +131,38 @@ class GovernanceTools(ToolBase):
         with self.store.read_txn() as txn:
             prop = self.store.projection(txn, PJ.PROPOSALS, proposal_id)
             if prop is None:
-                raise NotFound("no such proposal", code="proposal_not_found")
+                raise NotFound("no such proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
             existing = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
             key_record = self.store.projection(txn, PJ.HOLDERS, holder)
         if existing is not None:
             return self._vote_result(proposal_id, holder, existing)
         if self._now() > prop[4] + self.config.voting_window:
-            raise Conflict("the voting window has closed", code="proposal_closed")
+            raise Conflict("the voting window has closed", code=ErrorCode.PROPOSAL_CLOSED)
         if key_record is None or key_record[2] > prop[6]:
-            raise NotPermitted("the voter held no key at the snapshot", code="ineligible_voter")
+            raise NotPermitted(
+                "the voter held no key at the snapshot", code=ErrorCode.INELIGIBLE_VOTER
+            )
         now = self._now()
         receipt = sign_receipt(
-            self._key(access), subject_id=proposal_id, operation=Operation.VOTE,
-            timestamp=now, detail=VoteDetail(approve=approve, weight=1),
-        )  # fmt: skip
+            self._key(access),
+            subject_id=proposal_id,
+            operation=Operation.VOTE,
+            timestamp=now,
+            detail=VoteDetail(approve=approve, weight=1),
+        )
 
         def guard(txn: Any) -> object:
             recorded = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
             return None if recorded is None else self._vote_result(proposal_id, holder, recorded)
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
-        if change.outcome is not None:
+        if isinstance(change.outcome, Voted):
             return change.outcome
-        result = self._vote_result(proposal_id, holder, {1: approve, 2: 1, 3: now})
-        result["receiptId"] = P.hx(receipt.receipt_id)
-        return result
+        return Voted(proposal_id, holder, approve, 1, now, receipt.receipt_id)
 
     @staticmethod
-    def _vote_result(proposal_id: bytes, holder: bytes, vote: dict) -> dict:
-        return {
-            "proposalId": P.hx(proposal_id), "voterHash": P.hx(holder), "approve": vote[1],
-            "weight": P.dec(vote[2]), "castAtEpoch": P.dec(vote[3]),
-        }  # fmt: skip
+    def _vote_result(proposal_id: bytes, holder: bytes, vote: dict) -> Voted:
+        return Voted(proposal_id, holder, vote[1], vote[2], vote[3])
 
     def governance_form(self) -> dict:
         """The governance form the protocol requires an operator to publish."""

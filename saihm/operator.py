@@ -1,8 +1,13 @@
 """The SAIHM operations and their rules over the store (saihm-protocol, custodial profile).
 
-Each tool authenticates through :meth:`Store.authenticate`, reads only through
+Each operation acts for an :class:`Access` that :meth:`Store.authenticate` (a bearer token) or
+:meth:`Store.person_access` (the person, in process) issued, reads only through
 :meth:`Store.read`, signs outside any transaction, and commits one :class:`Change` whose guard
-re-checks the rule inside the write transaction. Results are the protocol's JSON objects.
+re-checks the rule inside the write transaction. Operations take bytes ids and ints and
+return typed results (:class:`Remembered`, :class:`Recalled`, :class:`Forgotten` or
+:class:`AlreadyErased`, :class:`Status`, ...); the JSON binding that parses the protocol's
+params and renders these results is :mod:`saihm.http.binding` (docs/internals.md "Adding an
+operation").
 """
 
 from __future__ import annotations
@@ -10,91 +15,152 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
-from saihm import params as P
-from saihm.config import Config
-from saihm.errors import (
-    Conflict,
-    Disabled,
-    MalformedInput,
-    NotFound,
-    NotPermitted,
-)
+from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermitted
 from saihm.events import Operation, SealedPayload
 from saihm.events.details import GrantDetail
 from saihm.events.envelope import seal
 from saihm.events.identity import HolderKey
 from saihm.events.signing import sign_receipt
-from saihm.governance import GovernanceTools
+from saihm.governance import GovernanceTools, ProposalSummary
 from saihm.projections import Body
 from saihm.projections import apply as PJ
-from saihm.recallwindow import (
-    RecallAnswer,
-    RecallItem,
-    RecallWindow,
-    encode_cursor,
-    item_bytes,
-)
+from saihm.recallwindow import RecallWindow
 from saihm.sharing import SharingTools
-from saihm.store import Access, Change, OpenedCell, Store
+from saihm.store import Access, Change, Page
+
+__all__ = [
+    "RECORD_KINDS",
+    "AlreadyErased",
+    "ContractSummary",
+    "Forgotten",
+    "ForgottenSession",
+    "IncomingContract",
+    "Operator",
+    "Recalled",
+    "Recorded",
+    "Remembered",
+    "Status",
+]
 
 RECORD_KINDS = ("said", "did", "end")
-RECALL_PARAMS = {"query", "limit", "maxBytes", "cursor", "namespaces", "kinds"}
 WINDOW_30_DAYS = 30 * 86_400
 
 
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """A new cell (saihm_remember "Result"): its id, nonce, tier, KEK version, timestamp, the
+    first 16 bytes of its holder signature and the REMEMBER receipt's id."""
+
+    cell_id: bytes
+    cell_nonce: bytes
+    tier: str
+    kek_version: int
+    epoch: int
+    signature_prefix: bytes
+    receipt_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded(Remembered):
+    """A new record cell: a :class:`Remembered` with its place in the session's chain."""
+
+    seq: int
+    prev: bytes | None
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """One recall: the verified cells of ``page`` (with their scores for a query) and the
+    window the caller asked for; the binding renders them and applies ``maxBytes``."""
+
+    page: Page
+    window: RecallWindow
+    queried: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """An erased cell (saihm_forget "Result"): the FORGET receipt is its destruction anchor."""
+
+    cell_id: bytes
+    destruction_anchor: bytes
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyErased:
+    """saihm_forget of a cell that is not live: never stored, or erased before (idempotent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForgottenSession:
+    """Every cell of one session erased: their ids and their FORGET receipts' ids."""
+
+    session_id: bytes
+    cell_ids: tuple[bytes, ...]
+    receipt_ids: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ContractSummary:
+    """One live contract the caller granted (status ``contracts``)."""
+
+    contract_id: bytes
+    mode: str
+    grantee_ids: tuple[bytes, ...]
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingContract:
+    """One live contract naming the caller as grantee (status ``incomingContracts``)."""
+
+    contract_id: bytes
+    holder_id: bytes
+    mode: str
+    accepted: bool
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """saihm_status "Result": identity, the 30-day receipt window, shards, contracts,
+    governance, the token's session and (when any call was timed) the PRS ratio."""
+
+    holder_id: bytes
+    window_start: int
+    receipts_in_window: int
+    shards: dict[str, int]
+    contracts: tuple[ContractSummary, ...]
+    incoming: tuple[IncomingContract, ...]
+    governance: tuple[ProposalSummary, ...]
+    session_id: bytes | None
+    prs: float | None
+
+
 class Operator(SharingTools, GovernanceTools):
-    """The eight tools, the extension methods of DESIGN.md, and the person's admin actions."""
+    """The eight tools, the extension methods of DESIGN.md, and the person's admin actions.
 
-    def __init__(self, store: Store, config: Config | None = None) -> None:
-        super().__init__(store, config)
-        self._tools: dict[str, Callable[[Access, dict], Any]] = {
-            "saihm_remember": self._remember,
-            "saihm_recall": self._recall,
-            "saihm_forget": self._forget,
-            "saihm_status": self._status,
-            "saihm_share": self._share,
-            "saihm_revoke_share": self._revoke_share,
-            "saihm_governance_propose": self._propose,
-            "saihm_governance_vote": self._vote,
-            "saihm_accept_contract": self._accept,
-            "saihm_decline_contract": self._decline,
-            "saihm_record": self._record,
-            "saihm_forget_session": self._forget_session,
-        }
-
-    @property
-    def methods(self) -> tuple[str, ...]:
-        """Every method name the binding accepts."""
-        return tuple(self._tools)
-
-    def call(self, token: str | None, method: object, params: object) -> Any:
-        """Run one binding call: ``{"method", "params"}`` with a bearer capability.
-
-        Raises a :class:`SaihmError` whose ``code`` is the protocol error code.
-        """
-        if not isinstance(method, str) or method not in self._tools:
-            raise NotFound("unknown method", code="unknown_method")
-        if method.startswith("saihm_governance") and not self.config.governance:
-            raise Disabled("governance is not enabled", code="governance_disabled")
-        access = self.store.authenticate(token)
-        if access.consumer is not None:
-            raise NotPermitted("a consumer grant reads through the provider API only")
-        return self._tools[method](access, params if params is not None else {})
+    Every operation takes an :class:`Access` from :meth:`Store.authenticate`; in-process callers
+    (the Memory Provider, agent code) call them directly, the HTTP binding after parsing.
+    """
 
     # -- saihm_remember and saihm_record --------------------------------------------------
 
-    def _remember(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"content", "namespace"}, {"content"})
-        content = P.text(p, "content")
-        namespace = P.text(p, "namespace", default="memory")
-        if not content.strip():
-            raise MalformedInput("content is empty", code="empty_content")
-        return self.remember(access, content, namespace=namespace)
+    def remember(self, access: Access, content: str, *, namespace: str = "memory") -> Remembered:
+        """Seal ``content`` into a new cell of the caller's session and log REMEMBER
+        (saihm-protocol "saihm_remember").
 
-    def remember(self, access: Access, content: str, *, namespace: str = "memory") -> dict:
-        """Seal ``content`` into a new cell of the caller's session and log REMEMBER."""
+        Raises :class:`MalformedInput` ("empty_content") for content that is only whitespace,
+        ("no_session") for a token with no session, and :class:`NotPermitted` ("not_holder")
+        for a namespace outside the token's scope.
+        """
+        if not content.strip():
+            raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
         self._check_writable(access, namespace)
         payload = SealedPayload(
             content=content, session_id=access.session_id, namespace=namespace, kind="memory"
@@ -103,77 +169,133 @@ class Operator(SharingTools, GovernanceTools):
         self._commit(change)
         return self._cell_result(cell, change)
 
+    def remember_sealed(
+        self,
+        access: Access,
+        cell: Any,
+        session_id: bytes,
+        guard: Callable[[Any], object] | None = None,
+    ) -> Remembered:
+        """Log REMEMBER for a cell sealed earlier by this operator (a held Memory Provider
+        proposal, RFC 0007 "never silent agent write") and store it, as :meth:`remember`
+        stores a new one.
+
+        ``cell`` must be signed by ``access``'s holder and sealed into ``session_id`` of that
+        holder; the caller checked its plaintext through the read path. ``guard`` runs inside
+        the write transaction (:class:`Change`), for example to take the proposal atomically.
+        The receipt's timestamp is now; the cell keeps the one it was sealed with.
+        """
+        if cell.holder_id != access.holder_id:
+            raise NotPermitted("the cell is not the caller's", code=ErrorCode.NOT_HOLDER)
+        change = self._change_for(access, cell, session_id, None, guard, (), self._now())
+        return self._commit_cell(cell, change)
+
     def _check_writable(self, access: Access, namespace: str) -> None:
         if not namespace or len(namespace) > 256:
             raise MalformedInput("namespace must be 1 to 256 characters")
         if access.session_id is None:
-            raise MalformedInput("this token names no session to write into", code="no_session")
+            raise MalformedInput(
+                "this token names no session to write into", code=ErrorCode.NO_SESSION
+            )
         if access.namespaces is not None and namespace not in access.namespaces:
-            raise NotPermitted("namespace outside the token's scope", code="not_holder")
+            raise NotPermitted("namespace outside the token's scope", code=ErrorCode.NOT_HOLDER)
 
     def _cell_change(
-        self, access: Access, payload: SealedPayload, record: tuple[int, bool] | None,
-        guard: Callable | None = None,
-    ) -> tuple[Change, Any]:  # fmt: skip
+        self,
+        access: Access,
+        payload: SealedPayload,
+        record: tuple[int, bool] | None,
+        guard: Callable[[Any], object] | None = None,
+    ) -> tuple[Change, Any]:
         key = self._key(access)
-        now = self._now()
         cell, dek = seal(
-            payload, key=key, kek_version=self.store.kek_dir.current_version,
-            tier=self.config.tier, timestamp=now,
-        )  # fmt: skip
+            payload,
+            key=key,
+            kek_version=self.store.kek_dir.current_version,
+            tier=self.config.tier,
+            timestamp=self._now(),
+        )
+        change = self._change_for(
+            access, cell, access.session_id, record, guard, [(cell.cell_id, dek)], cell.timestamp
+        )
+        return change, cell
+
+    def _change_for(
+        self,
+        access: Access,
+        cell: Any,
+        session_id: bytes,
+        record: tuple[int, bool] | None,
+        guard: Callable[[Any], object] | None,
+        deks: Any,
+        timestamp: int,
+    ) -> Change:
+        """The one Change that stores a sealed cell with its REMEMBER receipt."""
         receipt = sign_receipt(
-            key, subject_id=cell.cell_id, operation=Operation.REMEMBER, timestamp=now
+            self._key(access),
+            subject_id=cell.cell_id,
+            operation=Operation.REMEMBER,
+            timestamp=timestamp,
         )
         cell_bytes = cell.to_cbor()
         body = Body(
             cell_bytes,
-            self.store.session_tag(access.holder_id, access.session_id),
+            self.store.session_tag(access.holder_id, session_id),
             None if record is None else record[0],
             False if record is None else record[1],
         )
-        change = Change(
-            receipts=[receipt], bodies={cell.cell_id: body}, deks=[(cell.cell_id, dek)],
-            memo=[(cell.cell_id, cell_bytes)], guard=guard,
-        )  # fmt: skip
-        return change, cell
+        return Change(
+            receipts=[receipt],
+            bodies={cell.cell_id: body},
+            deks=list(deks),
+            memo=[(cell.cell_id, cell_bytes)],
+            guard=guard,
+        )
+
+    def _commit_cell(self, cell: Any, change: Change) -> Remembered:
+        self._commit(change)
+        return self._cell_result(cell, change)
 
     @staticmethod
-    def _cell_result(cell: Any, change: Change) -> dict:
-        return {
-            "cellId": P.hx(cell.cell_id),
-            "cellNonce": P.hx(cell.cell_nonce),
-            "tier": cell.tier,
-            "kekVersion": cell.kek_version,
-            "epoch": P.dec(cell.timestamp),
-            "signaturePrefix": P.hx(cell.signature[:16]),
-            "receiptId": P.hx(change.receipts[0].receipt_id),
-        }
+    def _cell_result(cell: Any, change: Change) -> Remembered:
+        return Remembered(
+            cell_id=cell.cell_id,
+            cell_nonce=cell.cell_nonce,
+            tier=cell.tier,
+            kek_version=cell.kek_version,
+            epoch=cell.timestamp,
+            signature_prefix=cell.signature[:16],
+            receipt_id=change.receipts[0].receipt_id,
+        )
 
-    def _record(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"content", "kind"}, {"content", "kind"})
-        content = P.text(p, "content")
-        kind = P.text(p, "kind")
+    def record(self, access: Access, content: str, kind: str) -> Recorded:
+        """Append a record cell to the caller's session chain (seq, prev); "end" closes it.
+
+        Raises :class:`MalformedInput` ("invalid_kind") for a kind other than said, did or
+        end, ("empty_content") for empty content of said or did, and :class:`Conflict`
+        ("record_ended") after the session's record ended.
+        """
         if kind not in RECORD_KINDS:
-            raise MalformedInput("kind must be said, did or end", code="invalid_kind")
+            raise MalformedInput("kind must be said, did or end", code=ErrorCode.INVALID_KIND)
         if kind != "end" and not content.strip():
-            raise MalformedInput("content is empty", code="empty_content")
-        return self.record(access, content, kind)
-
-    def record(self, access: Access, content: str, kind: str) -> dict:
-        """Append a record cell to the caller's session chain (seq, prev); "end" closes it."""
+            raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
         self._check_writable(access, "record")
         tag = self.store.session_tag(access.holder_id, access.session_id)
         for _ in range(5):
             with self.store.read_txn() as txn:
                 head = self.store.projection(txn, PJ.RECORD_HEADS, tag)
             if head is not None and head.get(3):
-                raise Conflict("this session's record has ended", code="record_ended")
+                raise Conflict("this session's record has ended", code=ErrorCode.RECORD_ENDED)
             seq = 0 if head is None else head[1] + 1
             prev = None if head is None else head[2]
             payload = SealedPayload(
-                content=content, session_id=access.session_id, namespace="record",
-                kind=kind, seq=seq, prev=prev,
-            )  # fmt: skip
+                content=content,
+                session_id=access.session_id,
+                namespace="record",
+                kind=cast(Literal["said", "did", "end"], kind),  # checked against RECORD_KINDS
+                seq=seq,
+                prev=prev,
+            )
 
             def guard(txn: Any, expected: Any = head) -> None:
                 if self.store.projection(txn, PJ.RECORD_HEADS, tag) != expected:
@@ -184,29 +306,34 @@ class Operator(SharingTools, GovernanceTools):
                 self._commit(change)
             except _Retry:
                 continue
-            result = self._cell_result(cell, change)
-            result.update(seq=seq, prev=None if prev is None else P.hx(prev), kind=kind)
-            return result
-        raise Conflict("the record changed under this call; try again", code="record_conflict")
+            done = self._cell_result(cell, change)
+            return Recorded(
+                cell_id=done.cell_id,
+                cell_nonce=done.cell_nonce,
+                tier=done.tier,
+                kek_version=done.kek_version,
+                epoch=done.epoch,
+                signature_prefix=done.signature_prefix,
+                receipt_id=done.receipt_id,
+                seq=seq,
+                prev=prev,
+                kind=kind,
+            )
+        raise Conflict(
+            "the record changed under this call; try again", code=ErrorCode.RECORD_CONFLICT
+        )
 
     # -- saihm_recall ---------------------------------------------------------------------
 
-    def _recall(self, access: Access, params: object) -> list:
-        p = P.check_params(params, RECALL_PARAMS)
-        query = P.text(p, "query", default="")
-        window = RecallWindow.parse(p, queried=bool((query or "").split()))
-        return self.recall(access, query, window)
-
     def recall(
         self, access: Access, query: str | None, window: RecallWindow | None = None
-    ) -> RecallAnswer:
+    ) -> Recalled:
         """The caller's cells in scope and the covered cells of active contracts that match
         ``query``, most relevant first (all cells in log order for an empty query), within
-        ``window`` (docs/retrieval.md "Extension params").
+        ``window``'s limit, cursor, namespaces and kinds (docs/retrieval.md "Extension
+        params"); ``maxBytes`` bounds the rendered answer, so the binding applies it.
 
-        Elements carry the protocol's fields and the extensions ``kind``, ``namespace``,
-        ``sessionId`` and, for a query, ``score``. The query is never logged and never
-        written to the RECALL receipt.
+        The query is never logged and never written to the RECALL receipt.
         """
         window = window or RecallWindow()
         queried = bool((query or "").split())
@@ -218,106 +345,66 @@ class Operator(SharingTools, GovernanceTools):
             limit=window.limit,
             start=window.start,
         )
-        render = self._recall_item
-        answer = RecallAnswer(c.memo.get("recall") or render(c) for c in page.cells)
-        if page.scores is not None:
-            scored = zip(answer, page.scores, strict=True)
-            answer[:] = [{**item, "score": round(score, 6)} for item, score in scored]
-        cut = page.more
-        if window.max_bytes is not None and answer:
-            used, kept = 2 + item_bytes(answer[0]), 1
-            while kept < len(answer) and used + item_bytes(answer[kept]) <= window.max_bytes:
-                used += item_bytes(answer[kept])
-                kept += 1
-            if kept < len(answer):
-                del answer[kept:]
-                cut = True
-        if cut and answer:
-            answer.cut = True
-            answer.next_cursor = encode_cursor(page.resume(len(answer) - 1), queried=queried)
         if self.config.recall_receipts:
             self.log_receipt(access, Operation.RECALL)
-        return answer
-
-    @staticmethod
-    def _recall_item(opened: OpenedCell) -> dict:
-        """The protocol's recall element for a verified cell, memoised with it (the cell and
-        its label cannot change; only whether this caller may see it, checked per call)."""
-        item = opened.memo.get("recall")
-        if item is not None:
-            return item
-        cell, payload = opened.cell, opened.payload
-        item = RecallItem(
-            cellId=P.hx(cell.cell_id),
-            plaintext=payload.content,
-            holderIdHex=P.hx(cell.holder_id),
-            cellNonce=P.hx(cell.cell_nonce),
-            kekVersion=cell.kek_version,
-            holderSignaturePrefix=P.hx(cell.signature_prefix),
-            timestamp=P.dec(cell.timestamp),
-            tier=cell.tier,
-            kind=payload.kind,
-            namespace=payload.namespace,
-            sessionId=P.hx(payload.session_id),
-        )
-        opened.memo["recall"] = item
-        return item
+        return Recalled(page=page, window=window, queried=queried)
 
     # -- saihm_forget and saihm_forget_session --------------------------------------------
 
-    def _forget(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"id"}, {"id"})
-        return self.forget(access, P.id32(p.get("id"), what="id"))
-
-    def forget(self, access: Access, cell_id: bytes) -> dict:
-        """Erase one cell: withdraw it, destroy its wrapped DEK, log FORGET (one transaction)."""
+    def forget(self, access: Access, cell_id: bytes) -> Forgotten | AlreadyErased:
+        """Erase one cell: withdraw it, destroy its wrapped DEK, log FORGET (one transaction;
+        saihm-protocol "saihm_forget", "Erasure"). A cell never stored or already erased is
+        :class:`AlreadyErased`; one the caller does not hold, or outside the token's scope,
+        raises :class:`NotPermitted` ("not_holder")."""
         with self.store.read_txn() as txn:
             record = self.store.projection(txn, PJ.CELLS, cell_id)
         if record is None:
-            return {"success": False}
+            return AlreadyErased()
         if record[1] != access.holder_id:
-            raise NotPermitted("the caller does not hold this cell", code="not_holder")
+            raise NotPermitted("the caller does not hold this cell", code=ErrorCode.NOT_HOLDER)
         if 7 in record:
-            return {"success": False}
+            return AlreadyErased()
         if not self.store.read(access, cell_ids=[cell_id], include_shared=False):
-            raise NotPermitted("the cell is outside this token's scope", code="not_holder")
+            raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
         receipt = sign_receipt(
-            self._key(access), subject_id=cell_id, operation=Operation.FORGET,
+            self._key(access),
+            subject_id=cell_id,
+            operation=Operation.FORGET,
             timestamp=self._now(),
-        )  # fmt: skip
+        )
         change = self._commit(
             Change(receipts=[receipt], destroy=[cell_id], guard=self._unerased_guard([cell_id]))
         )
         if change.outcome is not None:
-            return change.outcome
-        return {
-            "success": True,
-            "cellId": P.hx(cell_id),
-            "destructionAnchor": P.hx(receipt.receipt_id),
-            "epoch": P.dec(receipt.timestamp),
-        }
+            return AlreadyErased()
+        return Forgotten(
+            cell_id=cell_id, destruction_anchor=receipt.receipt_id, epoch=receipt.timestamp
+        )
 
     def _unerased_guard(self, cell_ids: list[bytes]) -> Callable[[Any], object]:
         def guard(txn: Any) -> object:
             for cell_id in cell_ids:
                 if self.store.projection(txn, PJ.ERASURES, cell_id) is not None:
-                    return {"success": False}
+                    return AlreadyErased()
             return None
 
         return guard
 
-    def _forget_session(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"sessionId"}, {"sessionId"})
-        return self.forget_session(access, P.id32(p.get("sessionId"), what="sessionId"))
+    def forget_session(self, access: Access, session_id: bytes) -> ForgottenSession:
+        """Erase every cell (memory and record) of one session; every receipt stays.
 
-    def forget_session(self, access: Access, session_id: bytes) -> dict:
-        """Erase every cell (memory and record) of one session; every receipt stays."""
+        Raises :class:`NotPermitted` ("not_holder") for a session outside the token's scope and
+        :class:`Conflict` ("retry") when a cell was erased while the call ran.
+        """
         if not access.all_sessions and session_id != access.session_id:
-            raise NotPermitted("the session is outside this token's scope", code="not_holder")
+            raise NotPermitted(
+                "the session is outside this token's scope", code=ErrorCode.NOT_HOLDER
+            )
         cells = [
-            c for c in self.store.read(access, include_shared=False)
+            c
+            for c in self.store.read(access, include_shared=False)
             if c.payload.session_id == session_id
-        ]  # fmt: skip
+        ]
         ids = [c.cell.cell_id for c in cells]
         key = self._key(access)
         now = self._now()
@@ -329,27 +416,27 @@ class Operator(SharingTools, GovernanceTools):
                 Change(receipts=receipts, destroy=ids, guard=self._unerased_guard(ids))
             )
             if change.outcome is not None:
-                raise Conflict("a cell was erased concurrently; repeat the call", code="retry")
-        return {
-            "sessionId": P.hx(session_id),
-            "erased": len(ids),
-            "cellIds": [P.hx(i) for i in ids],
-            "receiptIds": [P.hx(r.receipt_id) for r in receipts],
-        }
+                raise Conflict(
+                    "a cell was erased concurrently; repeat the call", code=ErrorCode.RETRY
+                )
+        return ForgottenSession(
+            session_id=session_id,
+            cell_ids=tuple(ids),
+            receipt_ids=tuple(r.receipt_id for r in receipts),
+        )
 
     # -- saihm_status ---------------------------------------------------------------------
 
-    def _status(self, access: Access, params: object) -> dict:
-        P.check_params(params, set())
-        return self.status(access)
-
-    def status(self, access: Access) -> dict:
-        """The caller's identity, reliability, receipt count, shards, contracts, governance."""
+    def status(self, access: Access) -> Status:
+        """The caller's identity, reliability, receipt count, shards, contracts, governance
+        (saihm-protocol "saihm_status")."""
         now = self._now()
         start = now - WINDOW_30_DAYS
         holder = access.holder_id
         shards: dict[str, int] = {}
-        contracts, incoming, governance = [], [], []
+        contracts: list[ContractSummary] = []
+        incoming: list[IncomingContract] = []
+        governance: list[ProposalSummary] = []
         receipts_in_window = 0
         holder_wide = access.all_sessions and access.namespaces is None
         if not holder_wide:
@@ -365,38 +452,29 @@ class Operator(SharingTools, GovernanceTools):
             for key, _ in self.store.prefix_scan(txn, PJ.BY_OWNER, holder):
                 c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
                 if c is not None and not c[9] and self.contract_in_scope(access, c):
-                    contracts.append({
-                        "contractId": P.hx(key[32:]), "mode": c[4],
-                        "granteeIds": [P.hx(g) for g in c[2]], "expiresAt": P.dec(c[6]),
-                    })  # fmt: skip
+                    contracts.append(ContractSummary(key[32:], c[4], tuple(c[2]), c[6]))
             for key, _ in self.store.prefix_scan(txn, PJ.BY_GRANTEE, holder):
                 c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
                 if c is not None and not c[9] and holder in c[2]:
-                    incoming.append({
-                        "contractId": P.hx(key[32:]), "holderIdHex": P.hx(c[1]), "mode": c[4],
-                        "accepted": holder in c[10], "expiresAt": P.dec(c[6]),
-                    })  # fmt: skip
+                    incoming.append(IncomingContract(key[32:], c[1], c[4], holder in c[10], c[6]))
             for _, ts in self.store.prefix_scan(txn, PJ.RX_BY_HOLDER, holder):
                 receipts_in_window += int.from_bytes(ts, "big") >= start
             if self.config.governance:
                 governance = self._proposals(txn)
-        result: dict[str, Any] = {
-            "agentIdHashHex": P.hx(holder),
-            "custody": "custodial",
-            "bfsi_window_start_ts": P.dec(start),
-            "bfsi_R": P.dec(receipts_in_window),
-            "shards": shards,
-            "contracts": contracts,
-            "incomingContracts": incoming,
-            "governance": governance,
-            "sessionId": None if access.session_id is None else P.hx(access.session_id),
-        }
         calls, within = self.store.stats_since(start)
-        if calls:
-            result["prs"] = round(within / calls, 6)
         if self.config.status_receipts:
             self.log_receipt(access, Operation.STATUS)
-        return result
+        return Status(
+            holder_id=holder,
+            window_start=start,
+            receipts_in_window=receipts_in_window,
+            shards=shards,
+            contracts=tuple(contracts),
+            incoming=tuple(incoming),
+            governance=tuple(governance),
+            session_id=access.session_id,
+            prs=round(within / calls, 6) if calls else None,
+        )
 
     # -- the person's actions (command line) ----------------------------------------------
 
@@ -405,9 +483,12 @@ class Operator(SharingTools, GovernanceTools):
         seed = os.urandom(32)
         key = HolderKey.from_seed(seed)
         receipt = sign_receipt(
-            key, subject_id=key.holder_id, operation=Operation.KEY, timestamp=self._now(),
+            key,
+            subject_id=key.holder_id,
+            operation=Operation.KEY,
+            timestamp=self._now(),
             detail=key.public_key,
-        )  # fmt: skip
+        )
         self._commit(Change(receipts=[receipt], seeds=[(key.holder_id, seed)]))
         return key.holder_id
 
@@ -417,15 +498,18 @@ class Operator(SharingTools, GovernanceTools):
         """Log a person's holder-wide grant (GRANT); return (grantId, receiptId)."""
         with self.store.read_txn() as txn:
             if self.store.projection(txn, PJ.HOLDERS, holder_id) is None:
-                raise NotFound("no such holder", code="holder_not_found")
+                raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
         grant_id = secrets.token_bytes(32)
         detail = GrantDetail(
             namespaces=None if namespaces is None else tuple(namespaces), expires_at=expires_at
         )
         receipt = sign_receipt(
-            self.store.holder_key(holder_id), subject_id=grant_id, operation=Operation.GRANT,
-            timestamp=self._now(), detail=detail,
-        )  # fmt: skip
+            self.store.holder_key(holder_id),
+            subject_id=grant_id,
+            operation=Operation.GRANT,
+            timestamp=self._now(),
+            detail=detail,
+        )
         self._commit(Change(receipts=[receipt]))
         return grant_id, receipt.receipt_id
 
@@ -439,7 +523,7 @@ class Operator(SharingTools, GovernanceTools):
         subject = PJ.revocation_subject(holder_id, token_or_session_id)
         with self.store.read_txn() as txn:
             if self.store.projection(txn, PJ.HOLDERS, holder_id) is None:
-                raise NotFound("no such holder", code="holder_not_found")
+                raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
             if self.store.projection(txn, PJ.REVOKED, subject) is not None:
                 return False
         key = self.store.holder_key(holder_id)
@@ -458,13 +542,15 @@ class Operator(SharingTools, GovernanceTools):
         with self.store.read_txn() as txn:
             grant = self.store.projection(txn, PJ.GRANTS, grant_id)
         if grant is None:
-            raise NotFound("no such grant", code="grant_not_found")
+            raise NotFound("no such grant", code=ErrorCode.GRANT_NOT_FOUND)
         if grant[5]:
             return False
         receipt = sign_receipt(
-            self.store.holder_key(grant[1]), subject_id=grant_id, operation=Operation.UNGRANT,
+            self.store.holder_key(grant[1]),
+            subject_id=grant_id,
+            operation=Operation.UNGRANT,
             timestamp=self._now(),
-        )  # fmt: skip
+        )
 
         def guard(txn: Any) -> object:
             return False if self.store.projection(txn, PJ.GRANTS, grant_id)[5] else None
@@ -475,6 +561,3 @@ class Operator(SharingTools, GovernanceTools):
 
 class _Retry(Conflict):
     """A record chain moved between reading its head and committing; re-seal and retry."""
-
-
-__all__ = ["Operator"]

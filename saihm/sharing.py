@@ -1,11 +1,15 @@
-"""Sharing contracts (saihm-protocol "Sharing contracts"): share, revoke, accept, decline."""
+"""Sharing contracts (saihm-protocol "Sharing contracts"): share, revoke, accept, decline.
+
+Operations take bytes ids and return :class:`Shared`, :class:`Revoked` and
+:class:`Responded`; :mod:`saihm.http.binding` parses their params and renders them.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from saihm import params as P
-from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
+from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermitted
 from saihm.events import Operation
 from saihm.events.rules import check_contract_terms
 from saihm.events.signing import sign_contract, sign_receipt
@@ -17,61 +21,86 @@ from saihm.toolbase import ToolBase
 MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}
 
 
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """A signed, stored contract (saihm_share "Result"); ``mode`` is the contract's
+    (TEMPORARY, PERMANENT or SYNDICATE)."""
+
+    contract_id: bytes
+    mode: str
+    grantee_count: int
+    epoch: int
+    expires_at: int
+    receipt_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Revoked:
+    """A contract that is revoked now; ``receipt_id`` is None when it already was."""
+
+    epoch: int
+    receipt_id: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Responded:
+    """A grantee's acceptance state of a contract; ``receipt_id`` None when unchanged."""
+
+    contract_id: bytes
+    accepted: bool
+    receipt_id: bytes | None = None
+
+
 class SharingTools(ToolBase):
     """saihm_share, saihm_revoke_share and the grantee's accept and decline."""
 
-    def _share(self, access: Access, params: object) -> dict:
-        names = {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"}
-        p = P.check_params(params, names, names - {"expiryEpoch"})
-        # Each member's defect answers the protocol's code for that member (saihm_share
-        # "Errors"), so a client never meets an extension code it cannot interpret.
-        grantees = [
-            P.id32(g[2:] if g[:2] in ("0x", "0X") else g, code="invalid_grantee", what="grantee")
-            for g in P.string_list(p, "granteeIdHashesHex", code="invalid_grantee")
-        ]
-        shards = [
-            P.id32(s, code="shard_not_found", what="shard")
-            for s in P.string_list(p, "shardIds", code="shard_not_found")
-        ]
-        kind = P.text(p, "type", code="invalid_mode")
-        mode = MODES.get(kind) if isinstance(kind, str) else None
-        if mode is None:
-            raise MalformedInput(
-                "type must be temporary, permanent or syndicate", code="invalid_mode"
-            )
-        scope = P.text(p, "scope", code="invalid_scope")
-        expiry = P.epoch(p.get("expiryEpoch"), "expiryEpoch")
-        return self.share(access, grantees, shards, mode, scope, expiry)
-
     def share(
-        self, access: Access, grantees: list[bytes], shards: list[bytes], mode: str, scope: str,
+        self,
+        access: Access,
+        grantees: list[bytes],
+        shards: list[bytes],
+        mode: str,
+        scope: str,
         expiry: int | None,
-    ) -> dict:  # fmt: skip
-        """Sign and store a sharing contract over the caller's own cells; log SHARE."""
+    ) -> Shared:
+        """Sign and store a sharing contract over the caller's own cells; log SHARE
+        (saihm-protocol "saihm_share"). ``mode`` is TEMPORARY, PERMANENT or SYNDICATE;
+        ``expiry`` None takes the type's default."""
         now = self._now()
         if expiry is None:
             expiry = now + self.config.temporary_default_ttl if mode == "TEMPORARY" else 0
         if access.holder_id in grantees:
-            raise MalformedInput("a holder cannot grant to itself", code="invalid_grantee")
+            raise MalformedInput("a holder cannot grant to itself", code=ErrorCode.INVALID_GRANTEE)
         check_contract_terms(
-            grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope, expires_at=expiry,
+            grantee_ids=grantees,
+            shard_ids=shards,
+            mode=mode,
+            scope=scope,
+            expires_at=expiry,
             timestamp=now,
-        )  # fmt: skip
+        )
         with self.store.read_txn() as txn:
             for shard in shards:
                 record = self.store.projection(txn, PJ.CELLS, shard)
                 if record is None or 7 in record:
-                    raise NotFound("no such cell", code="shard_not_found")
+                    raise NotFound("no such cell", code=ErrorCode.SHARD_NOT_FOUND)
                 if record[1] != access.holder_id:
-                    raise NotPermitted("the caller does not hold this cell", code="not_holder")
+                    raise NotPermitted(
+                        "the caller does not hold this cell", code=ErrorCode.NOT_HOLDER
+                    )
         visible = self.store.read(access, cell_ids=shards, include_shared=False)
         if len(visible) != len(set(shards)):
-            raise NotPermitted("a cell is outside this token's scope", code="not_holder")
+            raise NotPermitted("a cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
         key = self._key(access)
         contract = sign_contract(
-            key, grantee_ids=grantees, shard_ids=shards, mode=mode, scope=scope,
-            expires_at=expiry, timestamp=now,
-        )  # fmt: skip
+            key,
+            grantee_ids=grantees,
+            shard_ids=shards,
+            mode=mode,
+            scope=scope,
+            expires_at=expiry,
+            timestamp=now,
+        )
         receipt = sign_receipt(
             key, subject_id=contract.contract_id, operation=Operation.SHARE, timestamp=now
         )
@@ -79,57 +108,51 @@ class SharingTools(ToolBase):
         def guard(txn: Any) -> None:
             for shard in shards:
                 if self.store.projection(txn, PJ.ERASURES, shard) is not None:
-                    raise NotFound("a cell was erased", code="shard_not_found")
+                    raise NotFound("a cell was erased", code=ErrorCode.SHARD_NOT_FOUND)
 
         self._commit(
             Change(
-                receipts=[receipt], bodies={contract.contract_id: Body(contract.to_cbor())},
+                receipts=[receipt],
+                bodies={contract.contract_id: Body(contract.to_cbor())},
                 guard=guard,
             )
-        )  # fmt: skip
-        return {
-            "contractId": P.hx(contract.contract_id),
-            "type": mode.lower(),
-            "granteeCount": len(grantees),
-            "epoch": P.dec(now),
-            "expiresAt": P.dec(expiry),
-            "receiptId": P.hx(receipt.receipt_id),
-        }
-
-    def _revoke_share(self, access: Access, params: object) -> dict:
-        p = P.check_params(params, {"contractId"}, {"contractId"})
-        return self.revoke_share(
-            access, P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
+        )
+        return Shared(
+            contract_id=contract.contract_id,
+            mode=mode,
+            grantee_count=len(grantees),
+            epoch=now,
+            expires_at=expiry,
+            receipt_id=receipt.receipt_id,
         )
 
-    def revoke_share(self, access: Access, contract_id: bytes) -> dict:
-        """End a contract for every grantee; a repeat answers revoked = true with no receipt."""
+    def revoke_share(self, access: Access, contract_id: bytes) -> Revoked:
+        """End a contract for every grantee; a repeat answers revoked = true with no receipt
+        (saihm-protocol "saihm_revoke_share")."""
         with self.store.read_txn() as txn:
             record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
         if record is None:
-            raise NotFound("no such contract", code="contract_not_found")
+            raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
         if record[1] != access.holder_id or not self.contract_in_scope(access, record):
-            raise NotPermitted("the caller does not hold this contract", code="not_holder")
+            raise NotPermitted("the caller does not hold this contract", code=ErrorCode.NOT_HOLDER)
         if record[9]:
-            return {"revoked": True, "epoch": P.dec(self._now())}
+            return Revoked(epoch=self._now())
         receipt = sign_receipt(
-            self._key(access), subject_id=contract_id, operation=Operation.REVOKE,
+            self._key(access),
+            subject_id=contract_id,
+            operation=Operation.REVOKE,
             timestamp=self._now(),
-        )  # fmt: skip
+        )
 
         def guard(txn: Any) -> object:
             if self.store.projection(txn, PJ.CONTRACTS, contract_id)[9]:
-                return {"revoked": True, "epoch": P.dec(self._now())}
+                return Revoked(epoch=self._now())
             return None
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
-        if change.outcome is not None:
+        if isinstance(change.outcome, Revoked):
             return change.outcome
-        return {
-            "revoked": True,
-            "epoch": P.dec(receipt.timestamp),
-            "receiptId": P.hx(receipt.receipt_id),
-        }
+        return Revoked(epoch=receipt.timestamp, receipt_id=receipt.receipt_id)
 
     def contract_in_scope(self, access: Access, record: dict) -> bool:
         """Whether ``access`` may see (and so act on) the caller's own contract ``record``.
@@ -169,28 +192,19 @@ class SharingTools(ToolBase):
                     return False
         return True
 
-    def _accept(self, access: Access, params: object) -> dict:
-        return self._respond(access, params, accept=True)
-
-    def _decline(self, access: Access, params: object) -> dict:
-        return self._respond(access, params, accept=False)
-
-    def _respond(self, access: Access, params: object, *, accept: bool) -> dict:
-        p = P.check_params(params, {"contractId"}, {"contractId"})
-        contract_id = P.id32(p.get("contractId"), code="contract_not_found", what="contractId")
-        return self.respond(access, contract_id, accept=accept)
-
-    def respond(self, access: Access, contract_id: bytes, *, accept: bool) -> dict:
-        """A grantee accepts a contract, or declines it (withdrawing an earlier acceptance)."""
+    def respond(self, access: Access, contract_id: bytes, *, accept: bool) -> Responded:
+        """A grantee accepts a contract, or declines it (withdrawing an earlier acceptance);
+        DESIGN.md "Capabilities" (ACCEPT / DECLINE). A repeat changes nothing and logs no
+        receipt."""
         with self.store.read_txn() as txn:
             record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
         if record is None:
-            raise NotFound("no such contract", code="contract_not_found")
+            raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
         if access.holder_id not in record[2]:
-            raise NotPermitted("the caller is not a grantee", code="not_grantee")
+            raise NotPermitted("the caller is not a grantee", code=ErrorCode.NOT_GRANTEE)
         if record[9] and accept:
-            raise Conflict("the contract is revoked", code="contract_revoked")
-        result = {"contractId": P.hx(contract_id), "accepted": accept}
+            raise Conflict("the contract is revoked", code=ErrorCode.CONTRACT_REVOKED)
+        result = Responded(contract_id=contract_id, accepted=accept)
         if (access.holder_id in record[10]) == accept:
             return result
         op = Operation.ACCEPT if accept else Operation.DECLINE
@@ -204,5 +218,7 @@ class SharingTools(ToolBase):
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
         if change.outcome is None:
-            result["receiptId"] = P.hx(receipt.receipt_id)
+            return Responded(
+                contract_id=contract_id, accepted=accept, receipt_id=receipt.receipt_id
+            )
         return result

@@ -232,7 +232,10 @@ class Store(GroupCommit, PublicLog):
     # -- checkpoints ----------------------------------------------------------------------
 
     def checkpoint_now(self) -> bytes:
-        """Sign a checkpoint for the current size if none exists yet; return the latest note."""
+        """Sign a checkpoint for the current size if none exists yet; return the latest note.
+
+        Nodes sharing a store may sign the same size at once: the first note stored wins and
+        both return it (docs/scaling.md "Several nodes, one log")."""
         with self.storage.read() as txn:
             size = self.tree.size(txn)
             latest = self._latest_checkpoint(txn)
@@ -242,7 +245,10 @@ class Store(GroupCommit, PublicLog):
         stamp = int(self.clock())
         note = self.log_keys.sign(Checkpoint(self.origin, size, root), timestamp=stamp)
         with self.storage.write() as txn:
-            txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False)
+            if not txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False):
+                # Another process or node signed this size first: the stored note is the one
+                # every reader sees, so it is the one returned (and published).
+                note = txn.get(u64(size), db=self._db[CHECKPOINTS]) or note
             self._fault("checkpoint")
         self._last_checkpoint = self.clock()
         return note
@@ -379,6 +385,34 @@ class Store(GroupCommit, PublicLog):
             access.grant_id, access.consumer, access.mode, access.expires_at, access.token_id,
         )  # fmt: skip
         return hmac.new(self._access_key, dumps(list(fields)), "sha256").digest()
+
+    def person_access(self, holder_id: bytes, session_id: bytes, ttl: int = 300) -> Access:
+        """The session-scoped :class:`Access` of the person acting on their own data directory
+        in process (``saihm memory store|forget|accept``), with no token: the same scope a
+        session token from the authority gives, for ``ttl`` seconds.
+
+        Raises :class:`Unauthenticated` for a holder with no KEY receipt or a revoked session,
+        as :meth:`authenticate` would for that session's token.
+        """
+        with self.storage.read() as txn:
+            if self.projections.get(txn, P.HOLDERS, holder_id) is None:
+                raise Unauthenticated("unknown holder")
+            subject = P.revocation_subject(holder_id, session_id)
+            if txn.get(subject, db=self.projections.db[P.REVOKED]):
+                raise Unauthenticated("session revoked")
+        access = Access(
+            holder_id=holder_id,
+            session_id=session_id,
+            all_sessions=False,
+            namespaces=None,
+            grant_id=None,
+            consumer=None,
+            mode=None,
+            expires_at=int(self.clock()) + ttl,
+            token_id=secrets.token_bytes(16),
+        )
+        object.__setattr__(access, "_seal", self._access_seal(access))
+        return access
 
     # -- the checked read path ------------------------------------------------------------
 

@@ -32,7 +32,9 @@ class ToolBase:
     def log_receipt(self, access: Access, operation: Operation) -> None:
         """Write a receipt whose subject is the caller's holderId (RECALL, STATUS)."""
         receipt = sign_receipt(
-            self._key(access), subject_id=access.holder_id, operation=operation,
+            self._key(access),
+            subject_id=access.holder_id,
+            operation=operation,
             timestamp=self._now(),
-        )  # fmt: skip
+        )
         self._commit(Change(receipts=[receipt]))

@@ -28,6 +28,7 @@ from saihm.audit.derive import Derived
 from saihm.audit.progress import progress
 from saihm.errors import SaihmError, message
 from saihm.events import Operation, Receipt
+from saihm.events.operations import replay_events
 from saihm.helpformat import DefaultsFormatter
 from saihm.storage.base import StorageError
 from saihm.storage.lmdb import LmdbStorage
@@ -35,8 +36,8 @@ from saihm.storage.lmdb import LmdbStorage
 __all__ = ["main", "receipt_json"]
 
 _U64 = struct.Struct(">Q")
-_EVENTS = {Operation.SHARE, Operation.REVOKE, Operation.ACCEPT, Operation.DECLINE,
-           Operation.GRANT, Operation.UNGRANT}  # fmt: skip
+#: The operations also written to events.jsonl (the operation registry).
+_EVENTS = replay_events()
 
 
 def receipt_json(index: int, receipt: Receipt) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import secrets
 import socket
@@ -88,11 +89,12 @@ def _server(config_dir: Path, data: Path, workers: int) -> Iterator[str]:
 def _holder(operator, authority, cells: int) -> str:
     """A fresh holder's token whose session holds ``cells`` cells."""
     from saihm.events import CapabilityScope
+    from saihm.http.binding import call as binding_call
 
     holder_id = operator.create_holder()
     token = authority.issue(holder_id, secrets.token_bytes(32), CapabilityScope(), 3600).to_token()
     for i in range(cells):
-        operator.call(token, "saihm_remember", {"content": f"seed {i}"})
+        binding_call(operator, token, "saihm_remember", {"content": f"seed {i}"})
     return token
 
 
@@ -174,6 +176,7 @@ def run(args: list[str]) -> Iterator[dict]:
     """Yield the HTTP figures, each beside its in-process peer measured in the same run."""
     from saihm.compose import initialise, open_operator
     from saihm.config import Config
+    from saihm.http.binding import call as binding_call
 
     opts = _options(args)
     with tempfile.TemporaryDirectory(prefix="saihm-bench-http-") as tmp:
@@ -185,7 +188,9 @@ def run(args: list[str]) -> Iterator[dict]:
                 phase: [_holder(operator, authority, opts.cells) for _ in range(2)]
                 for phase in ("in-process", 1, 2)
             }
-            local_rate, local_p50 = _in_process(operator.call, tokens["in-process"][0], opts)
+            local_rate, local_p50 = _in_process(
+                functools.partial(binding_call, operator), tokens["in-process"][0], opts
+            )
         finally:
             operator.store.close()
         measured = {}

@@ -3,8 +3,8 @@
 Figures (each beside a peer measured in the same run, docs/retrieval.md "Measured"):
 
 - ``recall_{all,top20}_{N}_{warm,cold}_p50_ms`` / ``_p99_ms``: ``saihm_recall`` through
-  ``Operator.call`` with a holder-wide grant token over a store of N cells of one holder
-  (spread over 100 sessions), including the RECALL receipt the operator writes by default.
+  ``saihm.http.binding.call`` with a holder-wide grant token over a store of N cells of one
+  holder (spread over 100 sessions), including the RECALL receipt the operator writes by default.
   ``all`` is the protocol's "all cells" (every cell returned); ``top20`` is a three-word query
   with the extension param ``limit: 20``. ``warm`` is a process that has served a recall
   before; ``cold`` is the first recall of a freshly opened store. The peer is the naive
@@ -49,6 +49,7 @@ from saihm.events import CapabilityScope, Operation, SealedPayload
 from saihm.events.envelope import seal
 from saihm.events.identity import HolderKey
 from saihm.events.signing import sign_receipt
+from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
 from saihm.projections import Body
 from saihm.store import Change, Store
@@ -198,7 +199,7 @@ def _timed(operator: Operator, token: str, params: dict) -> tuple[float, int]:
     """Wall-clock ms of one recall (the figure); its CPU ms goes to :data:`CPU_MS`, reported
     beside it, since on a shared machine the wall clock also counts waiting for a core."""
     started, cpu = time.perf_counter(), time.process_time()
-    result = operator.call(token, "saihm_recall", params)
+    result = binding_call(operator, token, "saihm_recall", params)
     CPU_MS.append((time.process_time() - cpu) * 1000)
     return (time.perf_counter() - started) * 1000, len(result)
 
@@ -239,14 +240,14 @@ def _memory(config: Config, holder: bytes, bound_mb: int | None) -> tuple[int, i
     with Store(config, checkpointer=False) as store:
         operator = Operator(store, config)
         token = _grant_token(config, operator, holder)
-        operator.call(token, "saihm_recall", {"limit": 1})  # authenticate, open the log
+        binding_call(operator, token, "saihm_recall", {"limit": 1})  # authenticate, open the log
         # Garbage awaiting the cycle collector is not held by the cache: collect it first.
         gc.collect()
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
-            operator.call(token, "saihm_recall", {"limit": 1})
-            operator.call(token, "saihm_recall", {})
+            binding_call(operator, token, "saihm_recall", {"limit": 1})
+            binding_call(operator, token, "saihm_recall", {})
             gc.collect()
             retained = tracemalloc.get_traced_memory()[0] - before
         finally:
@@ -292,12 +293,14 @@ def _quality(
             writer = cap.to_token()
             cell_ids = []
             for turn in conversation["turns"]:
-                result = operator.call(writer, "saihm_remember", {"content": turn})
+                result = binding_call(operator, writer, "saihm_remember", {"content": turn})
                 cell_ids.append(result["cellId"])
             reader = _grant_token(config, operator, holder)
             for q in conversation["questions"]:
                 evidence = {cell_ids[i] for i in q["evidence"]}
-                got = operator.call(reader, "saihm_recall", {"query": q["question"], "limit": 10})
+                got = binding_call(
+                    operator, reader, "saihm_recall", {"query": q["question"], "limit": 10}
+                )
                 ids = [item["cellId"] for item in got]
                 ours.append(next((i for i, c in enumerate(ids) if c in evidence), None))
                 order = _plain_bm25_ranks(conversation["turns"], q["question"])

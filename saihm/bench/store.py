@@ -3,8 +3,9 @@
 Figures (each against a floor or target measured or stated in the same run):
 
 - ``remember_per_s_1_thread`` / ``remember_per_s_N_threads``: saihm_remember through
-  ``Operator.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB commit), against the
-  two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here with ``saihm.mldsa``.
+  ``saihm.http.binding.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB
+  commit), against the two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here
+  with ``saihm.mldsa``.
   Threads share one store, which groups their commits; signing holds the GIL.
 - ``recall_session_p50_ms`` / ``_p99_ms``: saihm_recall with a session token over a store of
   ``--cells`` cells spread over ``--sessions`` sessions of one holder (so one session holds
@@ -15,6 +16,10 @@ Figures (each against a floor or target measured or stated in the same run):
   leaves: the REMEMBER and KEY receipts, padded with RECALL receipts signed in a process pool),
   without signature checks, against the 100,000 events/s target; the best of three runs, so
   that page faults of a cold scratch environment are not counted as rebuild work.
+
+With ``--store postgresql://...`` it measures the store's scaling figures instead, LMDB beside
+PostgreSQL in one run: remember/s of one and two operator processes on one store, and the cost
+of one commit (saihm/bench/storescale.py; docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from saihm.events import CapabilityScope, Operation, Receipt
 from saihm.events.identity import HolderKey
 from saihm.events.signing import RECEIPT_CONTEXT, sign_receipt
 from saihm.helpformat import DefaultsFormatter
+from saihm.http.binding import call as binding_call
 from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
 from saihm.operator import Operator
 from saihm.store import Change, Store
@@ -84,7 +90,7 @@ def _remember_rate(operator: Operator, tokens: list[str], seconds: float) -> flo
     def worker(i: int) -> None:
         params = {"content": f"bench memory from worker {i}"}
         while not stop.is_set():
-            operator.call(tokens[i], "saihm_remember", params)
+            binding_call(operator, tokens[i], "saihm_remember", params)
             counts[i] += 1
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(tokens))]
@@ -111,7 +117,7 @@ def _fill(operator: Operator, tokens: list[str], cells: int, threads: int) -> No
                     return
                 next_cell[0] += 1
             content = f"cell {n} topic{n % 10} of session {n % len(tokens)}"
-            operator.call(tokens[n % len(tokens)], "saihm_remember", {"content": content})
+            binding_call(operator, tokens[n % len(tokens)], "saihm_remember", {"content": content})
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
@@ -125,7 +131,7 @@ def _latencies_ms(operator: Operator, tokens: list[str], samples: int) -> list[f
     for i in range(samples):
         token = tokens[i % len(tokens)]
         started = time.perf_counter()
-        operator.call(token, "saihm_recall", {})
+        binding_call(operator, token, "saihm_recall", {})
         out.append((time.perf_counter() - started) * 1000)
     return out
 
@@ -173,7 +179,29 @@ def run(args: list[str]) -> Iterator[dict]:
     parser.add_argument("--seconds", type=float, default=5.0, help="per throughput figure")
     parser.add_argument("--threads", type=int, default=4, help="threads for the second figure")
     parser.add_argument("--samples", type=int, default=200, help="session recalls to time")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="measure the scaling figures instead: remember/s of 1 and 2 operator processes on "
+        "LMDB and on this PostgreSQL database, and the cost of one commit (scratch schemas, "
+        "dropped afterwards; saihm/bench/storescale.py)",
+    )
+    parser.add_argument(
+        "--node-threads", type=int, default=4, help="with --store: threads per operator process"
+    )
+    parser.add_argument(
+        "--commit-samples", type=int, default=200, help="with --store: commits timed per figure"
+    )
     opts = parser.parse_args(args)
+    if opts.store is not None:
+        from saihm.bench.storescale import run_scaling
+        from saihm.storeurl import check_store_url
+
+        sign_s = _sign_seconds(max(0.5, opts.seconds / 2))
+        floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"
+        url = check_store_url(opts.store)
+        yield from run_scaling(url, opts, _figure, 1 / (2 * sign_s), floor_peer)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-store-"))
     try:
         yield from _run(tmp, opts)

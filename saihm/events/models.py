@@ -11,7 +11,6 @@ operation carries one.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, Strict, model_validator
@@ -35,6 +34,7 @@ from saihm.events.codec import encode
 from saihm.events.details import GrantDetail, ProposeDetail, VoteDetail
 from saihm.events.errors import DecodeError
 from saihm.events.governance import Proposal
+from saihm.events.operations import Operation
 
 __all__ = [
     "Capability",
@@ -103,24 +103,6 @@ class Cell(Record):
             signature=m[7],
             timestamp=m[8],
         )
-
-
-class Operation(StrEnum):
-    """Receipt operations: the protocol's nine and saihm's extension operations."""
-
-    KEY = "KEY"
-    REMEMBER = "REMEMBER"
-    RECALL = "RECALL"
-    STATUS = "STATUS"
-    FORGET = "FORGET"
-    SHARE = "SHARE"
-    REVOKE = "REVOKE"
-    PROPOSE = "PROPOSE"
-    VOTE = "VOTE"
-    ACCEPT = "ACCEPT"
-    DECLINE = "DECLINE"
-    GRANT = "GRANT"
-    UNGRANT = "UNGRANT"
 
 
 Detail = PublicKey65 | ProposeDetail | VoteDetail | GrantDetail

@@ -11,7 +11,7 @@ import html
 
 from aiohttp import web
 
-from saihm.http.app import OPERATOR, json_response
+from saihm.http.common import OPERATOR, json_response
 
 __all__ = ["governance", "render_html", "wants_json"]
 

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from saihm.witness.submit import Submitter
 
 from saihm.errors import MalformedInput, NotFound
-from saihm.http.app import OPERATOR, json_response, run_sync
+from saihm.events.operations import public_log_names
+from saihm.http.common import OPERATOR, json_response, run_sync
 from saihm.http.forms import b64, receipt_entry, verifier_key_json
 
 __all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "SUBMITTER", "accepts_gzip", "add_log_routes"]
@@ -46,10 +47,8 @@ DEFAULT_PAGE = 100
 
 _UINT = re.compile(r"0|[1-9][0-9]{0,19}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_OPERATIONS = frozenset(
-    ("KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE", "VOTE",
-     "ACCEPT", "DECLINE", "GRANT", "UNGRANT")
-)  # fmt: skip
+#: The operation names ``?operation=`` accepts (the operation registry, saihm.events.operations).
+_OPERATIONS = public_log_names()
 
 
 def _only(request: web.Request, allowed: set[str]) -> None:

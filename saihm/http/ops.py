@@ -272,14 +272,14 @@ METRICS: web.AppKey[Metrics] = web.AppKey("saihm.metrics", Metrics)
 
 async def healthz(request: web.Request) -> web.Response:
     """``GET /healthz``: 200 while the process serves requests (liveness)."""
-    from saihm.http.app import json_response
+    from saihm.http.common import json_response
 
     return json_response({"status": "ok"})
 
 
 async def readyz(request: web.Request) -> web.Response:
     """``GET /readyz``: 200 when ready to serve, 503 with ``{"reason"}`` otherwise."""
-    from saihm.http.app import OPERATOR, json_response, run_sync
+    from saihm.http.common import OPERATOR, json_response, run_sync
 
     store = request.app[OPERATOR].store
     reason = await run_sync(request, not_ready_reason, store)
@@ -290,7 +290,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     """``GET /metrics``: Prometheus text exposition format."""
-    from saihm.http.app import run_sync
+    from saihm.http.common import run_sync
 
     body, content_type = await run_sync(request, request.app[METRICS].render)
     response = web.Response(body=body, headers={"Cache-Control": "no-store"})

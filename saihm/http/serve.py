@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from saihm.errors import MalformedInput, SaihmError
+from saihm.listen import LOOPBACK, bind, tls_context
 
 if TYPE_CHECKING:
     from saihm.config import Config
 
-__all__ = ["LOOPBACK", "main"]
+__all__ = ["LOOPBACK", "bind", "main", "tls_context"]
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 log = logging.getLogger("saihm.http")
 
 
@@ -84,34 +84,6 @@ def _check_policy(args: argparse.Namespace) -> None:
             raise MalformedInput(f"{option} must be {low}..{high}, not {value}")
 
 
-def tls_context(cert: str, key: str) -> ssl.SSLContext:
-    """A server context that accepts TLS 1.2 and later only."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as err:
-        raise MalformedInput("cannot load --tls-cert/--tls-key") from err
-    return context
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(1024)
-    sock.set_inheritable(True)
-    return sock
-
-
 def _saihm_command() -> str:
     """How the person who started this server can run ``saihm``: by name when it is on PATH
     (an activated venv), else by the path of the script beside this interpreter."""
@@ -124,6 +96,9 @@ def _saihm_command() -> str:
 
 def _announce(args: argparse.Namespace, config: Config, url: str, created: bool) -> None:
     data = shlex.quote(args.data)
+    if config.store is not None:
+        # The URL may hold a password: the hint names the variable, never the value.
+        data += ' --store "$SAIHM_STORE"'
     first = "created" if created else "using"
     print(
         f"saihm: {first} data directory {config.data_dir}\n"
@@ -131,6 +106,7 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
         f"saihm: authority {config.authority_dir} (signs capability tokens; the server reads "
         f"only {config.authority_public_key_file})\n"
         f"saihm: log keys {config.log_keys_dir}; log origin {config.origin}\n"
+        f"saihm: store {_store_shown(config)}\n"
         f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
         f" governance at {url}governance\n"
         "saihm: first call (in another terminal):\n"
@@ -140,6 +116,26 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
         '-d \'{"method":"saihm_status","params":{}}\'',
         flush=True,
     )
+
+
+def _check_store(config: Config) -> None:
+    """Open a PostgreSQL store once before anything is created or announced, so a bad or
+    unreachable URL is one line and an exit (its message carries no password)."""
+    if config.store is None:
+        return
+    from saihm.storage import open_storage
+    from saihm.store import STORAGE_NAMES
+
+    open_storage(config.store, STORAGE_NAMES).close()
+
+
+def _store_shown(config: Config) -> str:
+    """Where the log and private state are, without a password."""
+    from saihm.storeurl import redact
+
+    if config.store is None:
+        return f"LMDB in {config.lmdb_dir}"
+    return f"{redact(config.store)} (PostgreSQL; {config.data_dir} holds node-local files only)"
 
 
 async def _serve(
@@ -173,7 +169,9 @@ def _worker(config: Config, sock: socket.socket, context: ssl.SSLContext | None,
     try:
         asyncio.run(_serve(config, sock, context, args.max_body))
     except SaihmError as err:
-        print(f"saihm: error: {err}", file=sys.stderr, flush=True)
+        from saihm.storeurl import scrub
+
+        print(f"saihm: error: {scrub(str(err), config.store)}", file=sys.stderr, flush=True)
         return 2
     return 0
 
@@ -223,8 +221,8 @@ def _supervise(config: Config, sock: socket.socket, context: ssl.SSLContext | No
 
 def main(args: argparse.Namespace) -> int:
     """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
-    from saihm.cli import config_from
     from saihm.compose import initialise
+    from saihm.config import config_from
     from saihm.http.limits import with_serve_limits
     from saihm.logs import configure_logging
 
@@ -235,6 +233,7 @@ def main(args: argparse.Namespace) -> int:
         if context is not None:
             _log_key_exchange(context)
         config = with_serve_limits(config_from(args), args)
+        _check_store(config)
         if config.embedding_model is not None:
             from saihm.retrieval.embed import check_semantic
 
@@ -245,7 +244,9 @@ def main(args: argparse.Namespace) -> int:
             config = config_from(args)  # now with the origin the new directory recorded
         sock = bind(args.host, args.port)
     except SaihmError as err:
-        print(f"saihm: error: {err}", file=sys.stderr)
+        from saihm.storeurl import scrub
+
+        print(f"saihm: error: {scrub(str(err), getattr(args, 'store', None))}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"saihm: error: cannot listen on {args.host}:{args.port}: {err.strerror}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
+from saihm.events.operations import OPERATIONS
 from saihm.projections.keys import Body, LeafView, dumps, loads, read_u64, u64
 from saihm.projections.seal import RecordSeal
 from saihm.storage.base import ReadTxn, Storage, WriteTxn
@@ -281,7 +282,8 @@ _HANDLERS = {
     "GRANT": Projections._grant,
     "UNGRANT": Projections._ungrant,
 }
-_OPERATION_KEYS = {op: op.encode() + b"\x00" for op in (*_HANDLERS, "RECALL", "STATUS")}
+#: The ``by_operation`` key prefix of each operation (the operation registry).
+_OPERATION_KEYS = {str(op): spec.projection_key for op, spec in OPERATIONS.items()}
 
 
 def first_difference(

@@ -193,7 +193,9 @@ def _run(ns: argparse.Namespace) -> int:
         raise NotFound(f"data directory {ns.data} does not exist or is not a saihm data directory")
     operator = open_operator(config, checkpointer=False)
     try:
-        needs_authority = ns.action in ("init", "grant", "store", "forget")
+        # Only issuing a consumer's token needs the authority key; the person's own store,
+        # forget and accept act in process with the person's Access (Store.person_access).
+        needs_authority = ns.action in ("init", "grant")
         authority = Authority.open(config.authority_dir) if needs_authority else None
         if ns.action == "init":
             holder = _hex32(ns.holder) if ns.holder else None

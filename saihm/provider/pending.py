@@ -10,26 +10,31 @@ proposals (one more is refused, 409 "pending_full", and changes nothing; the cou
 inside the write transaction, so racing processes cannot pass it), and a proposal lives
 ``Config.pending_ttl`` seconds, its expiry written into it when proposed. An expired proposal
 is neither listed nor acceptable; its wrapped DEK is destroyed at the next propose, listing,
-accept or :func:`sweep`.
+accept or :meth:`PendingProposals.sweep`.
+
+:class:`PendingProposals` is the provider's part for them: it is given the operator and the
+vault's metadata (it does not import the vault, which owns one).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from saihm.errors import Conflict, MalformedInput, NotFound
-from saihm.events import Operation, SealedPayload
+from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound
+from saihm.events import SealedPayload
 from saihm.events.envelope import seal
-from saihm.events.signing import sign_receipt
-from saihm.projections import Body
+from saihm.operator import Operator
+from saihm.provider.meta import VaultMeta
 from saihm.provider.models import MemoryRecordRef, MemoryStore, PendingProposal, iso8601
 from saihm.provider.records import parse_sealed, seal_text
-from saihm.store import Access, Change
+from saihm.store import Access
 
-if TYPE_CHECKING:
-    from saihm.provider.vault import LocalVault
+__all__ = ["PERSON_ACCESS_TTL", "HoldsProposals", "PendingProposals", "sweep"]
+
+#: Lifetime of the in-process Access the person acts with (saihm memory store, accept, ...).
+PERSON_ACCESS_TTL = 300
 
 
 def _id(value: str) -> bytes:
@@ -42,7 +47,7 @@ def _id(value: str) -> bytes:
     return raw
 
 
-def _expires_at(meta: dict, ttl: int) -> int:
+def _expires_at(meta: dict[str, Any], ttl: int) -> int:
     """When a proposal expires: its own ``expiresAt``, else (held before expiry was recorded)
     ``proposedAt`` plus the configured lifetime."""
     value = meta.get("expiresAt")
@@ -51,7 +56,7 @@ def _expires_at(meta: dict, ttl: int) -> int:
     return int(meta.get("proposedAt", 0)) + ttl
 
 
-def _meta(raw: bytes) -> dict:
+def _meta(raw: bytes) -> dict[str, Any]:
     try:
         meta = json.loads(raw)
     except ValueError:
@@ -59,138 +64,165 @@ def _meta(raw: bytes) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def _expired(meta: dict, now: int, ttl: int) -> bool:
+def _expired(meta: dict[str, Any], now: int, ttl: int) -> bool:
     return _expires_at(meta, ttl) <= now
 
 
-def propose(vault: LocalVault, access: Access, request: MemoryStore) -> MemoryRecordRef:
-    """Seal ``request`` into a prepared cell of the vault session and hold it.
+class PendingProposals:
+    """The consumer write proposals of one vault, held until the person decides."""
 
-    Inside the write transaction every expired proposal is dropped (DEK destroyed) and the
-    consumer's live proposals are counted: at ``pending_max`` the proposal is refused with
-    :class:`Conflict` ("pending_full") and nothing is stored.
-    """
-    store = vault.cells
-    config = vault.operator.config
-    now = int(store.clock())
-    payload = SealedPayload(
-        content=seal_text(request), session_id=vault.meta.session_id,
-        namespace=request.namespace, kind="memory",
-    )  # fmt: skip
-    cell, dek = seal(
-        payload, key=store.holder_key(vault.meta.holder_id),
-        kek_version=store.kek_dir.current_version, tier=vault.operator.config.tier, timestamp=now,
-    )  # fmt: skip
-    proposal_id = secrets.token_bytes(32)
-    meta = {
-        "consumer": access.consumer,
-        "grantId": access.grant_id.hex(),
-        "proposedAt": now,
-        "expiresAt": now + config.pending_ttl,
-    }
+    def __init__(self, operator: Operator, meta: VaultMeta) -> None:
+        self.operator = operator
+        self.cells = operator.store
+        self.meta = meta
 
-    def admit(held: list[tuple[bytes, bytes]]) -> list[bytes]:
-        expired, mine = [], 0
-        for held_id, raw in held:
-            entry = _meta(raw)
-            if _expired(entry, now, config.pending_ttl):
-                expired.append(held_id)
-            elif entry.get("consumer") == access.consumer:
-                mine += 1
-        if mine >= config.pending_max:
-            raise Conflict("too many pending proposals for this consumer", code="pending_full")
-        return expired
+    def person(self) -> Access:
+        """The person's own Access to the vault session (no token is minted)."""
+        return self.cells.person_access(
+            self.meta.holder_id, self.meta.session_id, PERSON_ACCESS_TTL
+        )
 
-    store.pending_put(proposal_id, cell, dek, json.dumps(meta).encode(), admit=admit)
-    return MemoryRecordRef(
-        id=proposal_id.hex(), namespace=request.namespace, state="pending",
-        created_at=iso8601(now),
-    )  # fmt: skip
+    def propose(self, access: Access, request: MemoryStore) -> MemoryRecordRef:
+        """Seal ``request`` into a prepared cell of the vault session and hold it.
 
+        Inside the write transaction every expired proposal is dropped (DEK destroyed) and the
+        consumer's live proposals are counted: at ``pending_max`` the proposal is refused with
+        :class:`Conflict` ("pending_full") and nothing is stored.
+        """
+        store = self.cells
+        config = self.operator.config
+        now = int(store.clock())
+        payload = SealedPayload(
+            content=seal_text(request),
+            session_id=self.meta.session_id,
+            namespace=request.namespace,
+            kind="memory",
+        )
+        cell, dek = seal(
+            payload,
+            key=store.holder_key(self.meta.holder_id),
+            kek_version=store.kek_dir.current_version,
+            tier=config.tier,
+            timestamp=now,
+        )
+        proposal_id = secrets.token_bytes(32)
+        if access.grant_id is None:
+            raise MalformedInput("a proposal needs a consumer grant")
+        meta = {
+            "consumer": access.consumer,
+            "grantId": access.grant_id.hex(),
+            "proposedAt": now,
+            "expiresAt": now + config.pending_ttl,
+        }
 
-def sweep(vault: LocalVault) -> int:
-    """Drop every expired proposal and destroy its wrapped DEK; returns how many."""
-    now = int(vault.cells.clock())
-    ttl = vault.operator.config.pending_ttl
-    count = 0
-    for proposal_id, _cell, raw_meta in vault.cells.pending_items():
-        if _expired(_meta(raw_meta), now, ttl):
-            count += vault.cells.pending_reject(proposal_id)
-    return count
+        def admit(held: list[tuple[bytes, bytes]]) -> list[bytes]:
+            expired, mine = [], 0
+            for held_id, raw in held:
+                entry = _meta(raw)
+                if _expired(entry, now, config.pending_ttl):
+                    expired.append(held_id)
+                elif entry.get("consumer") == access.consumer:
+                    mine += 1
+            if mine >= config.pending_max:
+                raise Conflict(
+                    "too many pending proposals for this consumer", code=ErrorCode.PENDING_FULL
+                )
+            return expired
 
+        store.pending_put(proposal_id, cell, dek, json.dumps(meta).encode(), admit=admit)
+        return MemoryRecordRef(
+            id=proposal_id.hex(),
+            namespace=request.namespace,
+            state="pending",
+            created_at=iso8601(now),
+        )
 
-def listing(vault: LocalVault, *, show: bool) -> list[PendingProposal]:
-    """Every held, unexpired proposal, oldest first; decrypted for the person when ``show``.
+    def sweep(self) -> int:
+        """Drop every expired proposal and destroy its wrapped DEK; returns how many."""
+        now = int(self.cells.clock())
+        ttl = self.operator.config.pending_ttl
+        count = 0
+        for proposal_id, _cell, raw_meta in self.cells.pending_items():
+            if _expired(_meta(raw_meta), now, ttl):
+                count += self.cells.pending_reject(proposal_id)
+        return count
 
-    Expired proposals are swept first (DEKs destroyed), so they are never listed.
-    """
-    sweep(vault)
-    now = int(vault.cells.clock())
-    ttl = vault.operator.config.pending_ttl
-    out = []
-    for proposal_id, _cell, raw_meta in vault.cells.pending_items():
-        meta = json.loads(raw_meta)
-        if _expired(meta, now, ttl):
-            continue
-        namespace = record = None
-        if show:
-            _, _, payload = vault.cells.pending_open(proposal_id)
-            namespace = payload.namespace
-            record = parse_sealed(payload.content)
-        out.append(
-            PendingProposal(
-                id=proposal_id.hex(),
-                consumer=meta["consumer"],
-                proposed_at=iso8601(meta["proposedAt"]),
-                namespace=namespace,
-                record=record,
+    def listing(self, *, show: bool) -> list[PendingProposal]:
+        """Every held, unexpired proposal, oldest first; decrypted for the person when ``show``.
+
+        Expired proposals are swept first (DEKs destroyed), so they are never listed.
+        """
+        self.sweep()
+        now = int(self.cells.clock())
+        ttl = self.operator.config.pending_ttl
+        out = []
+        for proposal_id, _cell, raw_meta in self.cells.pending_items():
+            meta = json.loads(raw_meta)
+            if _expired(meta, now, ttl):
+                continue
+            namespace = record = None
+            if show:
+                _, _, payload = self.cells.pending_open(proposal_id)
+                namespace = payload.namespace
+                record = parse_sealed(payload.content)
+            out.append(
+                PendingProposal(
+                    id=proposal_id.hex(),
+                    consumer=meta["consumer"],
+                    proposed_at=iso8601(meta["proposedAt"]),
+                    namespace=namespace,
+                    record=record,
+                )
             )
+        out.sort(key=lambda p: (p.proposed_at, p.id))
+        return out
+
+    def accept(self, proposal_id: str) -> MemoryRecordRef:
+        """Make a held proposal a live record: REMEMBER receipt + cell, proposal removed,
+        atomically, through :meth:`Operator.remember_sealed` (the path of every remember).
+
+        An expired proposal is not acceptable: it is dropped, its DEK destroyed, and the answer
+        is :class:`NotFound` ("proposal_not_found"), as for one never held.
+        """
+        pid = _id(proposal_id)
+        store = self.cells
+        cell, raw_meta, payload = store.pending_open(pid)
+        if _expired(_meta(raw_meta), int(store.clock()), self.operator.config.pending_ttl):
+            store.pending_reject(pid)
+            raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
+        if cell.holder_id != self.meta.holder_id:
+            raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
+        done = self.operator.remember_sealed(
+            self.person(), cell, payload.session_id, guard=store.pending_take_guard(pid)
         )
-    out.sort(key=lambda p: (p.proposed_at, p.id))
-    return out
-
-
-def accept(vault: LocalVault, proposal_id: str) -> MemoryRecordRef:
-    """Make a held proposal a live record: REMEMBER receipt + cell, proposal removed, atomically.
-
-    An expired proposal is not acceptable: it is dropped, its DEK destroyed, and the answer is
-    :class:`NotFound` ("proposal_not_found"), as for one never held.
-    """
-    pid = _id(proposal_id)
-    store = vault.cells
-    cell, raw_meta, payload = store.pending_open(pid)
-    if _expired(_meta(raw_meta), int(store.clock()), vault.operator.config.pending_ttl):
-        store.pending_reject(pid)
-        raise NotFound("no such pending proposal", code="proposal_not_found")
-    if cell.holder_id != vault.meta.holder_id:
-        raise NotFound("no such pending proposal", code="proposal_not_found")
-    receipt = sign_receipt(
-        store.holder_key(cell.holder_id), subject_id=cell.cell_id,
-        operation=Operation.REMEMBER, timestamp=int(store.clock()),
-    )  # fmt: skip
-    cell_bytes = cell.to_cbor()
-    body = Body(cell_bytes, store.session_tag(cell.holder_id, payload.session_id), None, False)
-    store.commit(
-        Change(
-            receipts=[receipt], bodies={cell.cell_id: body}, memo=[(cell.cell_id, cell_bytes)],
-            guard=store.pending_take_guard(pid),
+        return MemoryRecordRef(
+            id=done.cell_id.hex(),
+            namespace=payload.namespace,
+            state="stored",
+            created_at=iso8601(cell.timestamp),
+            receipt_id=done.receipt_id.hex(),
         )
-    )  # fmt: skip
-    return MemoryRecordRef(
-        id=cell.cell_id.hex(), namespace=payload.namespace, state="stored",
-        created_at=iso8601(cell.timestamp), receipt_id=receipt.receipt_id.hex(),
-    )  # fmt: skip
+
+    def reject(self, proposal_id: str) -> bool:
+        """Drop a held proposal and destroy its wrapped DEK."""
+        return self.cells.pending_reject(_id(proposal_id))
+
+    def reject_consumer(self, consumer: str) -> int:
+        """Reject every proposal of ``consumer`` (on revocation); returns how many."""
+        count = 0
+        for proposal_id, _cell, raw_meta in self.cells.pending_items():
+            if json.loads(raw_meta).get("consumer") == consumer:
+                count += self.cells.pending_reject(proposal_id)
+        return count
 
 
-def reject(vault: LocalVault, proposal_id: str) -> bool:
-    """Drop a held proposal and destroy its wrapped DEK."""
-    return vault.cells.pending_reject(_id(proposal_id))
+class HoldsProposals(Protocol):
+    """Anything that owns a :class:`PendingProposals` (the vault)."""
+
+    @property
+    def proposals(self) -> PendingProposals: ...
 
 
-def reject_consumer(vault: LocalVault, consumer: str) -> int:
-    """Reject every proposal of ``consumer`` (on revocation); returns how many."""
-    count = 0
-    for proposal_id, _cell, raw_meta in vault.cells.pending_items():
-        if json.loads(raw_meta).get("consumer") == consumer:
-            count += vault.cells.pending_reject(proposal_id)
-    return count
+def sweep(vault: HoldsProposals) -> int:
+    """Drop every expired proposal of ``vault`` and destroy its wrapped DEK; how many."""
+    return vault.proposals.sweep()

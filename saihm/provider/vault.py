@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import cast
 
 from saihm.authority import Authority, check_token_fits
 from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
 from saihm.events import CapabilityScope, Operation
-from saihm.operator import Operator
+from saihm.operator import Forgotten, Operator
 from saihm.projections import apply as PJ
 from saihm.provider import graph as graph_index
-from saihm.provider import pending
 from saihm.provider.meta import VaultMeta
 from saihm.provider.models import (
     PROVIDER_ID,
@@ -39,13 +39,12 @@ from saihm.provider.models import (
     PendingProposal,
     iso8601,
 )
+from saihm.provider.pending import PendingProposals
 from saihm.provider.records import content_matches, record_size, seal_text, to_record
 from saihm.store import Access
 
 READ_MODES = ("read", "readwrite")
 WRITE_MODES = ("write", "readwrite")
-#: Lifetime of the short token the person's own store is made with.
-PERSON_TOKEN_TTL = 300
 #: Default lifetime of a consumer grant (30 days).
 GRANT_TTL = 30 * 86_400
 
@@ -63,6 +62,7 @@ class LocalVault:
         self.cells = operator.store
         self.meta = meta
         self.authority = authority
+        self.proposals = PendingProposals(operator, meta)
 
     # -- setting up -------------------------------------------------------------------------
 
@@ -178,7 +178,7 @@ class LocalVault:
         changed = False
         if entry.get("grantId"):
             changed = self.operator.ungrant(bytes.fromhex(entry["grantId"]))
-        rejected = pending.reject_consumer(self, consumer)
+        rejected = self.proposals.reject_consumer(consumer)
         del self.meta.consumers[consumer]
         self.meta.save(self.data_dir)
         return {"consumer": consumer, "revoked": True, "changed": changed, "rejected": rejected}
@@ -186,17 +186,17 @@ class LocalVault:
     # -- the person's own store (RFC "store() is user/CLI-initiated") -----------------------
 
     def store(self, request: MemoryStore) -> MemoryRecordRef:
-        """Store a record as the person: sealed into the vault session, logged REMEMBER."""
-        cap = self._authority().issue(
-            self.meta.holder_id, self.meta.session_id, CapabilityScope(), PERSON_TOKEN_TTL,
-            now=self._now(),
-        )  # fmt: skip
-        access = self.cells.authenticate(cap.to_token())
-        result = self.operator.remember(access, seal_text(request), namespace=request.namespace)
+        """Store a record as the person: sealed into the vault session, logged REMEMBER
+        (:meth:`Operator.remember` with the person's Access; no token is minted)."""
+        access = self.proposals.person()
+        done = self.operator.remember(access, seal_text(request), namespace=request.namespace)
         return MemoryRecordRef(
-            id=result["cellId"], namespace=request.namespace, state="stored",
-            created_at=iso8601(int(result["epoch"])), receipt_id=result["receiptId"],
-        )  # fmt: skip
+            id=done.cell_id.hex(),
+            namespace=request.namespace,
+            state="stored",
+            created_at=iso8601(done.epoch),
+            receipt_id=done.receipt_id.hex(),
+        )
 
     def forget(self, record_id: str) -> dict:
         """Erase one record as the person (RFC 0007 "memory forget"; saihm-protocol "Erasure").
@@ -213,28 +213,24 @@ class LocalVault:
             raise MalformedInput("a record id is 64 hex characters") from err
         if len(cell_id) != 32:
             raise MalformedInput("a record id is 64 hex characters")
-        cap = self._authority().issue(
-            self.meta.holder_id, self.meta.session_id, CapabilityScope(), PERSON_TOKEN_TTL,
-            now=self._now(),
-        )  # fmt: skip
-        access = self.cells.authenticate(cap.to_token())
-        result = self.operator.forget(access, cell_id)
-        erased = bool(result.get("success"))
-        return {"id": record_id, "erased": erased, "receiptId": result.get("destructionAnchor")}
+        result = self.operator.forget(self.proposals.person(), cell_id)
+        if isinstance(result, Forgotten):
+            return {"id": record_id, "erased": True, "receiptId": result.destruction_anchor.hex()}
+        return {"id": record_id, "erased": False, "receiptId": None}
 
     # -- pending proposals (the person confirms) --------------------------------------------
 
     def pending(self, *, show: bool = True) -> list[PendingProposal]:
         """Held proposals; with ``show``, decrypted so the person can decide."""
-        return pending.listing(self, show=show)
+        return self.proposals.listing(show=show)
 
     def accept(self, proposal_id: str) -> MemoryRecordRef:
         """Commit a held proposal as a live record (REMEMBER receipt, one transaction)."""
-        return pending.accept(self, proposal_id)
+        return self.proposals.accept(proposal_id)
 
     def reject(self, proposal_id: str) -> bool:
         """Drop a held proposal and destroy its wrapped DEK; False if it was not held."""
-        return pending.reject(self, proposal_id)
+        return self.proposals.reject(proposal_id)
 
     # -- consumer calls ---------------------------------------------------------------------
 
@@ -311,15 +307,19 @@ class ConsumerProvider:
     def status(self) -> MemoryProviderStatus:
         """Health and what this grant may do."""
         access = self._vault.authenticate(self._token, None, (*READ_MODES, "write"))
-        caps: list = ["query", "graph"] if access.mode in READ_MODES else []
+        caps: list[str] = ["query", "graph"] if access.mode in READ_MODES else []
         if access.mode in WRITE_MODES:
             caps.append("store")
         return MemoryProviderStatus(
-            id=self.id, version=self.version, healthy=True, capabilities=tuple(caps),
-            consumer=access.consumer, mode=access.mode,
+            id=self.id,
+            version=self.version,
+            healthy=True,
+            capabilities=tuple(caps),
+            consumer=access.consumer,
+            mode=cast(Mode | None, access.mode),  # authenticate() admitted only these modes
             namespaces=None if access.namespaces is None else tuple(sorted(access.namespaces)),
             sections=self._vault.sections(access),
-        )  # fmt: skip
+        )
 
     def query(self, request: MemoryQuery) -> MemoryExcerpt:
         """A filtered excerpt: at most ``limit`` records and ``max_bytes`` bytes, newest first."""
@@ -343,7 +343,7 @@ class ConsumerProvider:
         """Propose a record: held as pending until the person accepts it (never silent)."""
         access = self._vault.authenticate(self._token, request.consumer, WRITE_MODES)
         LocalVault.scope(access, (request.namespace,))
-        return pending.propose(self._vault, access, request)
+        return self._vault.proposals.propose(access, request)
 
     def graph(self, request: GraphQuery) -> GraphExcerpt:
         """Entities and relations of the records this grant can see (built per call)."""

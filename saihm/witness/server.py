@@ -337,7 +337,7 @@ def _log_keys(opts: argparse.Namespace) -> list[str]:
 
 def _check_listen(opts: argparse.Namespace) -> bool:
     """Plain HTTP only on the loopback, as for ``saihm serve``; return True for TLS."""
-    from saihm.http.serve import LOOPBACK
+    from saihm.listen import LOOPBACK
 
     tls = bool(opts.tls_cert or opts.tls_key)
     if tls and not (opts.tls_cert and opts.tls_key):
@@ -350,7 +350,7 @@ def _check_listen(opts: argparse.Namespace) -> bool:
 
 
 async def _run(witness: Witness, opts: argparse.Namespace) -> None:
-    from saihm.http.serve import bind, tls_context
+    from saihm.listen import bind, tls_context
 
     tls = _check_listen(opts)
     context = tls_context(opts.tls_cert, opts.tls_key) if tls else None

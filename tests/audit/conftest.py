@@ -25,6 +25,7 @@ import pytest
 from saihm.compose import initialise, open_operator
 from saihm.config import Config
 from saihm.events import CapabilityScope
+from saihm.http.binding import call as binding_call
 
 
 @dataclass
@@ -61,7 +62,7 @@ class World:
         op = self.operator()
         try:
             params = {} if query is None else {"query": query}
-            return op.call(token, "saihm_recall", params)
+            return binding_call(op, token, "saihm_recall", params)
         finally:
             op.store.close()
 
@@ -91,27 +92,28 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict:
     cells: dict[str, bytes] = {}
     for name in ("alpha", "beta", "gamma", "delta"):
         cells[name] = bytes.fromhex(
-            op.call(tok["a1"], "saihm_remember", {"content": f"{name} memory"})["cellId"]
+            binding_call(op, tok["a1"], "saihm_remember", {"content": f"{name} memory"})["cellId"]
         )
     op.store.checkpoint_now()
     cells["epsilon"] = bytes.fromhex(
-        op.call(tok["a2"], "saihm_remember", {"content": "epsilon memory"})["cellId"]
+        binding_call(op, tok["a2"], "saihm_remember", {"content": "epsilon memory"})["cellId"]
     )
     cells["bravo"] = bytes.fromhex(
-        op.call(tok["b"], "saihm_remember", {"content": "bravo memory"})["cellId"]
+        binding_call(op, tok["b"], "saihm_remember", {"content": "bravo memory"})["cellId"]
     )
     op.store.checkpoint_now()
     with op.store.storage.read() as txn:
         old_dek = bytes(txn.get(cells["gamma"], db=op.store.storage.namespace(b"deks")))
-    op.call(tok["a1"], "saihm_forget", {"id": cells["gamma"].hex()})
+    binding_call(op, tok["a1"], "saihm_forget", {"id": cells["gamma"].hex()})
     op.store.rotate_kek()
-    proposal = op.call(
+    proposal = binding_call(
+        op,
         tok["a1"],
         "saihm_governance_propose",
         {"scope": "emission_param", "paramKey": "kek_rotation_hours", "proposedValue": "12"},
     )["proposalId"]
-    op.call(tok["a1"], "saihm_governance_vote", {"proposalId": proposal, "approve": True})
-    op.call(tok["b"], "saihm_governance_vote", {"proposalId": proposal, "approve": False})
+    binding_call(op, tok["a1"], "saihm_governance_vote", {"proposalId": proposal, "approve": True})
+    binding_call(op, tok["b"], "saihm_governance_vote", {"proposalId": proposal, "approve": False})
     op.store.close()
     return {
         "root": root,
@@ -149,7 +151,7 @@ def grown(template: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     op = World(root, Config.for_data(root / "data"), *[None] * 6).operator()
     try:
         for i in range(GROWN):
-            op.call(template["tokens"]["a1"], "saihm_remember", {"content": f"note {i}"})
+            binding_call(op, template["tokens"]["a1"], "saihm_remember", {"content": f"note {i}"})
         op.store.checkpoint_now()
     finally:
         op.store.close()

@@ -27,6 +27,7 @@ from saihm.audit.fetch import HttpSource
 from saihm.audit.mirror import mirror, verify_log
 from saihm.audit.publish import tile_paths
 from saihm.http.app import create_app
+from saihm.http.binding import call as binding_call
 from saihm.translog.tiles import decode_entry_bundle, tile_path
 
 from .conftest import GROWN, World
@@ -57,7 +58,7 @@ def tree_files(directory: Path) -> dict[str, bytes]:
 
 def remember(op, world: World, n: int, text: str = "more") -> None:
     for i in range(n):
-        op.call(world.token_a1, "saihm_remember", {"content": f"{text} {i}"})
+        binding_call(op, world.token_a1, "saihm_remember", {"content": f"{text} {i}"})
     op.store.checkpoint_now()
 
 

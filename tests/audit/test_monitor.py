@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestServer
 from saihm.audit import cli
 from saihm.audit.monitor import check_once
 from saihm.http.app import create_app
+from saihm.http.binding import call as binding_call
 from saihm.translog import LogKeys
 
 from .conftest import World
@@ -35,7 +36,7 @@ async def serving(world: World):
 
 
 def _remember(op, world: World, text: str) -> None:
-    op.call(world.token_a1, "saihm_remember", {"content": text})
+    binding_call(op, world.token_a1, "saihm_remember", {"content": text})
 
 
 async def _once(url: str, state: Path, **kw):

@@ -8,6 +8,7 @@ import struct
 import lmdb
 
 from saihm.audit import cli
+from saihm.http.binding import call as binding_call
 
 from .conftest import World
 
@@ -59,7 +60,9 @@ def test_replay_tallies_every_proposal_verify_counts(world: World, tmp_path, cap
     writes a 0/0/0 tally for it: the two tools' tallies agree."""
     op = world.operator()
     try:
-        unvoted = op.call(world.token_b, "saihm_governance_propose", {"scope": "protocol_upgrade"})
+        unvoted = binding_call(
+            op, world.token_b, "saihm_governance_propose", {"scope": "protocol_upgrade"}
+        )
     finally:
         op.store.close()
     bundle = _bundle(world)

@@ -17,6 +17,7 @@ import pytest
 from saihm.cli import main
 from saihm.compose import initialise, open_operator
 from saihm.config import Config
+from saihm.http.binding import call as binding_call
 
 SAIHM = str(Path(sys.executable).parent / "saihm")
 
@@ -36,7 +37,7 @@ def run_json(capsys, *argv: str) -> dict:
 def recall(data: Path, token: str, **params: object) -> list[str]:
     operator = open_operator(Config.for_data(data), checkpointer=False)
     try:
-        return [c["plaintext"] for c in operator.call(token, "saihm_recall", params)]
+        return [c["plaintext"] for c in binding_call(operator, token, "saihm_recall", params)]
     finally:
         operator.store.close()
 
@@ -44,7 +45,9 @@ def recall(data: Path, token: str, **params: object) -> list[str]:
 def remember(data: Path, token: str, content: str, namespace: str = "memory") -> None:
     operator = open_operator(Config.for_data(data), checkpointer=False)
     try:
-        operator.call(token, "saihm_remember", {"content": content, "namespace": namespace})
+        binding_call(
+            operator, token, "saihm_remember", {"content": content, "namespace": namespace}
+        )
     finally:
         operator.store.close()
 
@@ -189,7 +192,7 @@ def test_log_keys_can_live_off_the_data_volume_and_offline_tools_still_verify(
     created = run_json(capsys, "holder", "create", "--data", str(data), "--log-keys-dir", str(keys))
     operator = open_operator(Config.for_data(data, log_keys_dir=keys), checkpointer=False)
     try:
-        operator.call(created["token"], "saihm_remember", {"content": "signed elsewhere"})
+        binding_call(operator, created["token"], "saihm_remember", {"content": "signed elsewhere"})
     finally:
         operator.store.close()
     assert not (data / "log-keys").exists()

@@ -17,6 +17,7 @@ import pytest
 
 from saihm.cli import main
 from saihm.client import Client, ClientError
+from saihm.http.binding import call as binding_call
 from tests.support.serve import SAIHM, serving
 
 
@@ -146,10 +147,16 @@ def test_session_renew_gives_a_fresh_token_for_the_same_session(capsys, data: Pa
     assert renewed["scope"]["sessionId"] == created["sessionId"] and "in 1 minute" in said
     operator = open_operator(Config.for_data(data), checkpointer=False)
     try:
-        operator.call(created["token"], "saihm_remember", {"content": "written with the old"})
-        operator.call(renewed["token"], "saihm_remember", {"content": "written with the new"})
+        binding_call(
+            operator, created["token"], "saihm_remember", {"content": "written with the old"}
+        )
+        binding_call(
+            operator, renewed["token"], "saihm_remember", {"content": "written with the new"}
+        )
         for token in (created["token"], renewed["token"]):
-            texts = sorted(c["plaintext"] for c in operator.call(token, "saihm_recall", {}))
+            texts = sorted(
+                c["plaintext"] for c in binding_call(operator, token, "saihm_recall", {})
+            )
             assert texts == ["written with the new", "written with the old"]
     finally:
         operator.store.close()

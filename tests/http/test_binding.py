@@ -257,10 +257,12 @@ async def test_max_body_is_configurable(aiohttp_client, operator, holder, call):
 async def test_unexpected_exception_is_internal_without_details(
     client, holder, operator, monkeypatch, caplog
 ):
-    def explode(token, method, params):
-        raise RuntimeError("secret plaintext and " + token)
+    # The operation itself fails (Operator.call moved to saihm.http.binding.call, which now
+    # calls the operation with the authenticated Access).
+    def explode(access):
+        raise RuntimeError("secret plaintext and " + holder.token)
 
-    monkeypatch.setattr(operator, "call", explode)
+    monkeypatch.setattr(operator, "status", explode)
     with caplog.at_level(logging.INFO):
         async with client.post(
             "/", json={"method": "saihm_status", "params": {}}, headers=holder.auth

@@ -76,11 +76,9 @@ class Server:
         ).to_token()
         access = store.authenticate(self.token)
         cell = self.operator.remember(access, "a fact to share", namespace="notes")
-        self.cell_id = cell["cellId"]
-        contract = self.operator.share(
-            access, [other], [bytes.fromhex(self.cell_id)], "PERMANENT", "read", None
-        )
-        self.contract_id = contract["contractId"]
+        self.cell_id = cell.cell_id.hex()
+        contract = self.operator.share(access, [other], [cell.cell_id], "PERMANENT", "read", None)
+        self.contract_id = contract.contract_id.hex()
         self.ids = [
             self.cell_id,
             self.contract_id,

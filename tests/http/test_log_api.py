@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from saihm.http.binding import call as binding_call
 from saihm.translog import leaf_hash, verify_consistency, verify_inclusion
 from saihm.translog.checkpoint import verify_checkpoint
 from saihm.translog.tiles import decode_entry_bundle
@@ -229,7 +230,11 @@ def full_tile(operator, holder):
     """At least 257 leaves, so level-0 tile 0 is full (C2SP tlog-tiles)."""
     need = 257 - operator.store.size()
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda _: operator.call(holder.token, "saihm_status", {}), range(need)))
+        list(
+            pool.map(
+                lambda _: binding_call(operator, holder.token, "saihm_status", {}), range(need)
+            )
+        )
     return operator.store.size()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from saihm.http.binding import call as binding_call
 from saihm.http.ops import REASONS, not_ready_reason
 
 
@@ -60,7 +61,9 @@ def test_a_checkpoint_lagging_past_its_bound_is_not_ready(tmp_path, make_holder)
         holder = make_holder(operator, authority)
         store.checkpoint_now()
         assert not_ready_reason(store) is None
-        operator.call(holder.token, "saihm_remember", {"content": "waits for a checkpoint"})
+        binding_call(
+            operator, holder.token, "saihm_remember", {"content": "waits for a checkpoint"}
+        )
         with store.storage.read() as txn:
             assert store._latest_checkpoint(txn)[0] < store.size()
         # Entries are uncovered; only once they have waited past the bound is it not ready.

@@ -77,3 +77,15 @@ def test_bad_input_is_one_line(run):
 def test_help_exits_zero(capsys):
     assert main(argparse.Namespace(rest=["--help"])) == 0
     assert "init" in capsys.readouterr().out
+
+
+def test_the_persons_store_and_forget_need_no_authority_key(run, tmp_path):
+    # The person acts in process with their own Access: no token is minted, so a data
+    # directory whose authority key is not on this machine can still store and forget.
+    authority = tmp_path / "authority"
+    authority.rename(tmp_path / "authority-elsewhere")
+    ref = run("store", "--namespace", "notes", "--json", '{"fact": "tea"}')
+    assert ref["state"] == "stored" and len(ref["id"]) == 64
+    assert run("forget", ref["id"])["erased"] is True
+    err = run("grant", "cursor", "--memory", "notes", ok=False)  # issuing a token still needs it
+    assert "Traceback" not in err

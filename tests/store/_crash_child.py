@@ -14,6 +14,7 @@ import os
 import sys
 
 from saihm.config import Config
+from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
 from saihm.store import Store
 
@@ -38,7 +39,7 @@ def main() -> None:
         Store.commit = commit  # type: ignore[method-assign]
     config = Config.for_data(job["data"])
     store = Store(config, clock=lambda: job["now"], fault_hook=hook, checkpointer=False)
-    result = Operator(store, config).call(job["token"], job["method"], job["params"])
+    result = binding_call(Operator(store, config), job["token"], job["method"], job["params"])
     print(json.dumps(result))
     store.close()
 

@@ -5,7 +5,7 @@ directory named in argv[1] and serves requests read from stdin until "close": ea
 length-prefixed pickle ``(op, now, args)`` from the test (a trusted local pipe), and each answer
 is ``("ok", value)`` or ``("err", error class name, code)``.
 
-- ``("call", now, (token, method, params))``: ``Operator.call``.
+- ``("call", now, (token, method, params))``: ``saihm.http.binding.call``.
 - ``("read", now, (token,))``: ``Store.read`` of everything the token may see, as
   ``[(cellId, plaintext, namespace)]``.
 - ``("close", now, ())``.
@@ -19,6 +19,7 @@ import sys
 
 from saihm.config import Config
 from saihm.errors import SaihmError
+from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
 from saihm.store import Store
 
@@ -49,7 +50,7 @@ def main() -> None:
             try:
                 if op == "call":
                     token, method, params = args
-                    _send(("ok", operator.call(token, method, params)))
+                    _send(("ok", binding_call(operator, token, method, params)))
                 elif op == "read":
                     cells = store.read(store.authenticate(args[0]))
                     out = [(c.cell.cell_id, c.payload.content, c.payload.namespace) for c in cells]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from saihm.config import Config
 from saihm.errors import SaihmError
+from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
 from saihm.store import Store
 
@@ -66,7 +67,7 @@ def main() -> None:
             for i in range(job["count"]):
                 content = f"{job['prefix']} {i}"
                 try:
-                    operator.call(job["token"], "saihm_remember", {"content": content})
+                    binding_call(operator, job["token"], "saihm_remember", {"content": content})
                 except SaihmError as err:
                     if err.code != "operator_storage_unavailable":
                         raise

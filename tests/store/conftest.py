@@ -13,6 +13,7 @@ from saihm.authority import Authority
 from saihm.compose import initialise
 from saihm.config import Config
 from saihm.events import CapabilityScope
+from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
 from saihm.store import Store
 
@@ -77,7 +78,7 @@ class World:
 
     def call(self, holder: Holder | str, method: str, **params: object) -> object:
         token = holder if isinstance(holder, str) else holder.token
-        return self.operator.call(token, method, params)
+        return binding_call(self.operator, token, method, params)
 
     def reopen(self) -> None:
         self.operator.store.close()

@@ -16,6 +16,7 @@ import lmdb
 from saihm.errors import SaihmError
 from saihm.events import CapabilityScope, SealedPayload
 from saihm.events.envelope import seal
+from saihm.http.binding import call as binding_call
 
 from .conftest import World, make_world
 
@@ -32,7 +33,7 @@ class Populated:
     def recall(self, name: str) -> frozenset[str] | None:
         """The plaintexts a token's recall returns, or None when the token is refused."""
         try:
-            items = self.world.operator.call(self.tokens[name], "saihm_recall", {})
+            items = binding_call(self.world.operator, self.tokens[name], "saihm_recall", {})
         except SaihmError:
             return None
         return frozenset(item["plaintext"] for item in items)
@@ -61,7 +62,7 @@ def populate(root: Path) -> Populated:
     a2_session, p.tokens["a2"] = world.session(alice.holder_id)
 
     def remember(token: str, text: str, **extra: object) -> bytes:
-        cell = world.operator.call(token, "saihm_remember", {"content": text, **extra})
+        cell = binding_call(world.operator, token, "saihm_remember", {"content": text, **extra})
         return bytes.fromhex(cell["cellId"])
 
     p.cells["a1"] = remember(alice.token, "alice one secret")
@@ -72,29 +73,34 @@ def populate(root: Path) -> Populated:
     p.cells["bob"] = remember(bob.token, "bob secret")
     p.cells["bob_gone"] = remember(bob.token, "bob forgotten secret")
     p.cells["carol"] = remember(carol.token, "carol secret")
-    world.operator.call(alice.token, "saihm_record", {"content": "alice said", "kind": "said"})
-    world.operator.call(alice.token, "saihm_forget", {"id": p.cells["a1_gone"].hex()})
-    world.operator.call(bob.token, "saihm_forget", {"id": p.cells["bob_gone"].hex()})
+    binding_call(
+        world.operator, alice.token, "saihm_record", {"content": "alice said", "kind": "said"}
+    )
+    binding_call(world.operator, alice.token, "saihm_forget", {"id": p.cells["a1_gone"].hex()})
+    binding_call(world.operator, bob.token, "saihm_forget", {"id": p.cells["bob_gone"].hex()})
 
     share = {"type": "permanent", "scope": "read"}
-    k1 = world.operator.call(
+    k1 = binding_call(
+        world.operator,
         alice.token,
         "saihm_share",
         {"granteeIdHashesHex": [bob.hex], "shardIds": [p.cells["a1_shared"].hex()], **share},
     )["contractId"]
-    world.operator.call(bob.token, "saihm_accept_contract", {"contractId": k1})
-    k2 = world.operator.call(
+    binding_call(world.operator, bob.token, "saihm_accept_contract", {"contractId": k1})
+    k2 = binding_call(
+        world.operator,
         alice.token,
         "saihm_share",
         {"granteeIdHashesHex": [carol.hex], "shardIds": [p.cells["a1"].hex()], **share},
     )["contractId"]
-    k3 = world.operator.call(
+    k3 = binding_call(
+        world.operator,
         p.tokens["a2"],
         "saihm_share",
         {"granteeIdHashesHex": [carol.hex], "shardIds": [p.cells["a2"].hex()], **share},
     )["contractId"]
-    world.operator.call(carol.token, "saihm_accept_contract", {"contractId": k3})
-    world.operator.call(p.tokens["a2"], "saihm_revoke_share", {"contractId": k3})
+    binding_call(world.operator, carol.token, "saihm_accept_contract", {"contractId": k3})
+    binding_call(world.operator, p.tokens["a2"], "saihm_revoke_share", {"contractId": k3})
     p.contracts.update(
         accepted=bytes.fromhex(k1), offered=bytes.fromhex(k2), revoked=bytes.fromhex(k3)
     )

@@ -21,6 +21,7 @@ import pytest
 
 from saihm.errors import SaihmError
 from saihm.fsck import check_store
+from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
 from saihm.projections.keys import dumps, loads, u64
 from saihm.projections.seal import TAG_BYTES
@@ -267,9 +268,9 @@ def test_the_issue_attack_through_http_shows_no_plaintext_of_another_holder(tmp_
 
 def test_a_session_tokens_status_shows_only_its_sessions_shards_and_contracts(populated):
     p = populated
-    a2 = p.world.operator.call(p.tokens["a2"], "saihm_status", {})
-    a1 = p.world.operator.call(p.tokens["a1"], "saihm_status", {})
-    every = p.world.operator.call(p.tokens["a_all"], "saihm_status", {})
+    a2 = binding_call(p.world.operator, p.tokens["a2"], "saihm_status", {})
+    a1 = binding_call(p.world.operator, p.tokens["a1"], "saihm_status", {})
+    every = binding_call(p.world.operator, p.tokens["a_all"], "saihm_status", {})
     # a2 wrote one memory cell; a1 wrote three live cells and one record cell.
     assert sum(a2["shards"].values()) == 1
     assert sum(a1["shards"].values()) == 4
@@ -280,7 +281,7 @@ def test_a_session_tokens_status_shows_only_its_sessions_shards_and_contracts(po
         p.contracts["offered"].hex(),
     }
     assert a2["contracts"] == []
-    memory_only = p.world.operator.call(p.tokens["a_memory"], "saihm_status", {})
+    memory_only = binding_call(p.world.operator, p.tokens["a_memory"], "saihm_status", {})
     assert sum(memory_only["shards"].values()) == 3  # memory cells only: not work, record
 
 
@@ -288,16 +289,20 @@ def test_a_session_token_cannot_revoke_another_sessions_contract(populated):
     p = populated
     offered = p.contracts["offered"].hex()
     with pytest.raises(SaihmError) as info:
-        p.world.operator.call(p.tokens["a2"], "saihm_revoke_share", {"contractId": offered})
+        binding_call(
+            p.world.operator, p.tokens["a2"], "saihm_revoke_share", {"contractId": offered}
+        )
     assert info.value.code == "not_holder"
-    done = p.world.operator.call(p.tokens["a1"], "saihm_revoke_share", {"contractId": offered})
+    done = binding_call(
+        p.world.operator, p.tokens["a1"], "saihm_revoke_share", {"contractId": offered}
+    )
     assert done["revoked"] is True
 
 
 def test_a_session_token_cannot_forget_another_sessions_cell(populated):
     p = populated
     with pytest.raises(SaihmError) as info:
-        p.world.operator.call(p.tokens["a2"], "saihm_forget", {"id": p.cells["a1"].hex()})
+        binding_call(p.world.operator, p.tokens["a2"], "saihm_forget", {"id": p.cells["a1"].hex()})
     assert info.value.code == "not_holder"
     assert "alice one secret" in p.recall("a1")
 
@@ -306,11 +311,11 @@ def test_a_revoked_session_token_is_refused_and_the_revocation_is_logged(populat
     p = populated
     world = p.world
     session_id, token = world.session(p.holders["alice"])
-    world.operator.call(token, "saihm_remember", {"content": "before revocation"})
+    binding_call(world.operator, token, "saihm_remember", {"content": "before revocation"})
     assert world.operator.revoke_session(p.holders["alice"], session_id) is True
     assert world.operator.revoke_session(p.holders["alice"], session_id) is False
     with pytest.raises(SaihmError) as info:
-        world.operator.call(token, "saihm_recall", {})
+        binding_call(world.operator, token, "saihm_recall", {})
     assert info.value.code == "unauthenticated"
     subject = PJ.revocation_subject(p.holders["alice"], session_id)
     found, _ = world.store.receipts("subjectId", subject)
@@ -336,8 +341,8 @@ def test_a_token_id_revokes_one_token_and_not_its_session(populated):
     ).to_token()
     world.operator.revoke_session(p.holders["alice"], Capability.from_token(first).token_id)
     with pytest.raises(SaihmError):
-        world.operator.call(first, "saihm_recall", {})
-    assert world.operator.call(second, "saihm_recall", {}) == []
+        binding_call(world.operator, first, "saihm_recall", {})
+    assert binding_call(world.operator, second, "saihm_recall", {}) == []
 
 
 def test_session_revoke_on_the_command_line_takes_effect_in_a_running_server(tmp_path):

@@ -19,6 +19,7 @@ import pytest
 
 from saihm import cli
 from saihm.fsck import check_store
+from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
 from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
@@ -261,11 +262,12 @@ WRITER = textwrap.dedent(
     import json, sys
     from saihm.compose import open_operator
     from saihm.config import Config
+    from saihm.http.binding import call as binding_call
     config = Config.for_data(sys.argv[1])
     operator = open_operator(config, checkpointer=False)
     token = sys.argv[2]
     for n in range(int(sys.argv[3])):
-        cell = operator.call(token, "saihm_remember", {"content": f"written {n}"})
+        cell = binding_call(operator, token, "saihm_remember", {"content": f"written {n}"})
         print(cell["cellId"], flush=True)
     operator.store.close()
     """
@@ -301,7 +303,7 @@ def test_rebuild_replace_while_another_process_writes_loses_nothing(populated, c
     assert code == 0, report["failures"]
     again = reopened(p, p.world.config.data_dir.parent)
     try:
-        items = again.world.operator.call(p.tokens["bob"], "saihm_recall", {})
+        items = binding_call(again.world.operator, p.tokens["bob"], "saihm_recall", {})
         assert {i["cellId"] for i in items} >= set(written)
     finally:
         again.world.store.close()

@@ -12,6 +12,7 @@ from pqcrypto.sign.ml_dsa_65 import verify as pq_verify
 from saihm.errors import SaihmError
 from saihm.events import Receipt
 from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes
+from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
 from saihm.translog import verify_inclusion
 from saihm.translog.checkpoint import verify_checkpoint
@@ -149,7 +150,9 @@ def test_unauthenticated_callers_are_refused_and_nothing_is_stored(world) -> Non
     size = world.store.size()
     altered = alice.token[:-8] + ("A" if alice.token[-8] != "A" else "B") + alice.token[-7:]
     for token in (None, "", "not-a-token", altered):
-        code = code_of(lambda t=token: world.operator.call(t, "saihm_remember", {"content": "x"}))
+        code = code_of(
+            lambda t=token: binding_call(world.operator, t, "saihm_remember", {"content": "x"})
+        )
         assert code == "unauthenticated"
     world.clock.now += 3601
     assert code_of(lambda: world.call(alice, "saihm_remember", content="x")) == "unauthenticated"

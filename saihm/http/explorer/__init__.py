@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from saihm.http.app import OPERATOR, run_sync
+from saihm.http.common import OPERATOR, run_sync
 
 __all__ = ["FILES", "add_explorer_routes", "copy_static", "render_checkpoint", "render_index"]
 

@@ -1,0 +1,143 @@
+"""The operation registry's data: every receipt operation and every binding method, as tables.
+
+This is the pure part of the one operation registry (docs/internals.md "Adding an operation"):
+what the public log, the projections, replay and the MCP surface check need to know about an
+operation, with no code that performs it. The binding part (params, the operation callable, the
+renderer) is :data:`saihm.http.binding.BINDINGS`, one row per :data:`METHODS` entry; a test
+fails when the two tables disagree. Importable by ``saihm.audit`` (it imports nothing above
+``saihm.events``).
+
+- :class:`Operation`: the receipt operations, saihm-protocol "Wire formats" (operation) and
+  saihm's extensions (KEY, ACCEPT, DECLINE, GRANT, UNGRANT; docs/formats.md).
+- :data:`OPERATIONS`: per receipt operation, its key prefix in the ``by_operation`` index
+  (:func:`saihm.projections.apply`), whether ``/log/v1/receipts?operation=`` accepts its name,
+  and whether ``saihm replay`` writes it to ``events.jsonl``.
+- :data:`METHODS`: per binding method (``POST /`` ``method``), the receipt operation it logs,
+  whether it is one of the protocol's eight MCP tools (saihm-protocol "Tool surface (MCP
+  binding)") and whether it is a governance tool (refused when governance is off).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+__all__ = [
+    "METHODS",
+    "OPERATIONS",
+    "PROTOCOL_TOOLS",
+    "Method",
+    "Operation",
+    "OperationSpec",
+    "public_log_names",
+    "replay_events",
+]
+
+
+class Operation(StrEnum):
+    """Receipt operations: the protocol's nine and saihm's extension operations."""
+
+    KEY = "KEY"
+    REMEMBER = "REMEMBER"
+    RECALL = "RECALL"
+    STATUS = "STATUS"
+    FORGET = "FORGET"
+    SHARE = "SHARE"
+    REVOKE = "REVOKE"
+    PROPOSE = "PROPOSE"
+    VOTE = "VOTE"
+    ACCEPT = "ACCEPT"
+    DECLINE = "DECLINE"
+    GRANT = "GRANT"
+    UNGRANT = "UNGRANT"
+
+
+@dataclass(frozen=True, slots=True)
+class OperationSpec:
+    """What the log, the projections and replay know about one receipt operation.
+
+    ``projection_key`` prefixes the operation's entries in the ``by_operation`` index (the
+    name and a NUL, so no name is a prefix of another's keys); ``public_log`` says whether
+    ``GET /log/v1/receipts?operation=NAME`` accepts it; ``replay_event`` whether
+    ``saihm replay`` writes its receipts to ``events.jsonl`` as well as ``receipts.jsonl``.
+    """
+
+    operation: Operation
+    public_log: bool = True
+    replay_event: bool = False
+
+    @property
+    def projection_key(self) -> bytes:
+        """The ``by_operation`` key prefix: the ASCII name and a NUL byte."""
+        return self.operation.value.encode("ascii") + b"\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One method of the binding (``POST /``): its name, the receipt it logs, its kind."""
+
+    name: str
+    operation: Operation
+    protocol_tool: bool = False
+    governance: bool = False
+
+
+def _table(*specs: OperationSpec) -> Mapping[Operation, OperationSpec]:
+    table = {s.operation: s for s in specs}
+    if set(table) != set(Operation) or len(table) != len(specs):
+        raise AssertionError("OPERATIONS must name every Operation once")
+    return MappingProxyType(table)
+
+
+OPERATIONS: Mapping[Operation, OperationSpec] = _table(
+    OperationSpec(Operation.KEY),
+    OperationSpec(Operation.REMEMBER),
+    OperationSpec(Operation.RECALL),
+    OperationSpec(Operation.STATUS),
+    OperationSpec(Operation.FORGET),
+    OperationSpec(Operation.SHARE, replay_event=True),
+    OperationSpec(Operation.REVOKE, replay_event=True),
+    OperationSpec(Operation.PROPOSE),
+    OperationSpec(Operation.VOTE),
+    OperationSpec(Operation.ACCEPT, replay_event=True),
+    OperationSpec(Operation.DECLINE, replay_event=True),
+    OperationSpec(Operation.GRANT, replay_event=True),
+    OperationSpec(Operation.UNGRANT, replay_event=True),
+)
+
+METHODS: Mapping[str, Method] = MappingProxyType(
+    {
+        m.name: m
+        for m in (
+            Method("saihm_remember", Operation.REMEMBER, protocol_tool=True),
+            Method("saihm_recall", Operation.RECALL, protocol_tool=True),
+            Method("saihm_forget", Operation.FORGET, protocol_tool=True),
+            Method("saihm_status", Operation.STATUS, protocol_tool=True),
+            Method("saihm_share", Operation.SHARE, protocol_tool=True),
+            Method("saihm_revoke_share", Operation.REVOKE, protocol_tool=True),
+            Method(
+                "saihm_governance_propose", Operation.PROPOSE, protocol_tool=True, governance=True
+            ),
+            Method("saihm_governance_vote", Operation.VOTE, protocol_tool=True, governance=True),
+            Method("saihm_accept_contract", Operation.ACCEPT),
+            Method("saihm_decline_contract", Operation.DECLINE),
+            Method("saihm_record", Operation.REMEMBER),
+            Method("saihm_forget_session", Operation.FORGET),
+        )
+    }
+)
+
+#: The protocol's eight tools, in the protocol's order (the MCP surface).
+PROTOCOL_TOOLS: tuple[str, ...] = tuple(m.name for m in METHODS.values() if m.protocol_tool)
+
+
+def public_log_names() -> frozenset[str]:
+    """The operation names ``/log/v1/receipts?operation=`` accepts."""
+    return frozenset(s.operation.value for s in OPERATIONS.values() if s.public_log)
+
+
+def replay_events() -> frozenset[Operation]:
+    """The operations ``saihm replay`` also writes to ``events.jsonl``."""
+    return frozenset(s.operation for s in OPERATIONS.values() if s.replay_event)

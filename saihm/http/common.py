@@ -1,0 +1,74 @@
+"""What every route module of the HTTP app shares: the app keys, JSON responses, the thread pool.
+
+The route modules (:mod:`saihm.http.binding`, :mod:`saihm.http.log_api`,
+:mod:`saihm.http.governance`, :mod:`saihm.http.explorer`, :mod:`saihm.http.ops`) import these
+from here, and :func:`saihm.http.app.create_app` imports the route modules, so no route module
+imports the app (no import cycle; DESIGN.md "Layers").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aiohttp import web
+
+from saihm.errors import Unauthenticated
+
+if TYPE_CHECKING:
+    from saihm.operator import Operator
+
+__all__ = [
+    "EXECUTOR",
+    "MAX_BODY",
+    "OPERATOR",
+    "Handler",
+    "bearer_token",
+    "error_response",
+    "json_response",
+    "run_sync",
+]
+
+OPERATOR: web.AppKey[Operator] = web.AppKey("saihm.operator")
+EXECUTOR: web.AppKey[ThreadPoolExecutor] = web.AppKey("saihm.executor")
+MAX_BODY: web.AppKey[int] = web.AppKey("saihm.max_body", int)
+
+T = TypeVar("T")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def json_response(body: object, *, status: int = 200, cache: str = "no-store") -> web.Response:
+    """A JSON response with an explicit ``Cache-Control``."""
+    return web.Response(
+        text=json.dumps(body, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+        headers={"Cache-Control": cache},
+    )
+
+
+def error_response(status: int, code: str) -> web.Response:
+    """``{"error": code}``; never cached, so a CDN cannot pin a transient failure."""
+    return json_response({"error": code}, status=status, cache="no-store")
+
+
+async def run_sync(request: web.Request, function: Callable[..., T], *args: Any) -> T:
+    """Run a synchronous store or operator call on the app's thread pool."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(request.app[EXECUTOR], function, *args)
+
+
+def bearer_token(request: web.Request) -> str:
+    """The capability token of ``Authorization: Bearer <token>`` (saihm-protocol
+    "Authentication"); a missing or malformed header is :class:`Unauthenticated`."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        raise Unauthenticated("no Authorization header")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
+        raise Unauthenticated("Authorization must be 'Bearer <token>'")
+    return token

@@ -1,0 +1,636 @@
+"""The PostgreSQL driver of the storage interface: several operator nodes on one database.
+
+**Layout.** Every namespace lives in one table, ``saihm_kv (ns integer, k bytea, v bytea,
+PRIMARY KEY (ns, k))``, in the schema the URL's ``search_path`` selects (``public`` unless
+``?options=-csearch_path%3DNAME``); ``saihm_namespace`` numbers the namespaces and
+``saihm_meta`` holds the schema version. ``bytea`` compares as unsigned bytes, shorter first on
+a common prefix: the interface's order, so a B-tree range scan is a scan of the namespace. The
+tables are created at open, idempotently, under a transaction-level advisory lock (two nodes
+starting at once would otherwise race inside ``CREATE TABLE IF NOT EXISTS``).
+
+**One writer at a time: an advisory lock, not SERIALIZABLE.** The write transaction begins
+``BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(K)`` (``K`` derived from
+the schema name, so each schema is its own storage), and the lock is held until the
+transaction ends: committed, rolled back, or its connection gone (a node killed with ``kill -9``
+releases it when the server sees the socket close; server-side TCP keepalives bound the wait
+for a node that vanished silently). SERIALIZABLE with retry is not an option under this
+interface: the store's write transaction signs receipts and assigns dense leaf indexes, and a
+serialization failure at commit would need the caller's whole block re-run; with the lock two
+writers never conflict, so there is nothing to retry. The isolation level matters: a
+REPEATABLE READ snapshot is taken at the transaction's first statement, which is the lock
+statement, so it would predate the commit of the writer we waited for and every
+read-increment-write would lose updates. Under READ COMMITTED each later statement takes a
+fresh snapshot, and because every writer holds the lock, those snapshots all show the same
+state (everything committed before the lock was granted) plus this transaction's own writes:
+one consistent state, as the interface promises. The lock statement also asks for the
+transaction id, so a commit whose connection breaks is settled by ``pg_xact_status`` on a new
+connection instead of being guessed.
+
+**Read snapshots** are ``REPEATABLE READ READ ONLY`` transactions whose snapshot is taken at
+:meth:`PostgresStorage.read` (the ``BEGIN`` travels with a ``SELECT`` in one round trip), so a
+snapshot never sees a commit made after it began. Scans page through the range with keyset
+pagination (pages grow from 32 to 1024 rows), so memory stays bounded on any namespace.
+
+**Round trips.** Connections come from a ``psycopg_pool.ConnectionPool``; a transaction takes
+one for its life. Hot statements are prepared on each connection; parameters and results
+travel in binary; ``put_many`` sends a batch as two arrays to one ``INSERT ... unnest``
+statement; beginning a transaction is one round trip, as is each get, put and commit.
+
+**Errors.** Every psycopg error becomes :class:`StorageError`; disk full (SQLSTATE 53100)
+becomes :class:`StorageFull`, and :meth:`PostgresStorage.grow` returns False (the database
+grows by itself until its disk is full; only an operator can add room). ``location``,
+``repr`` and every message carry the URL with any password removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg.types.numeric import Int4
+
+from saihm.storage._pgurl import safe_location
+from saihm.storage.base import MAX_KEY, Namespace, StorageError, StorageFull, Usage
+
+__all__ = ["SCHEMA_VERSION", "PostgresStorage"]
+
+log = logging.getLogger("saihm.storage")
+
+SCHEMA_VERSION = 1
+_FIRST_PAGE = 32
+_MAX_PAGE = 1024
+_BATCH = 2000  # pairs per put_many statement
+_POOL_TIMEOUT = 15.0  # seconds to wait for a free connection
+_DISK_FULL = "53100"
+
+# A dead node's connection must not hold the write lock for the kernel's two hours.
+_SESSION_SETUP = (
+    "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
+)
+
+
+def _lock_key(purpose: str, schema: str) -> int:
+    """A signed 64-bit advisory lock key for ``purpose`` in ``schema``."""
+    digest = hashlib.sha256(f"saihm:{purpose}:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _check_key(key: bytes) -> None:
+    """Refuse a key the interface does not allow (before it costs a round trip)."""
+    if not 1 <= len(key) <= MAX_KEY:
+        raise StorageError(f"a key must be 1 to {MAX_KEY} bytes")
+
+
+def _findable(key: bytes) -> bool:
+    """Whether ``key`` could be stored: an empty one is refused (as by LMDB), a longer one
+    than :data:`MAX_KEY` is simply absent."""
+    if not key:
+        raise StorageError(f"a key must be 1 to {MAX_KEY} bytes")
+    return len(key) <= MAX_KEY
+
+
+def _prefix_end(prefix: bytes) -> bytes | None:
+    """The least key greater than every key that starts with ``prefix`` (None: no such key)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])
+
+
+class _Sql:
+    """The driver's statements, composed once per storage with its schema's table names."""
+
+    def __init__(self, schema: str) -> None:
+        kv = sql.Identifier(schema, "saihm_kv")
+        self.kv = kv
+        self.namespace = sql.Identifier(schema, "saihm_namespace")
+        self.meta = sql.Identifier(schema, "saihm_meta")
+        self.schema = sql.Identifier(schema)
+        q = sql.SQL
+        self.get = q("SELECT v FROM {} WHERE ns = %b AND k = %b").format(kv)
+        self.put = q(
+            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) "
+            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
+        ).format(kv)
+        self.put_new = q(
+            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) ON CONFLICT (ns, k) DO NOTHING"
+        ).format(kv)
+        self.put_many = q(
+            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
+            "AS t(k, v) ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
+        ).format(kv)
+        # The append fast path inserts only if nothing at or above its first key exists yet.
+        self.append = q(
+            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
+            "AS t(k, v) WHERE NOT EXISTS (SELECT 1 FROM {} WHERE ns = %b AND k >= %b)"
+        ).format(kv, kv)
+        self.delete = q("DELETE FROM {} WHERE ns = %b AND k = %b").format(kv)
+        self.clear = q("DELETE FROM {} WHERE ns = %b").format(kv)
+        self.count = q("SELECT count(*) FROM {} WHERE ns = %b").format(kv)
+        self.scans: dict[tuple[bool, bool, bool], sql.Composed] = {}
+        for reverse in (False, True):
+            for strict in (False, True):
+                for bounded in (False, True):
+                    low = ">" if strict and not reverse else ">="
+                    where = q("ns = %b AND k {} %b").format(q(low))
+                    if bounded:
+                        where = q("{} AND k < %b").format(where)
+                    order = q("DESC" if reverse else "ASC")
+                    self.scans[reverse, strict, bounded] = q(
+                        "SELECT k, v FROM {} WHERE {} ORDER BY k {} LIMIT %b"
+                    ).format(kv, where, order)
+
+
+class _Read:
+    """A read snapshot (also the base of the write transaction)."""
+
+    def __init__(self, storage: PostgresStorage, conn: psycopg.Connection[Any]) -> None:
+        self._storage = storage
+        self._sql = storage._sql
+        self._conn: psycopg.Connection[Any] | None = conn
+        self._cur = conn.cursor(binary=True)
+
+    def _fail(self, err: Exception) -> StorageError:
+        return self._storage._error(err)
+
+    def _run(self, query: sql.Composed, params: Sequence[object]) -> psycopg.Cursor[Any]:
+        if self._conn is None:
+            raise StorageError("the transaction has ended")
+        try:
+            return self._cur.execute(query, params, prepare=True)
+        except psycopg.Error as err:
+            raise self._fail(err) from None
+
+    def _end(self, commit: bool) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        self._conn = None
+        self._storage._finish(conn, commit=commit, xid=self._xid())
+
+    def _xid(self) -> str | None:
+        """The transaction id of a write transaction; None for a read snapshot."""
+        return None
+
+    def close(self) -> None:
+        self._end(False)
+
+    def __enter__(self) -> _Read:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._end(False)
+
+    def get(self, key: bytes, *, db: Namespace) -> bytes | None:
+        if not _findable(key) or db.handle is None:
+            return None
+        row = self._run(self._sql.get, (db.handle, key)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def scan(
+        self,
+        db: Namespace,
+        start: bytes = b"",
+        stop: bytes | None = None,
+        *,
+        prefix: bytes | None = None,
+        reverse: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        if prefix is not None:
+            start = max(start, prefix)
+            end = _prefix_end(prefix)
+            if end is not None and (stop is None or end < stop):
+                stop = end
+        if db.handle is None or (stop is not None and start >= stop):
+            return iter(())
+        return self._pages(db.handle, start, stop, reverse)
+
+    def _pages(
+        self, ns: object, start: bytes, stop: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Keyset pagination: each page resumes after the last key of the one before."""
+        size = _FIRST_PAGE
+        strict = False
+        while True:
+            if reverse:
+                # Descending pages: the bound moves down, ``start`` stays the floor.
+                query = self._sql.scans[True, False, stop is not None]
+                params: tuple[object, ...] = (
+                    (ns, start, stop, size) if stop is not None else (ns, start, size)
+                )
+            else:
+                query = self._sql.scans[False, strict, stop is not None]
+                params = (ns, start, stop, size) if stop is not None else (ns, start, size)
+            rows = self._run(query, params).fetchall()
+            for key, value in rows:
+                yield bytes(key), bytes(value)
+            if len(rows) < size:
+                return
+            if reverse:
+                stop = bytes(rows[-1][0])
+            else:
+                start = bytes(rows[-1][0])
+                strict = True
+            size = min(size * 2, _MAX_PAGE)
+
+    def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
+        if prefix is not None:
+            end = _prefix_end(prefix)
+            start, stop = prefix, end
+        else:
+            start, stop = b"", None
+        if db.handle is None:
+            return None
+        query = self._sql.scans[True, False, stop is not None]
+        params = (db.handle, start, stop, 1) if stop is not None else (db.handle, start, 1)
+        row = self._run(query, params).fetchone()
+        return None if row is None else (bytes(row[0]), bytes(row[1]))
+
+    def count(self, db: Namespace) -> int:
+        if db.handle is None:
+            return 0
+        row = self._run(self._sql.count, (db.handle,)).fetchone()
+        return int(row[0]) if row else 0
+
+
+class _Write(_Read):
+    """The write transaction: commits when its ``with`` block ends normally."""
+
+    def __init__(self, storage: PostgresStorage, conn: psycopg.Connection[Any], xid: str) -> None:
+        super().__init__(storage, conn)
+        self._txid = xid or "0"
+
+    def _xid(self) -> str | None:
+        return self._txid
+
+    def __enter__(self) -> _Write:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._end(kind is None)
+
+    def commit(self) -> None:
+        self._end(True)
+
+    def abort(self) -> None:
+        self._end(False)
+
+    @staticmethod
+    def _handle(db: Namespace) -> object:
+        if db.handle is None:
+            raise StorageError("the storage is open read-only")
+        return db.handle
+
+    def put(self, key: bytes, value: bytes, *, db: Namespace, overwrite: bool = True) -> bool:
+        _check_key(key)
+        ns = self._handle(db)
+        if overwrite:
+            self._run(self._sql.put, (ns, key, value))
+            return True
+        return self._run(self._sql.put_new, (ns, key, value)).rowcount == 1
+
+    def put_many(
+        self, items: Iterable[tuple[bytes, bytes]], *, db: Namespace, append: bool = False
+    ) -> None:
+        ns = self._handle(db)
+        if append:
+            keys: list[bytes] = []
+            values: list[bytes] = []
+            for key, value in items:
+                _check_key(key)
+                if keys and key <= keys[-1]:
+                    raise StorageError("append: keys must ascend above every key present")
+                keys.append(key)
+                values.append(value)
+                if len(keys) == _BATCH:
+                    self._append(ns, keys, values)
+                    keys, values = [], []
+            if keys:
+                self._append(ns, keys, values)
+            return
+        # ON CONFLICT may not touch a row twice in one statement: the last value of a key wins,
+        # as it would with one put after another.
+        pending: dict[bytes, bytes] = {}
+        for key, value in items:
+            _check_key(key)
+            pending[key] = value
+            if len(pending) == _BATCH:
+                self._run(self._sql.put_many, (ns, list(pending), list(pending.values())))
+                pending = {}
+        if pending:
+            self._run(self._sql.put_many, (ns, list(pending), list(pending.values())))
+
+    def _append(self, ns: object, keys: list[bytes], values: list[bytes]) -> None:
+        cur = self._run(self._sql.append, (ns, keys, values, ns, keys[0]))
+        if cur.rowcount != len(keys):
+            raise StorageError("append: keys must ascend above every key present")
+
+    def delete(self, key: bytes, *, db: Namespace) -> bool:
+        ns = self._handle(db)
+        if not _findable(key):
+            return False
+        return self._run(self._sql.delete, (ns, key)).rowcount == 1
+
+    def clear(self, db: Namespace) -> None:
+        self._run(self._sql.clear, (self._handle(db),))
+
+
+class PostgresStorage:
+    """A PostgreSQL database (one schema of it) as a :class:`saihm.storage.Storage`.
+
+    ``url`` is a libpq URL (``postgresql://user:password@host:port/dbname?...``); the schema
+    is the first of its ``search_path`` that exists. ``readonly`` creates nothing and refuses
+    :meth:`write` (namespaces never written read as empty). ``pool_size`` bounds the
+    connections, and so the transactions open at once in this process. Raises
+    :class:`StorageError` if the database cannot be reached or holds another schema version.
+    """
+
+    kind = "postgresql"
+
+    def __init__(
+        self,
+        url: str,
+        namespaces: Sequence[bytes],
+        *,
+        readonly: bool = False,
+        pool_size: int = 16,
+    ) -> None:
+        self.location, self._secrets = safe_location(url)
+        self.namespaces = tuple(namespaces)
+        self.readonly = readonly
+        self._closed = False
+        try:
+            given = conninfo_to_dict(url)
+        except Exception:
+            # psycopg's message about a malformed URL may quote it, password and all.
+            raise StorageError(f"not a usable PostgreSQL URL: {self.location}") from None
+        self._kwargs: dict[str, Any] = {"autocommit": True}
+        for name, default in (("application_name", "saihm"), ("connect_timeout", "10")):
+            if name not in given:
+                self._kwargs[name] = default
+        self._url = url
+        self._pool_size = max(1, pool_size)
+        # The first connection is made directly: an unreachable server or a refused password
+        # is reported at once, with libpq's reason, rather than as a pool timeout.
+        self._handles = self._setup()
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
+            psycopg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs=self._kwargs,
+                configure=self._configure,
+                open=False,
+                timeout=_POOL_TIMEOUT,
+                name="saihm",
+            )
+        )
+        self._pool.open(wait=False)
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self.location!r})"
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(_SESSION_SETUP)
+
+    def _error(self, err: BaseException) -> StorageError:
+        """The interface's error for a psycopg one: the class, SQLSTATE and, for a connection
+        failure, libpq's first line; never the password."""
+        state = getattr(err, "sqlstate", None)
+        if state == _DISK_FULL:
+            return StorageFull(f"PostgreSQL at {self.location}: the disk is full (SQLSTATE 53100)")
+        if isinstance(err, psycopg_pool.PoolTimeout):
+            return StorageError(
+                f"PostgreSQL at {self.location}: no connection within {_POOL_TIMEOUT:g} s"
+            )
+        if state is None and isinstance(err, psycopg.OperationalError):
+            detail = (str(err).strip().splitlines() or ["connection failed"])[0]
+        else:
+            detail = f"{type(err).__name__} (SQLSTATE {state})" if state else type(err).__name__
+        for secret in self._secrets:
+            detail = detail.replace(secret, "***")
+        return StorageError(f"PostgreSQL at {self.location}: {detail}")
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A connection from the pool, in no transaction."""
+        if self._closed:
+            raise StorageError("the storage is closed")
+        try:
+            return self._pool.getconn()
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as err:
+            raise self._error(err) from None
+
+    def _release(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            self._pool.putconn(conn)
+        except Exception as err:  # the pool was closed under us: the connection goes too
+            log.debug("PostgreSQL connection not returned: %s", type(err).__name__)
+            conn.close()
+
+    def _begin(self, statement: str) -> tuple[psycopg.Connection[Any], str]:
+        """A connection inside a new transaction begun by ``statement`` (its last result row
+        is returned). A pooled connection found broken (the server restarted, or ended the
+        session) is replaced: nothing had been done on it. Every pooled connection may be
+        broken, so up to one more attempt than the pool holds."""
+        for attempt in range(self._pool_size + 1):
+            conn = self._connect()
+            try:
+                cur = conn.execute(statement, prepare=False)
+                while cur.nextset():
+                    pass
+                row = cur.fetchone()
+                return conn, "" if row is None else str(row[-1])
+            except psycopg.Error as err:
+                broken = conn.broken
+                try:
+                    if not broken:
+                        conn.rollback()
+                finally:
+                    self._release(conn)
+                if not broken or attempt == self._pool_size:
+                    raise self._error(err) from None
+                log.info("PostgreSQL connection found broken; replaced")
+        raise AssertionError("unreachable")
+
+    def _finish(self, conn: psycopg.Connection[Any], *, commit: bool, xid: str | None) -> None:
+        """End the transaction on ``conn`` and return it to the pool.
+
+        A read snapshot (``xid`` None) ends with COMMIT: it wrote nothing, and a ROLLBACK
+        would make psycopg drop the connection's prepared statements. A commit whose
+        connection broke is settled by asking the server what became of ``xid``; a commit
+        after a failed statement raises (PostgreSQL would answer it with a silent rollback).
+        """
+        failed = conn.info.transaction_status == TransactionStatus.INERROR
+        try:
+            if xid is None or (commit and not failed):
+                conn.commit()
+            else:
+                conn.rollback()
+        except psycopg.Error as err:
+            broken = conn.broken
+            if not broken:
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+            self._release(conn)
+            if xid is None or not commit:
+                return
+            if broken and self._committed(xid):
+                return
+            raise self._error(err) from None
+        self._release(conn)
+        if commit and failed:
+            raise StorageError(
+                f"PostgreSQL at {self.location}: a statement of the transaction failed; "
+                "nothing of it was written"
+            )
+
+    def _committed(self, xid: str) -> bool:
+        """Whether transaction ``xid`` committed (False when that cannot be learned)."""
+        try:
+            with psycopg.connect(self._url, **self._kwargs) as conn:
+                row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+        except psycopg.Error:
+            return False
+        return row is not None and row[0] == "committed"
+
+    def _setup(self) -> dict[bytes, Namespace]:
+        """Find the schema, create the tables (unless read-only) and number the namespaces."""
+        try:
+            with psycopg.connect(self._url, **self._kwargs) as conn:
+                self._configure(conn)
+                return self._setup_on(conn)
+        except psycopg.Error as err:
+            raise self._error(err) from None
+
+    def _setup_on(self, conn: psycopg.Connection[Any]) -> dict[bytes, Namespace]:
+        row = conn.execute("SELECT current_schema()").fetchone()
+        schema = None if row is None else row[0]
+        if schema is None:
+            raise StorageError(
+                f"PostgreSQL at {self.location}: no schema of the search_path exists"
+            )
+        self.schema = str(schema)
+        self._sql = _Sql(self.schema)
+        self._write_lock = _lock_key("write", self.schema)
+        names = self._namespace_ids(conn)
+        if not self.readonly and (names is None or set(self.namespaces) - set(names)):
+            with conn.transaction():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s)", (_lock_key("schema", self.schema),)
+                )
+                self._create(conn)
+            names = self._namespace_ids(conn)
+        names = names or {}
+        return {
+            name: Namespace(name, None if name not in names else Int4(names[name]))
+            for name in self.namespaces
+        }
+
+    def _namespace_ids(self, conn: psycopg.Connection[Any]) -> dict[bytes, int] | None:
+        """The numbered namespaces, or None when the tables do not exist yet."""
+        exists = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (self._sql.namespace.as_string(conn),)
+        ).fetchone()
+        if not exists or not exists[0]:
+            return None
+        row = conn.execute(
+            sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(self._sql.meta)
+        ).fetchone()
+        if row is None or row[0] != str(SCHEMA_VERSION):
+            found = "none" if row is None else row[0]
+            raise StorageError(
+                f"PostgreSQL at {self.location}: schema version {found}, "
+                f"this saihm reads version {SCHEMA_VERSION}"
+            )
+        rows = conn.execute(sql.SQL("SELECT name, id FROM {}").format(self._sql.namespace))
+        return {bytes(name): int(ident) for name, ident in rows}
+
+    def _create(self, conn: psycopg.Connection[Any]) -> None:
+        s = self._sql
+        for statement in (
+            "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS {namespace} ("
+            " id integer GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
+            " name bytea NOT NULL UNIQUE)",
+            "CREATE TABLE IF NOT EXISTS {kv} ("
+            " ns integer NOT NULL,"
+            f" k bytea NOT NULL CHECK (octet_length(k) BETWEEN 1 AND {MAX_KEY}),"
+            " v bytea NOT NULL,"
+            " PRIMARY KEY (ns, k))",
+        ):
+            conn.execute(sql.SQL(statement).format(meta=s.meta, namespace=s.namespace, kv=s.kv))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING"
+            ).format(s.meta),
+            (str(SCHEMA_VERSION),),
+        )
+        with conn.cursor() as cur:
+            cur.executemany(
+                sql.SQL("INSERT INTO {} (name) VALUES (%s) ON CONFLICT (name) DO NOTHING").format(
+                    s.namespace
+                ),
+                [(name,) for name in self.namespaces],
+            )
+
+    def namespace(self, name: bytes) -> Namespace:
+        return self._handles[name]
+
+    def read(self) -> _Read:
+        conn, _ = self._begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
+        return _Read(self, conn)
+
+    def write(self) -> _Write:
+        if self.readonly:
+            raise StorageError("the storage is open read-only")
+        conn, xid = self._begin(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; "
+            f"SELECT pg_advisory_xact_lock({self._write_lock}), pg_current_xact_id()::text"
+        )
+        return _Write(self, conn, xid)
+
+    def grow(self) -> bool:
+        """Always False: PostgreSQL takes room as it needs it until its disk is full, and
+        only the database's operator can add more."""
+        return False
+
+    def usage(self) -> Usage:
+        conn = self._connect()
+        try:
+            s = self._sql
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0)"
+                " FROM unnest(%s::text[]) AS t",
+                ([name.as_string(conn) for name in (s.kv, s.namespace, s.meta)],),
+            ).fetchone()
+        except psycopg.Error as err:
+            raise self._error(err) from None
+        finally:
+            self._release(conn)
+        return Usage(used=int(row[0]) if row else 0, capacity=None, limit=None)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()

@@ -1,0 +1,171 @@
+"""The one operation registry (docs/internals.md "Adding an operation"): the binding's rows
+(saihm.http.binding.BINDINGS) and the pure tables (saihm.events.operations) agree, and every
+table that used to be kept by hand is now read from them."""
+
+from __future__ import annotations
+
+import inspect
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from saihm.audit import replay
+from saihm.events import Operation
+from saihm.events.operations import (
+    METHODS,
+    OPERATIONS,
+    PROTOCOL_TOOLS,
+    public_log_names,
+    replay_events,
+)
+from saihm.governance import Proposed, Voted
+from saihm.http import binding, log_api
+from saihm.http.binding import BINDINGS
+from saihm.mcp.server import ANNOTATIONS, TOOL_NAMES
+from saihm.operator import AlreadyErased, Forgotten, Operator, Recorded, Remembered
+from saihm.projections import apply
+from saihm.sharing import Responded, Revoked, Shared
+
+
+def test_every_method_has_exactly_one_binding_row() -> None:
+    assert list(BINDINGS) == list(METHODS)
+    for name, row in BINDINGS.items():
+        assert row.method is METHODS[name]
+
+
+def test_every_receipt_operation_is_in_the_registry() -> None:
+    assert set(OPERATIONS) == set(Operation)
+    assert {m.operation for m in METHODS.values()} <= set(Operation)
+
+
+def test_the_mcp_surface_is_the_registrys_eight_protocol_tools() -> None:
+    # saihm-protocol "Tool surface (MCP binding)": the eight tools, no extension method.
+    assert PROTOCOL_TOOLS == TOOL_NAMES
+    assert len(PROTOCOL_TOOLS) == 8 and set(ANNOTATIONS) == set(PROTOCOL_TOOLS)
+    extensions = set(METHODS) - set(PROTOCOL_TOOLS)
+    assert extensions == {
+        "saihm_accept_contract",
+        "saihm_decline_contract",
+        "saihm_record",
+        "saihm_forget_session",
+    }
+
+
+def test_governance_methods_are_the_governance_tools() -> None:
+    assert {n for n, m in METHODS.items() if m.governance} == {
+        "saihm_governance_propose",
+        "saihm_governance_vote",
+    }
+
+
+def test_the_public_log_accepts_the_registrys_operation_names() -> None:
+    assert log_api._OPERATIONS == public_log_names() == {op.value for op in Operation}
+
+
+def test_projection_keys_are_read_from_the_registry() -> None:
+    assert {
+        str(op): spec.projection_key for op, spec in OPERATIONS.items()
+    } == apply._OPERATION_KEYS
+    # The index keys an operation's entries by name + NUL, so no name's keys can be mistaken
+    # for another's (KEY is a prefix of nothing once terminated).
+    keys = [spec.projection_key for spec in OPERATIONS.values()]
+    assert all(not a.startswith(b) for a in keys for b in keys if a != b)
+
+
+def test_replay_writes_the_registrys_events() -> None:
+    assert replay_events() == replay._EVENTS
+    assert replay_events() == {
+        Operation.SHARE,
+        Operation.REVOKE,
+        Operation.ACCEPT,
+        Operation.DECLINE,
+        Operation.GRANT,
+        Operation.UNGRANT,
+    }
+
+
+def test_each_binding_calls_an_operator_method_that_returns_a_typed_result() -> None:
+    # The operations speak typed values: no operation is annotated to return a dict or JSON.
+    for name in (
+        "remember",
+        "record",
+        "recall",
+        "forget",
+        "forget_session",
+        "status",
+        "share",
+        "revoke_share",
+        "respond",
+        "propose",
+        "vote",
+    ):
+        returns = inspect.signature(getattr(Operator, name)).return_annotation
+        assert "dict" not in str(returns) and "Any" not in str(returns), (name, returns)
+    assert not hasattr(Operator, "call")  # the JSON binding lives in saihm.http.binding
+
+
+ids = st.binary(min_size=32, max_size=32)
+epochs = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+def _hex(value: object) -> bytes:
+    assert isinstance(value, str) and value == value.lower()
+    return bytes.fromhex(value)
+
+
+@given(ids, st.binary(min_size=32, max_size=32), epochs, st.binary(min_size=16, max_size=16), ids)
+def test_remembered_renders_hex_ids_and_decimal_epochs(cell_id, nonce, epoch, prefix, rid):
+    out = binding.render_remembered(Remembered(cell_id, nonce, "T1", 3, epoch, prefix, rid))
+    assert list(out) == [
+        "cellId",
+        "cellNonce",
+        "tier",
+        "kekVersion",
+        "epoch",
+        "signaturePrefix",
+        "receiptId",
+    ]
+    assert _hex(out["cellId"]) == cell_id and _hex(out["cellNonce"]) == nonce
+    assert _hex(out["signaturePrefix"]) == prefix and _hex(out["receiptId"]) == rid
+    assert out["epoch"] == str(epoch) and int(out["epoch"]) == epoch  # above 2^53 too
+
+
+@given(ids, epochs, st.integers(0, 1 << 40), st.one_of(st.none(), ids), ids)
+def test_recorded_adds_its_chain_after_the_remember_fields(cell_id, epoch, seq, prev, rid):
+    r = Recorded(cell_id, cell_id, "T1", 1, epoch, cell_id[:16], rid, seq, prev, "said")
+    out = binding.render_remembered(r)
+    assert list(out)[-3:] == ["seq", "prev", "kind"]
+    assert out["seq"] == seq and out["kind"] == "said"
+    assert (out["prev"] is None) == (prev is None)
+    if prev is not None:
+        assert _hex(out["prev"]) == prev
+
+
+@given(ids, ids, epochs)
+def test_forget_renders_success_or_not(cell_id, anchor, epoch):
+    assert binding.render_forgotten(AlreadyErased()) == {"success": False}
+    out = binding.render_forgotten(Forgotten(cell_id, anchor, epoch))
+    assert out["success"] is True and _hex(out["destructionAnchor"]) == anchor
+    assert _hex(out["cellId"]) == cell_id and out["epoch"] == str(epoch)
+
+
+@given(ids, epochs, st.one_of(st.none(), ids), st.booleans())
+def test_repeats_carry_no_receipt_id(contract_id, epoch, receipt, accepted):
+    revoked = binding.render_revoked(Revoked(epoch, receipt))
+    responded = binding.render_responded(Responded(contract_id, accepted, receipt))
+    voted = binding.render_voted(Voted(contract_id, contract_id, accepted, 1, epoch, receipt))
+    for out in (revoked, responded, voted):
+        assert ("receiptId" in out) == (receipt is not None)
+    assert revoked["revoked"] is True and responded["accepted"] is accepted
+
+
+@given(ids, st.sampled_from(["TEMPORARY", "PERMANENT", "SYNDICATE"]), epochs, epochs, ids)
+def test_shared_renders_the_type_in_lower_case(contract_id, mode, epoch, expires, rid):
+    out = binding.render_shared(Shared(contract_id, mode, 2, epoch, expires, rid))
+    assert out["type"] == mode.lower() and out["expiresAt"] == str(expires)
+
+
+@given(ids, st.one_of(st.none(), st.text(max_size=20)), epochs, ids)
+def test_proposed_keeps_the_terms_as_text(pid, value, epoch, holder):
+    out = binding.render_proposed(Proposed(pid, "emission_param", "k", value, epoch, holder, pid))
+    assert out["proposedValue"] == value and _hex(out["proposerHash"]) == holder

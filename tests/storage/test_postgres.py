@@ -1,0 +1,288 @@
+"""What only the PostgreSQL driver has: URLs with passwords, schemas, several nodes starting at
+once, connections the server ends, and the settling of a commit whose connection broke."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import traceback
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import psycopg
+import pytest
+
+from saihm.storage import StorageError, open_storage
+from saihm.storage._pgurl import safe_location
+from saihm.storage.postgres import PostgresStorage
+from tests.storage.conftest import NS, child
+from tests.support.postgres import fresh_location, require_url, with_schema
+
+SECRET = "s3cr3t-Pa55word"
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with fresh_location() as location:
+        yield location
+
+
+def admin(url: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else []
+
+
+def with_password(url: str, password: str, *, in_query: bool = False) -> str:
+    """``url`` with its password replaced by ``password`` (in the user part or the query)."""
+    scheme, rest = url.split("://", 1)
+    userinfo, hosts = rest.split("@", 1)
+    user = userinfo.split(":", 1)[0]
+    if in_query:
+        sep = "&" if "?" in hosts else "?"
+        return f"{scheme}://{user}@{hosts}{sep}password={quote(password)}"
+    return f"{scheme}://{user}:{quote(password, safe='')}@{hosts}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("postgresql://u:pw@h:5432/db", "postgresql://u@h:5432/db"),
+        ("postgresql://u:p%40w@h/db?sslmode=require", "postgresql://u@h/db?sslmode=require"),
+        (
+            "postgres://u@h/db?password=pw&application_name=x",
+            "postgres://u@h/db?application_name=x",
+        ),
+        ("postgresql://h1:1,h2:2/db", "postgresql://h1:1,h2:2/db"),
+        ("postgresql:///db?host=/run/pg&sslpassword=k", "postgresql:///db?host=%2Frun%2Fpg"),
+    ],
+)
+def test_the_location_carries_no_password(given: str, shown: str) -> None:
+    location, secrets = safe_location(given)
+    assert location == shown
+    for secret in secrets:
+        assert secret not in location
+
+
+@pytest.mark.parametrize("in_query", [False, True])
+def test_no_password_reaches_location_repr_errors_or_logs(
+    url: str, in_query: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a wrong password (authentication fails) and with a port nobody listens on, the
+    error says what failed and where, and neither it, its traceback, nor any log line of
+    any logger holds the password."""
+    caplog.set_level(logging.DEBUG)
+    wrong = with_password(url, SECRET, in_query=in_query)
+    closed = wrong.replace(wrong.split("@", 1)[1].split("/", 1)[0], f"127.0.0.1:{free_port()}")
+    for target, reason in ((wrong, "password authentication failed"), (closed, "refused")):
+        with pytest.raises(StorageError) as caught:
+            open_storage(target, NS)
+        message = str(caught.value)
+        assert reason in message
+        assert "PostgreSQL at postgresql://" in message
+        text = "".join(traceback.format_exception(caught.value))
+        assert SECRET not in text and quote(SECRET) not in text
+    for record in caplog.records:
+        assert SECRET not in record.getMessage()
+
+
+def test_an_open_storage_shows_no_password(url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    password = url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    storage = open_storage(url, NS)
+    try:
+        assert password not in storage.location
+        assert password not in repr(storage)
+        with storage.write() as txn:
+            txn.put(b"k", b"v", db=storage.namespace(b"main"))
+        with pytest.raises(StorageError) as caught, storage.write() as txn:
+            txn.put_many([(b"\x00", b"v")], db=storage.namespace(b"main"), append=True)
+        assert password not in str(caught.value)
+    finally:
+        storage.close()
+    assert all(password not in r.getMessage() for r in caplog.records)
+
+
+def test_a_malformed_url_is_a_storage_error_without_the_password() -> None:
+    with pytest.raises(StorageError) as caught:
+        open_storage(f"postgresql://u:{SECRET}@127.0.0.1:notaport/db", NS)
+    assert SECRET not in "".join(traceback.format_exception(caught.value))
+
+
+def test_a_search_path_naming_no_schema_is_refused() -> None:
+    target = with_schema(require_url(), "saihm_no_such_schema")
+    with pytest.raises(StorageError, match="no schema"):
+        open_storage(target, NS)
+
+
+def test_the_schema_is_versioned_and_another_version_is_refused(url: str) -> None:
+    open_storage(url, NS).close()
+    assert admin(url, "SELECT value FROM saihm_meta WHERE key = 'schema_version'") == [("1",)]
+    admin(url, "UPDATE saihm_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StorageError, match="schema version 99"):
+        open_storage(url, NS)
+
+
+def test_namespaces_added_later_keep_what_was_written(url: str) -> None:
+    first = open_storage(url, NS)
+    with first.write() as txn:
+        txn.put(b"k", b"v", db=first.namespace(b"main"))
+    first.close()
+    wider = open_storage(url, (b"new", *NS))
+    try:
+        with wider.read() as snap:
+            assert snap.get(b"k", db=wider.namespace(b"main")) == b"v"
+            assert snap.count(wider.namespace(b"new")) == 0
+    finally:
+        wider.close()
+    names = admin(url, "SELECT name FROM saihm_namespace ORDER BY id")
+    assert [bytes(n) for (n,) in names] == [b"main", b"other", b"new"]
+
+
+def test_read_only_on_an_empty_schema_creates_nothing(url: str) -> None:
+    storage = open_storage(url, NS, readonly=True)
+    try:
+        with storage.read() as snap:
+            assert snap.count(storage.namespace(b"main")) == 0
+            assert snap.last(storage.namespace(b"main")) is None
+        with pytest.raises(StorageError):
+            storage.write()
+    finally:
+        storage.close()
+    assert admin(url, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()") == [
+        (0,)
+    ]
+
+
+def test_nodes_starting_at_once_create_one_schema(url: str) -> None:
+    """Four processes open a fresh schema at the same moment (the advisory lock orders their
+    CREATE TABLE IF NOT EXISTS) and each commits."""
+    procs = [child(url, "put", f"{i:02x}", "01") for i in range(4)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    storage = open_storage(url, NS)
+    try:
+        with storage.read() as snap:
+            assert [k for k, _ in snap.scan(storage.namespace(b"main"))] == [
+                bytes([i]) for i in range(4)
+            ]
+    finally:
+        storage.close()
+    assert admin(url, "SELECT count(*) FROM saihm_namespace") == [(len(NS),)]
+
+
+def test_two_schemas_are_two_storages_with_their_own_write_lock(url: str) -> None:
+    with fresh_location() as second:
+        proc = child(url, "hold-until-line", b"held".hex())
+        assert proc.stdout is not None and proc.stdin is not None
+        try:
+            assert proc.stdout.readline().strip() == "holding"
+            # The first schema's write transaction is held: the second's is not affected.
+            other = open_storage(second, NS)
+            try:
+                with other.write() as txn:
+                    txn.put(b"k", b"second", db=other.namespace(b"main"))
+                with other.read() as snap:
+                    assert snap.get(b"held", db=other.namespace(b"main")) is None
+            finally:
+                other.close()
+            proc.stdin.write("commit\n")
+            proc.stdin.flush()
+            assert proc.wait(timeout=60) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def terminate_sessions(url: str) -> int:
+    """End every session of the driver (application_name saihm) as a server restart would."""
+    rows = admin(
+        url,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name = 'saihm' AND datname = current_database() "
+        "AND pid <> pg_backend_pid()",
+    )
+    return int(rows[0][0])
+
+
+def test_sessions_the_server_ends_become_storage_errors_then_are_replaced(url: str) -> None:
+    storage = PostgresStorage(url, NS, pool_size=4)
+    try:
+        main = storage.namespace(b"main")
+        with storage.write() as txn:
+            txn.put(b"k", b"v", db=main)
+        snaps = [storage.read() for _ in range(3)]  # three pooled connections in use
+        for snap in snaps:
+            assert snap.get(b"k", db=main) == b"v"
+        assert terminate_sessions(url) >= 3
+        with pytest.raises(StorageError):
+            snaps[0].get(b"k", db=main)
+        for snap in snaps:
+            snap.close()
+        # Every pooled connection is now broken; the next transactions get working ones.
+        with storage.read() as snap:
+            assert snap.get(b"k", db=main) == b"v"
+        with storage.write() as txn:
+            txn.put(b"k", b"w", db=main)
+        with storage.read() as snap:
+            assert snap.get(b"k", db=main) == b"w"
+    finally:
+        storage.close()
+
+
+def test_a_commit_whose_connection_broke_is_settled_by_the_server(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The COMMIT reached the server but its answer was lost: the driver asks the server
+    what became of the transaction instead of reporting a failure for a durable write."""
+    storage = open_storage(url, NS)
+    assert isinstance(storage, PostgresStorage)
+    try:
+        main = storage.namespace(b"main")
+        real_commit = psycopg.Connection.commit
+
+        def commit_then_lose_the_answer(conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
+            real_commit(conn)
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and lose[0]:
+                lose[0] = False
+                conn.pgconn.finish()  # the socket is gone: psycopg sees a broken connection
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        lose = [False]
+        monkeypatch.setattr(psycopg.Connection, "commit", commit_then_lose_the_answer)
+        txn = storage.write()
+        txn.put(b"durable", b"1", db=main)
+        lose[0] = True
+        txn.commit()  # no error: the server says it committed
+        assert lose[0] is False
+        with storage.read() as snap:
+            assert snap.get(b"durable", db=main) == b"1"
+    finally:
+        storage.close()
+
+
+def test_a_transaction_the_server_never_committed_is_reported(url: str) -> None:
+    storage = open_storage(url, NS)
+    assert isinstance(storage, PostgresStorage)
+    try:
+        main = storage.namespace(b"main")
+        txn = storage.write()
+        txn.put(b"lost", b"1", db=main)
+        xid = txn._xid()
+        assert xid and xid != "0"
+        terminate_sessions(url)
+        with pytest.raises(StorageError):
+            txn.commit()
+        assert storage._committed(xid) is False
+        with storage.read() as snap:
+            assert snap.get(b"lost", db=main) is None
+    finally:
+        storage.close()
