@@ -7,7 +7,11 @@ plaintext, tokens or query text: they may reach a client.
 
 from __future__ import annotations
 
+import functools
+import struct
+from collections.abc import Callable
 from enum import StrEnum
+from typing import Any, TypeVar
 
 
 class ErrorCode(StrEnum):
@@ -187,3 +191,45 @@ def os_message(err: OSError) -> str:
 def message(err: BaseException) -> str:
     """``os_message`` for an OS error, else the error's own text."""
     return os_message(err) if isinstance(err, OSError) else str(err)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: What malformed arguments provoke inside a parser or constructor: a wrong type, a bad length,
+#: bytes that do not unpack, a value out of range (pydantic's ValidationError is a ValueError).
+_LOW_LEVEL = (
+    TypeError,
+    ValueError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    struct.error,
+)
+
+
+def rejects(error: type[SaihmError] = MalformedInput, what: str = "") -> Callable[[_F], _F]:
+    """Decorate a public parser, constructor or helper of the core so that it has one error root.
+
+    A ``SaihmError`` passes unchanged; a low-level error that malformed arguments provoke
+    (``TypeError``, ``ValueError``, ``AttributeError``, ``KeyError``, ``IndexError``,
+    ``OverflowError``, ``struct.error``) leaves as ``error`` (default ``MalformedInput``),
+    chained with ``raise ... from``. The message names ``what`` (default: the function) and the
+    kind of defect, never the argument's value, which may be secret.
+    """
+
+    def decorate(fn: _F) -> _F:
+        name = what or fn.__qualname__
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except SaihmError:
+                raise
+            except _LOW_LEVEL as err:
+                raise error(f"{name}: malformed argument ({type(err).__name__})") from err
+
+        return checked  # type: ignore[return-value]
+
+    return decorate

@@ -11,6 +11,10 @@ and finds which on first use. It asks for ``Accept-Encoding: gzip, identity`` (t
 "Clients SHOULD include gzip and identity") and decompresses a gzip body within a bound, so a
 hostile server cannot make it inflate more than the largest entry bundle. ``Prefetch`` wraps a
 source to fetch named paths ahead in threads (network I/O releases the GIL), each handed out once.
+
+``tile_nodes(source, size)`` is the ``saihm.translog.proof`` fetch over a source's tiles: roots
+and proofs of the tree of ``size`` from the hash tiles alone (``proof.root(n, nodes)``,
+``proof.inclusion_proof(i, n, nodes)``, ...), each tile fetched at most once.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from saihm.errors import MalformedInput, NotFound, SaihmError
+from saihm.translog.tilenodes import ReadTile, TileNodes
+from saihm.translog.tiles import tile_path, tile_widths
 
 __all__ = [
     "DirSource",
@@ -32,6 +38,8 @@ __all__ = [
     "Prefetch",
     "Source",
     "open_source",
+    "tile_nodes",
+    "tile_reader",
 ]
 
 #: The largest resource a tiled log serves: a full entry bundle of 256 leaves of 65,535 bytes.
@@ -112,7 +120,7 @@ class HttpSource(Source):
         request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip, identity"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read(MAX_RESOURCE + 1)
+                body: bytes = response.read(MAX_RESOURCE + 1)
                 coding = (response.headers.get("Content-Encoding") or "identity").lower()
         except urllib.error.HTTPError as err:
             if err.code == 404:
@@ -175,3 +183,35 @@ class Prefetch(Source):
     def get(self, path: str) -> bytes | None:
         future = self._ahead.pop(path, None)
         return self.inner.get(path) if future is None else future.result()
+
+
+def tile_reader(source: Source, size: int) -> ReadTile:
+    """``read(level, index)`` of the hash tiles of the tree of ``size`` leaves in ``source``.
+
+    A tile the tree of ``size`` holds in full is read as ``tile/<L>/<N>``, the one at its right
+    edge as ``tile/<L>/<N>.p/<W>`` (c2sp.org/tlog-tiles); any other is None. A tile of the wrong
+    length raises ``FetchError``. The nodes of every smaller tree lie in these same tiles (a
+    partial tile is a prefix of the full one), so one reader serves every size up to ``size``.
+    """
+    if type(size) is not int or not 0 <= size < 1 << 64:
+        raise MalformedInput("tree size must be an integer in [0, 2**64)")
+
+    def read(level: int, index: int) -> bytes | None:
+        full, width = tile_widths(size, level)
+        if index < full:
+            want, path = 256, tile_path(level, index)
+        elif index == full and width:
+            want, path = width, tile_path(level, index, width)
+        else:
+            return None
+        data = source.get(path)
+        if data is not None and len(data) != 32 * want:
+            raise FetchError(f"{source.name}: {path} holds {len(data)} bytes, want {32 * want}")
+        return data
+
+    return read
+
+
+def tile_nodes(source: Source, size: int) -> TileNodes:
+    """The ``proof.FetchNodes`` over ``source``'s tiles for trees of up to ``size`` leaves."""
+    return TileNodes(tile_reader(source, size))

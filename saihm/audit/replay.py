@@ -152,7 +152,7 @@ def main(argv: list[str]) -> int:
         for index, leaf in enumerate(bundle.leaves):
             try:
                 receipt = Receipt.from_cbor(leaf)
-            except (SaihmError, ValueError):
+            except SaihmError:
                 skipped += 1
                 continue
             if receipt.operation == Operation.KEY and receipt.holder_id not in holders:

@@ -7,34 +7,25 @@ with the tile a log serves), and its Merkle Tree Hash becomes the next hash of t
 (tlog-tiles "Merkle Tree": each level-``L`` hash is the MTH of a full tile at level ``L - 1``).
 
 The root of the tree at the current size follows from these partial tiles alone (RFC 9162
-§2.1.1): split each level's partial tile into perfect subtrees by the bits of its width, take the
-subtrees in order from the top level down (left to right in the tree), and fold them from the
-right. The state serialises to a few kilobytes so a mirror can resume where it stopped.
+§2.1.1): every node of ``saihm.translog.proof.root_nodes(size)`` lies in the partial tile of its
+level, so the root is ``proof.root`` over ``TileNodes`` reading those tiles. The state
+serialises to a few kilobytes so a mirror can resume where it stopped.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-from saihm.errors import MalformedInput
-from saihm.translog import EMPTY_ROOT, node_hash
+from saihm.errors import MalformedInput, NotFound
+from saihm.translog import proof
+from saihm.translog.tilenodes import ReadTile, TileNodes, perfect_root
 
 __all__ = ["TileTree", "perfect_root", "root_from_tiles"]
 
 HASH = 32
 WIDTH = 256
 _TILE_BYTES = HASH * WIDTH
-
-
-def perfect_root(hashes: bytes) -> bytes:
-    """MTH of ``2**k`` consecutive subtree hashes (concatenated), k >= 0 (RFC 9162 §2.1.1)."""
-    level = [hashes[i : i + HASH] for i in range(0, len(hashes), HASH)]
-    if not level or len(level) & (len(level) - 1):
-        raise MalformedInput("perfect_root needs a power-of-two number of hashes")
-    while len(level) > 1:
-        level = [node_hash(level[i], level[i + 1]) for i in range(0, len(level), 2)]
-    return level[0]
 
 
 class TileTree:
@@ -79,20 +70,13 @@ class TileTree:
 
     def root(self) -> bytes:
         """MTH of the current tree (the empty tree's root when ``size`` is 0)."""
-        parts: list[bytes] = []
-        for tile in reversed(self.partials):
-            width, offset = len(tile) // HASH, 0
-            for bit in reversed(range(8)):
-                if width >> bit & 1:
-                    n = 1 << bit
-                    parts.append(perfect_root(bytes(tile[offset * HASH : (offset + n) * HASH])))
-                    offset += n
-        if not parts:
-            return EMPTY_ROOT
-        root = parts[-1]
-        for left in reversed(parts[:-1]):
-            root = node_hash(left, root)
-        return root
+        return proof.root(self.size, TileNodes(self._partial))
+
+    def _partial(self, level: int, index: int) -> bytes | None:
+        """The partial tile ``(level, index)`` this tree holds, else None."""
+        if level < len(self.partials) and index == (self.size >> (8 * level)) >> 8:
+            return bytes(self.partials[level])
+        return None
 
     def to_bytes(self) -> bytes:
         """``size`` (u64) then, per level, a u8 width and that many hashes."""
@@ -118,30 +102,14 @@ class TileTree:
         return cls(size, partials)
 
 
-def root_from_tiles(size: int, read: Callable[[int, int], bytes | None]) -> bytes | None:
+def root_from_tiles(size: int, read: ReadTile) -> bytes | None:
     """MTH of the first ``size`` leaves of a tree known by its tiles (RFC 9162 §2.1.1).
 
     ``read(level, index)`` returns the tile's bytes (full, or a partial one at least as wide as
-    needed), or None. The root is folded from one perfect subtree per set bit of ``size``; a
-    subtree of height ``8L + r`` is ``2**r`` consecutive hashes of one tile at level ``L``.
-    Returns None when a tile needed is missing or too narrow.
+    needed), or None: ``proof.root`` over ``TileNodes(read)``. Returns None when a tile needed
+    is missing or too narrow.
     """
-    if size == 0:
-        return EMPTY_ROOT
-    parts: list[bytes] = []
-    start = 0
-    for height in reversed(range(64)):
-        if not size >> height & 1:
-            continue
-        level, r = divmod(height, 8)
-        first = start >> (8 * level)  # the subtree's first hash at that level
-        tile = read(level, first >> 8)
-        offset, n = first & (WIDTH - 1), 1 << r
-        if tile is None or len(tile) < (offset + n) * HASH:
-            return None
-        parts.append(perfect_root(tile[offset * HASH : (offset + n) * HASH]))
-        start += 1 << height
-    root = parts[-1]
-    for left in reversed(parts[:-1]):
-        root = node_hash(left, root)
-    return root
+    try:
+        return proof.root(size, TileNodes(read))
+    except NotFound:
+        return None

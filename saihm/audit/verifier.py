@@ -21,7 +21,6 @@ Checks, in this order (the report's first failure is the first in this order, lo
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 
 from saihm.audit.bundle import Bundle
@@ -31,7 +30,7 @@ from saihm.audit.leafcheck import short as _short
 from saihm.audit.progress import Progress
 from saihm.audit.report import Report
 from saihm.audit.sigcheck import Job, check_signatures
-from saihm.errors import SaihmError
+from saihm.errors import MalformedInput, SaihmError
 from saihm.events import (
     CELL_CONTEXT,
     Cell,
@@ -43,9 +42,7 @@ from saihm.events import (
     verify_contract,
 )
 from saihm.translog import (
-    MerkleTree,
-    NoteError,
-    ProofError,
+    MemoryTree,
     verify_checkpoint,
     verify_consistency,
 )
@@ -118,67 +115,80 @@ def _check_tree(
     trusted_keys: Sequence[str] | None,
     held: Sequence[bytes],
 ) -> None:
-    """Checks 3 and 4 over a Merkle tree rebuilt from the leaves in a temporary directory."""
+    """Checks 3 and 4 over the Merkle tree rebuilt in memory from the leaves."""
     keys = list(trusted_keys) if trusted_keys else list(bundle.log_keys)
     report.keys_pinned = bool(trusted_keys)
     n = len(bundle.leaves)
-    with tempfile.TemporaryDirectory(prefix="saihm-verify-") as tmp, MerkleTree(tmp) as tree:
+    tree = MemoryTree()
+    try:
+        for start in range(0, n, 4096):
+            tree.append_many(bundle.leaves[start : start + 4096])
+    except SaihmError as err:
+        report.fail("tree", f"cannot rebuild the tree: {_short(err)}", start)
+        return
+    advance = bar.task("checking checkpoints", len(bundle.checkpoints) + len(held))
+    prev_size, prev_root = 0, None
+    for filed_size, note in sorted(bundle.checkpoints):
+        advance(1)
         try:
-            for start in range(0, n, 4096):
-                tree.append_many(bundle.leaves[start : start + 4096])
+            cp = verify_checkpoint(note, keys)
         except SaihmError as err:
-            report.fail("tree", f"cannot rebuild the tree: {_short(err)}", start)
-            return
-        advance = bar.task("checking checkpoints", len(bundle.checkpoints) + len(held))
-        prev_size, prev_root = 0, None
-        for filed_size, note in sorted(bundle.checkpoints):
-            advance(1)
+            report.fail("checkpoint", f"checkpoint {filed_size}: {_short(err)}", filed_size)
+            continue
+        report.checkpoints += 1
+        if cp.size != filed_size:
+            report.fail("checkpoint", f"filed under size {filed_size}, signs {cp.size}")
+            continue
+        if cp.size > n:
+            report.fail(
+                "truncation",
+                f"signed checkpoint of size {cp.size} but only {n} leaves: the log was truncated",
+                n,
+            )
+            continue
+        if tree.root(cp.size) != cp.root_hash:
+            report.fail(
+                "root",
+                f"leaves {prev_size}..{cp.size - 1} do not hash to the signed root of "
+                f"checkpoint {cp.size}",
+                prev_size,
+            )
+            continue
+        if prev_root is not None and prev_size > 0:
             try:
-                cp = verify_checkpoint(note, keys)
-            except (NoteError, SaihmError, ValueError) as err:
-                report.fail("checkpoint", f"checkpoint {filed_size}: {_short(err)}", filed_size)
+                proof = tree.consistency_proof(prev_size, cp.size)
+                verify_consistency(prev_size, cp.size, proof, prev_root, cp.root_hash)
+                report.consistency_proofs += 1
+            except SaihmError as err:
+                report.fail(
+                    "consistency", f"checkpoint {prev_size} -> {cp.size}: {_short(err)}", prev_size
+                )
                 continue
-            report.checkpoints += 1
-            if cp.size != filed_size:
-                report.fail("checkpoint", f"filed under size {filed_size}, signs {cp.size}")
-                continue
-            if cp.size > n:
-                report.fail("truncation", f"signed checkpoint of size {cp.size} but only {n} "
-                            "leaves: the log was truncated", n)  # fmt: skip
-                continue
-            if tree.root(cp.size) != cp.root_hash:
-                report.fail("root", f"leaves {prev_size}..{cp.size - 1} do not hash to the "
-                            f"signed root of checkpoint {cp.size}", prev_size)  # fmt: skip
-                continue
-            if prev_root is not None and prev_size > 0:
-                try:
-                    proof = tree.consistency_proof(prev_size, cp.size)
-                    verify_consistency(prev_size, cp.size, proof, prev_root, cp.root_hash)
-                    report.consistency_proofs += 1
-                except (ProofError, SaihmError) as err:
-                    report.fail("consistency", f"checkpoint {prev_size} -> {cp.size}: "
-                                f"{_short(err)}", prev_size)  # fmt: skip
-                    continue
-            prev_size, prev_root = cp.size, cp.root_hash
-        report.latest_size = prev_size
-        if prev_size < n:
-            report.notes.append(f"leaves {prev_size}..{n - 1} are not yet covered by a "
-                                "signed checkpoint in the bundle")  # fmt: skip
-        for note in held:
-            advance(1)
-            _check_held(note, keys, tree, n, report)
+        prev_size, prev_root = cp.size, cp.root_hash
+    report.latest_size = prev_size
+    if prev_size < n:
+        report.notes.append(
+            f"leaves {prev_size}..{n - 1} are not yet covered by a signed checkpoint in the bundle"
+        )
+    for note in held:
+        advance(1)
+        _check_held(note, keys, tree, n, report)
 
 
-def _check_held(note: bytes, keys: list[str], tree: MerkleTree, n: int, report: Report) -> None:
+def _check_held(note: bytes, keys: list[str], tree: MemoryTree, n: int, report: Report) -> None:
     try:
         cp = verify_checkpoint(note, keys)
-    except (NoteError, SaihmError, ValueError) as err:
+    except SaihmError as err:
         report.fail("held checkpoint", f"does not verify: {_short(err)}")
         return
     report.held_checkpoints += 1
     if cp.size > n:
-        report.fail("truncation", f"a held checkpoint of size {cp.size} is larger than the "
-                    f"bundle's {n} leaves: the log was truncated", n)  # fmt: skip
+        report.fail(
+            "truncation",
+            f"a held checkpoint of size {cp.size} is larger than the "
+            f"bundle's {n} leaves: the log was truncated",
+            n,
+        )
     elif tree.root(cp.size) != cp.root_hash:
         what = f"the first {cp.size} leaves do not hash to a held checkpoint's root: rewritten"
         report.fail("rewrite", what, cp.size - 1 if cp.size else None)
@@ -190,22 +200,37 @@ def _check_published(bundle: Bundle, report: Report, derived: Derived) -> None:
     published = dict(bundle.erasures)
     for cell_id, index in sorted(published.items(), key=lambda kv: kv[1]):
         if cell_id not in rebuilt:
-            report.fail("erasures", f"the published erasure list names cell {cell_id.hex()} but "
-                        "no FORGET receipt in the log erases it", index)  # fmt: skip
+            report.fail(
+                "erasures",
+                f"the published erasure list names cell {cell_id.hex()} but "
+                "no FORGET receipt in the log erases it",
+                index,
+            )
         elif rebuilt[cell_id] != index:
-            report.fail("erasures", f"published FORGET index {index} for cell {cell_id.hex()} "
-                        f"but the receipt is at leaf {rebuilt[cell_id]}", index)  # fmt: skip
+            report.fail(
+                "erasures",
+                f"published FORGET index {index} for cell {cell_id.hex()} "
+                f"but the receipt is at leaf {rebuilt[cell_id]}",
+                index,
+            )
     for cell_id, index in sorted(rebuilt.items(), key=lambda kv: kv[1]):
         if cell_id not in published:
-            report.fail("erasures", f"FORGET receipt for cell {cell_id.hex()} is missing from "
-                        "the published erasure list", index)  # fmt: skip
+            report.fail(
+                "erasures",
+                f"FORGET receipt for cell {cell_id.hex()} is missing from "
+                "the published erasure list",
+                index,
+            )
     report.erasures = len(rebuilt)
     tallies = {pid: [f, a, b] for pid, f, a, b in bundle.tallies}
     for pid in sorted(set(tallies) | set(derived.tallies)):
         mine, theirs = derived.tallies.get(pid, [0, 0, 0]), tallies.get(pid, [0, 0, 0])
         if mine != theirs:
-            report.fail("tallies", f"proposal {pid.hex()}: published tally {theirs} but the VOTE "
-                        f"receipts give {mine}", derived.proposals.get(pid))  # fmt: skip
+            report.fail(
+                "tallies",
+                f"proposal {pid.hex()}: published tally {theirs} but the VOTE receipts give {mine}",
+                derived.proposals.get(pid),
+            )
     report.proposals = len(derived.proposals)
 
 
@@ -225,14 +250,18 @@ def _check_bodies(
         try:
             cell = Cell.from_cbor(raw)
             if cell.to_cbor() != raw:
-                raise ValueError("not the deterministic encoding of the cell")
+                raise MalformedInput("not the deterministic encoding of the cell")
             check_cell_id(cell)
-        except (SaihmError, ValueError) as err:
+        except SaihmError as err:
             report.fail("cell", f"cell {key.hex()}: {_short(err)}", index)
             continue
         if cell.cell_id != key:
-            report.fail("cell", f"the cell stored under {key.hex()} is cell {cell.cell_id.hex()}: "
-                        "cells were swapped or moved", index)  # fmt: skip
+            report.fail(
+                "cell",
+                f"the cell stored under {key.hex()} is cell {cell.cell_id.hex()}: "
+                "cells were swapped or moved",
+                index,
+            )
             continue
         remembered = receipts.get(key)
         if remembered is None or remembered[1].operation != Operation.REMEMBER:
@@ -252,11 +281,11 @@ def _check_bodies(
         try:
             contract = Contract.from_cbor(raw)
             if contract.contract_id != key:
-                raise ValueError("contract is stored under another contractId")
+                raise MalformedInput("contract is stored under another contractId")
             if index is None or receipts[key][1].operation != Operation.SHARE:
-                raise ValueError("contract has no SHARE receipt")
+                raise MalformedInput("contract has no SHARE receipt")
             verify_contract(contract, keys.get(contract.holder_id, b""))
-        except (SaihmError, ValueError) as err:
+        except SaihmError as err:
             report.fail("contract", f"contract {key.hex()}: {_short(err)}", index)
             continue
         report.contracts += 1

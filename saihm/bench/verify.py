@@ -23,14 +23,14 @@ from saihm.events import HolderKey, Operation, receipt_signed_bytes, sign_receip
 from saihm.events.signing import RECEIPT_CONTEXT
 from saihm.helpformat import DefaultsFormatter
 from saihm.mldsa import mldsa65_verify
-from saihm.translog import Checkpoint, LogKeys, MerkleTree
+from saihm.translog import Checkpoint, LogKeys, MemoryTree, MerkleTree
 
 __all__ = ["build_bundle", "run"]
 
 _ORIGIN = "bench.saihm.localhost/log"
 
 
-def build_bundle(receipts: int, holders: int, tmp: str) -> Bundle:
+def build_bundle(receipts: int, holders: int) -> Bundle:
     """A consistent, signed bundle of ``receipts`` leaves (not timed)."""
     keys = [HolderKey.from_seed(os.urandom(32)) for _ in range(holders)]
     made = [
@@ -45,12 +45,10 @@ def build_bundle(receipts: int, holders: int, tmp: str) -> Bundle:
     leaves = [r.to_cbor() for r in made]
     log_keys = LogKeys.generate(_ORIGIN)
     checkpoints = []
-    with MerkleTree(tmp) as tree:
-        tree.append_many(leaves)
-        sizes = sorted({*range(256, len(leaves), 256), len(leaves)})
-        for size in sizes:
-            cp = Checkpoint(_ORIGIN, size, tree.root(size))
-            checkpoints.append((size, log_keys.sign(cp)))
+    tree = MemoryTree(leaves)
+    for size in sorted({*range(256, len(leaves), 256), len(leaves)}):
+        cp = Checkpoint(_ORIGIN, size, tree.root(size))
+        checkpoints.append((size, log_keys.sign(cp)))
     return Bundle(origin=_ORIGIN, leaves=leaves, checkpoints=checkpoints,
                   log_keys=log_keys.verifier_keys(), authority_public_key=b"",
                   erasures=[], erasures_tree_size=len(leaves))  # fmt: skip
@@ -80,15 +78,13 @@ def _figure(name: str, value: float, floor: float, **extra: object) -> dict:
 
 def run(args: list[str]) -> Iterator[dict]:
     """Yield the verify figures: floor, one process, ``--workers`` processes."""
-    import tempfile
 
     parser = argparse.ArgumentParser(prog="saihm bench verify", formatter_class=DefaultsFormatter)
     parser.add_argument("--receipts", type=int, default=3000)
     parser.add_argument("--holders", type=int, default=8)
     parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1))
     opts = parser.parse_args(args)
-    with tempfile.TemporaryDirectory(prefix="saihm-bench-verify-") as tmp:
-        bundle = build_bundle(opts.receipts, opts.holders, tmp)
+    bundle = build_bundle(opts.receipts, opts.holders)
     floor = _floor(bundle)
     yield _figure("ml-dsa-65 verify floor", floor, floor, receipts=opts.receipts)
     for workers in sorted({1, opts.workers}):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, Strict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from saihm.events.codec import decode, decode_authenticated
-from saihm.events.errors import DecodeError
+from saihm.events.errors import DecodeError, InvalidValue
 from saihm.mldsa import MLDSA65_PUBLIC_KEY_SIZE, MLDSA65_SIGNATURE_SIZE
 
 U64_MAX = 2**64 - 1
@@ -59,16 +59,34 @@ def check_map(obj: Any, what: str, required: set[Any], optional: frozenset[Any] 
     return obj
 
 
+class Record(BaseModel):
+    """The base of every event model: frozen, no extra fields, and one error root.
+
+    Constructing a model from values that do not fit raises ``InvalidValue`` (a
+    ``MalformedInput``) naming the first bad field, never pydantic's ``ValidationError``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ())) or "value"
+            raise InvalidValue(type(self).__name__, loc, first.get("msg", "invalid")) from err
+        except TypeError as err:
+            # pydantic validates a nested model from a dict through this __init__: keys that are
+            # not field names (not even strings) fail in the call itself.
+            raise InvalidValue(type(self).__name__, "value", "not a map of field names") from err
+
+
 def build(model: Any, what: str, **fields: Any) -> Any:
     """Construct ``model`` from decoded fields, turning validation failures into ``DecodeError``."""
     try:
         return model(**fields)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first.get("loc", ())) or "value"
-        raise DecodeError(f"{what}: field {loc}: {first.get('msg', 'invalid')}") from err
-    except ValueError as err:
-        raise DecodeError(f"{what}: {err}") from err
+    except InvalidValue as err:
+        raise DecodeError(f"{what}: field {err.field}: {err.reason}") from err
 
 
 Bool = Annotated[bool, Strict()]

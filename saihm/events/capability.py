@@ -14,9 +14,20 @@ import binascii
 import re
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import ConfigDict, Field, Strict, model_validator
 
-from saihm.events._types import U64, Id32, Name, Nonce16, Signature65, build, check_map, need
+from saihm.errors import rejects
+from saihm.events._types import (
+    U64,
+    Id32,
+    Name,
+    Nonce16,
+    Record,
+    Signature65,
+    build,
+    check_map,
+    need,
+)
 from saihm.events._types import read_map as _read_map
 from saihm.events.codec import encode
 from saihm.events.errors import CapabilityError, DecodeError
@@ -42,7 +53,7 @@ _B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
 Namespace = Annotated[str, Strict(), Field(min_length=1, max_length=256)]
 
 
-class CapabilityScope(BaseModel):
+class CapabilityScope(Record):
     """What a token may see.
 
     - ``sessions="one"``: the session default; the token's ``session_id`` is that session.
@@ -75,6 +86,7 @@ class CapabilityScope(BaseModel):
         return {1: self.sessions, 2: ns, 3: self.grant_id, 4: self.consumer, 5: self.mode}
 
     @classmethod
+    @rejects()
     def from_map(cls, obj: Any) -> Self:
         m = check_map(obj, "capability scope", set(range(1, 6)))
         ns = m[2] if m[2] is None else tuple(need(m[2], list, "capability namespaces"))
@@ -89,7 +101,7 @@ class CapabilityScope(BaseModel):
         )
 
 
-class Capability(BaseModel):
+class Capability(Record):
     """A signed capability. Build with ``saihm.events.signing.sign_capability``."""
 
     model_config = _FROZEN
@@ -123,6 +135,7 @@ class Capability(BaseModel):
         return encode(m)
 
     @classmethod
+    @rejects()
     def from_cbor(cls, data: bytes) -> Self:
         """Strictly decode a capability map; raises ``DecodeError``."""
         m = _read_map(data, "capability", set(range(1, 7)))
@@ -142,6 +155,7 @@ class Capability(BaseModel):
         return base64.urlsafe_b64encode(self.to_cbor()).rstrip(b"=").decode("ascii")
 
     @classmethod
+    @rejects()
     def from_token(cls, token: str) -> Self:
         """Parse a bearer token strictly; raises ``CapabilityError`` (401) on any defect.
 

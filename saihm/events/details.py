@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import ConfigDict, Field, Strict
 
-from saihm.events._types import U64, Bool, Text, build, check_map, need
+from saihm.errors import rejects
+from saihm.events._types import U64, Bool, Record, Text, build, check_map, need
 
 __all__ = ["GrantDetail", "ProposeDetail", "VoteDetail"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
-class ProposeDetail(BaseModel):
+class ProposeDetail(Record):
     """PROPOSE receipt detail: {"scope", "paramKey", "proposedValue", "snapshotEpoch"}."""
 
     model_config = _FROZEN
@@ -35,6 +36,7 @@ class ProposeDetail(BaseModel):
         }
 
     @classmethod
+    @rejects()
     def from_map(cls, obj: Any) -> Self:
         keys = {"scope", "paramKey", "proposedValue", "snapshotEpoch"}
         m = check_map(obj, "propose detail", keys)
@@ -48,7 +50,7 @@ class ProposeDetail(BaseModel):
         )
 
 
-class VoteDetail(BaseModel):
+class VoteDetail(Record):
     """VOTE receipt detail: {"approve": bool, "weight": uint}."""
 
     model_config = _FROZEN
@@ -60,12 +62,13 @@ class VoteDetail(BaseModel):
         return {"approve": self.approve, "weight": self.weight}
 
     @classmethod
+    @rejects()
     def from_map(cls, obj: Any) -> Self:
         m = check_map(obj, "vote detail", {"approve", "weight"})
         return build(cls, "vote detail", approve=m["approve"], weight=m["weight"])
 
 
-class GrantDetail(BaseModel):
+class GrantDetail(Record):
     """GRANT receipt detail (extension): {"sessions": "all", "namespaces", "expiresAt"}."""
 
     model_config = _FROZEN
@@ -79,6 +82,7 @@ class GrantDetail(BaseModel):
         return {"sessions": self.sessions, "namespaces": ns, "expiresAt": self.expires_at}
 
     @classmethod
+    @rejects()
     def from_map(cls, obj: Any) -> Self:
         m = check_map(obj, "grant detail", {"sessions", "namespaces", "expiresAt"})
         ns = m["namespaces"]

@@ -17,6 +17,7 @@ import struct
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from saihm.errors import MalformedInput, rejects
 from saihm.events.errors import CellIdError, DecodeError, DecryptError
 from saihm.events.identity import HolderKey
 from saihm.events.models import Cell, SealedPayload
@@ -52,18 +53,21 @@ def new_cell_nonce() -> bytes:
     return os.urandom(NONCE_BYTES)
 
 
+@rejects()
 def compute_cell_id(kek_version: int, cell_nonce: bytes, ciphertext: bytes) -> bytes:
     """cellId = SHA-256(kekVersion_be32 || cellNonce || ciphertext)."""
     return hashlib.sha256(struct.pack(">I", kek_version) + cell_nonce + ciphertext).digest()
 
 
+@rejects()
 def encrypt_bytes(plaintext: bytes, dek: bytes, cell_nonce: bytes) -> bytes:
     """AES-256-GCM of ``plaintext``, IV = cellNonce[:12], no AAD; returns ciphertext || tag."""
     if len(dek) != DEK_BYTES or len(cell_nonce) != NONCE_BYTES:
-        raise ValueError("a DEK is 32 bytes and a cellNonce 16 bytes")
+        raise MalformedInput("a DEK is 32 bytes and a cellNonce 16 bytes")
     return AESGCM(dek).encrypt(cell_nonce[:12], plaintext, None)
 
 
+@rejects()
 def decrypt_bytes(ciphertext: bytes, dek: bytes, cell_nonce: bytes) -> bytes:
     """Inverse of ``encrypt_bytes``; raises ``DecryptError`` if the tag does not verify."""
     if len(dek) != DEK_BYTES or len(cell_nonce) != NONCE_BYTES:
@@ -74,6 +78,7 @@ def decrypt_bytes(ciphertext: bytes, dek: bytes, cell_nonce: bytes) -> bytes:
         raise DecryptError("AES-256-GCM tag does not verify") from err
 
 
+@rejects()
 def seal_bytes(
     plaintext: bytes,
     *,
@@ -104,6 +109,7 @@ def seal_bytes(
     )
 
 
+@rejects()
 def seal(
     payload: SealedPayload, *, key: HolderKey, kek_version: int, tier: str, timestamp: int
 ) -> tuple[Cell, bytes]:
@@ -125,6 +131,7 @@ def seal(
     return cell, dek
 
 
+@rejects()
 def check_cell_id(cell: Cell) -> None:
     """Raise ``CellIdError`` unless the stored cellId matches (saihm-protocol "Cell shape")."""
     want = compute_cell_id(cell.kek_version, cell.cell_nonce, cell.ciphertext)
@@ -132,6 +139,7 @@ def check_cell_id(cell: Cell) -> None:
         raise CellIdError("stored cellId does not match the cell")
 
 
+@rejects()
 def verify_cell_signature(cell: Cell, public_key: bytes) -> None:
     """Check the holderId binding and the cell signature; raises ``SignatureError``."""
     check_holder_binding(cell.holder_id, public_key, "cell")
@@ -139,6 +147,7 @@ def verify_cell_signature(cell: Cell, public_key: bytes) -> None:
     verify_signature(public_key, cell.signature, message, CELL_CONTEXT)
 
 
+@rejects()
 def decrypt(cell: Cell, dek: bytes) -> SealedPayload:
     """Decrypt a cell already checked by the caller; raises ``DecryptError``.
 
@@ -152,6 +161,7 @@ def decrypt(cell: Cell, dek: bytes) -> SealedPayload:
         raise DecryptError("decrypted cell is not a sealed payload") from err
 
 
+@rejects()
 def open_cell(cell: Cell, dek: bytes, public_key: bytes) -> SealedPayload:
     """Check cellId, then the signature, then decrypt (saihm-protocol "Encryption envelope").
 

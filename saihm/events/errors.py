@@ -13,6 +13,7 @@ __all__ = [
     "DecodeError",
     "DecryptError",
     "EncodeError",
+    "InvalidValue",
     "SignatureError",
 ]
 
@@ -21,6 +22,18 @@ class DecodeError(MalformedInput):
     """Bytes that are not the one deterministic CBOR encoding of a valid object."""
 
     code = "malformed_cbor"
+
+
+class InvalidValue(MalformedInput):
+    """A value that does not fit a field of an event model (pydantic's validation failed).
+
+    ``field`` is the dotted location of the first bad field and ``reason`` pydantic's message
+    for it; neither carries the value itself.
+    """
+
+    def __init__(self, model: str, field: str, reason: str) -> None:
+        super().__init__(f"{model}: field {field}: {reason}")
+        self.field, self.reason = field, reason
 
 
 class EncodeError(MalformedInput):

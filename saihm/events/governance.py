@@ -15,9 +15,10 @@ import hashlib
 import os
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import ConfigDict, Field, Strict
 
-from saihm.events._types import U64, Id32, Nonce16, Text, build, read_map
+from saihm.errors import rejects
+from saihm.events._types import U64, Id32, Nonce16, Record, Text, build, read_map
 from saihm.events.codec import encode
 from saihm.events.details import ProposeDetail
 
@@ -26,7 +27,7 @@ __all__ = ["Proposal"]
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
-class Proposal(BaseModel):
+class Proposal(Record):
     """A governance proposal; build with ``Proposal.create`` so that the id is right."""
 
     model_config = _FROZEN
@@ -41,6 +42,7 @@ class Proposal(BaseModel):
     proposal_nonce: Nonce16
 
     @classmethod
+    @rejects()
     def create(
         cls,
         *,
@@ -76,6 +78,7 @@ class Proposal(BaseModel):
             8: self.proposal_nonce,
         }
 
+    @rejects()
     def detail(self) -> ProposeDetail:
         """The public PROPOSE receipt detail."""
         return ProposeDetail(
@@ -91,6 +94,7 @@ class Proposal(BaseModel):
         return encode(m)
 
     @classmethod
+    @rejects()
     def from_cbor(cls, data: bytes) -> Self:
         """Strictly decode a proposal map; raises ``DecodeError`` (the id is not checked)."""
         m = read_map(data, "proposal", set(range(1, 9)))

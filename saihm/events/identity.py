@@ -15,7 +15,7 @@ from typing import Self
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from saihm.errors import MalformedInput
+from saihm.errors import MalformedInput, rejects
 from saihm.mldsa import MLDSA65PrivateKey, mldsa65_from_seed, mldsa65_public_bytes, mldsa65_sign
 
 __all__ = [
@@ -32,6 +32,7 @@ IDENTITY_INFO = b"MPS-AGENT-IDENTITY-v1"
 MIN_SEED_BYTES = 32
 
 
+@rejects()
 def derive_identity_key(seed: bytes) -> bytes:
     """The 64-byte identityKey of a holder seed of at least 256 bits.
 
@@ -44,6 +45,7 @@ def derive_identity_key(seed: bytes) -> bytes:
     ).derive(seed)
 
 
+@rejects()
 def holder_id_of(public_key: bytes) -> bytes:
     """holderId: SHA-256 of the 1952-byte ML-DSA-65 public key."""
     return hashlib.sha256(public_key).digest()
@@ -59,6 +61,7 @@ class _SigningKey:
         self.public_key: bytes = mldsa65_public_bytes(key)
         self.holder_id: bytes = holder_id_of(self.public_key)
 
+    @rejects()
     def sign(self, message: bytes, context: bytes) -> bytes:
         """Hedged pure ML-DSA-65 signature of ``message`` with ``context`` (3309 bytes)."""
         return mldsa65_sign(self._key, message, context)
@@ -76,6 +79,7 @@ class HolderKey(_SigningKey):
     __slots__ = ()
 
     @classmethod
+    @rejects()
     def from_seed(cls, seed: bytes) -> Self:
         """Derive the key pair from a holder seed (>= 32 bytes); raises ``MalformedInput``."""
         return cls(mldsa65_from_seed(derive_identity_key(seed)[:32]))
@@ -95,6 +99,7 @@ class AuthorityKey(_SigningKey):
         self._seed = seed
 
     @classmethod
+    @rejects()
     def from_seed(cls, seed: bytes) -> Self:
         """The authority key for a 32-byte seed; raises ``MalformedInput`` for another length."""
         if not isinstance(seed, bytes) or len(seed) != 32:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import ConfigDict, Field, Strict, model_validator
 
+from saihm.errors import MalformedInput, rejects
 from saihm.events._types import (
     U32,
     U64,
@@ -22,6 +23,7 @@ from saihm.events._types import (
     Name,
     Nonce16,
     PublicKey65,
+    Record,
     Signature65,
     build,
     need,
@@ -51,7 +53,7 @@ __all__ = [
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
-class Cell(BaseModel):
+class Cell(Record):
     """A cell at rest (saihm-protocol "Cell shape"): {1: cellId, ..., 8: timestamp}."""
 
     model_config = _FROZEN
@@ -81,6 +83,7 @@ class Cell(BaseModel):
         )
 
     @classmethod
+    @rejects()
     def from_cbor(cls, data: bytes, *, authenticated: bool = False) -> Self:
         """Strictly decode a cell map; raises ``DecodeError``.
 
@@ -111,7 +114,7 @@ _DETAIL_TYPE: dict[Operation, type] = {
 }
 
 
-class Receipt(BaseModel):
+class Receipt(Record):
     """A receipt (saihm-protocol "Audit log"): {1: receiptId, ..., 8: receiptNonce}.
 
     Key 7 (detail) is present exactly for KEY (public key bytes), PROPOSE, VOTE and GRANT.
@@ -139,9 +142,9 @@ class Receipt(BaseModel):
 
     @property
     def public_key(self) -> bytes:
-        """The holder's ML-DSA-65 public key a KEY receipt carries; ``ValueError`` otherwise."""
+        """The holder's ML-DSA-65 public key a KEY receipt carries; ``MalformedInput`` otherwise."""
         if not isinstance(self.detail, bytes):
-            raise ValueError(f"a {self.operation.value} receipt carries no public key")
+            raise MalformedInput(f"a {self.operation.value} receipt carries no public key")
         return self.detail
 
     def detail_map(self) -> dict[str, Any] | None:
@@ -174,6 +177,7 @@ class Receipt(BaseModel):
         return encode(m)
 
     @classmethod
+    @rejects()
     def from_cbor(cls, data: bytes) -> Self:
         """Strictly decode a receipt map; raises ``DecodeError``."""
         m = read_map(data, "receipt", {1, 2, 3, 4, 5, 6, 8}, frozenset({7}))
@@ -202,7 +206,7 @@ class Receipt(BaseModel):
         )
 
 
-class Contract(BaseModel):
+class Contract(Record):
     """A sharing contract (saihm-protocol "Sharing contracts"), keys 1..10.
 
     Only structure is checked here; ``saihm.events.rules.check_contract_rules`` applies the
@@ -242,6 +246,7 @@ class Contract(BaseModel):
         return encode(m)
 
     @classmethod
+    @rejects()
     def from_cbor(cls, data: bytes) -> Self:
         """Strictly decode a contract map; raises ``DecodeError``."""
         m = read_map(data, "contract", set(range(1, 11)))
@@ -261,7 +266,7 @@ class Contract(BaseModel):
         )
 
 
-class SealedPayload(BaseModel):
+class SealedPayload(Record):
     """The plaintext inside a cell (DESIGN.md "Data at rest").
 
     CBOR {1: content, 2: sessionId, 3: namespace, 4: kind, 5: seq, 6: prev}; all six keys are
@@ -290,6 +295,7 @@ class SealedPayload(BaseModel):
         )
 
     @classmethod
+    @rejects()
     def from_cbor(cls, data: bytes, *, authenticated: bool = False) -> Self:
         """Strictly decode a sealed payload; raises ``DecodeError``.
 

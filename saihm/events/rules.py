@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from saihm.errors import MalformedInput
+from saihm.errors import MalformedInput, rejects
 
 if TYPE_CHECKING:
     from saihm.events.models import Contract
@@ -20,6 +20,7 @@ MODES = ("TEMPORARY", "PERMANENT", "SYNDICATE")
 MAX_TEMPORARY_SECONDS = 86400
 
 
+@rejects()
 def check_contract_terms(
     *,
     grantee_ids: Sequence[bytes],
@@ -60,6 +61,7 @@ def check_contract_terms(
         raise MalformedInput(f"expiresAt breaks the {mode} expiry rule", code="invalid_expiry")
 
 
+@rejects()
 def check_contract_rules(contract: Contract, now: int) -> None:
     """``check_contract_terms`` on a ``Contract``; a TEMPORARY or SYNDICATE contract whose
     non-zero expiresAt is not later than ``now`` also fails with ``invalid_expiry``."""

@@ -23,6 +23,7 @@ import struct
 from collections.abc import Sequence
 from typing import TypeVar
 
+from saihm.errors import MalformedInput, rejects
 from saihm.events.capability import Capability, CapabilityScope
 from saihm.events.codec import encode
 from saihm.events.errors import CapabilityError, SignatureError
@@ -57,6 +58,7 @@ CONTRACT_CONTEXT = b"SAIHM-CONTRACT-v1"
 CAPABILITY_CONTEXT = b"SAIHM-CAPABILITY-v1"
 
 
+@rejects()
 def verify_signature(public_key: bytes, signature: bytes, message: bytes, context: bytes) -> None:
     """Check a pure ML-DSA-65 signature; raises ``SignatureError``."""
     try:
@@ -65,16 +67,18 @@ def verify_signature(public_key: bytes, signature: bytes, message: bytes, contex
         raise SignatureError("ML-DSA-65 signature does not verify") from err
 
 
+@rejects()
 def check_holder_binding(holder_id: bytes, public_key: bytes, what: str = "object") -> None:
     """Raise ``SignatureError`` unless ``holder_id`` is SHA-256 of ``public_key``."""
     if not hmac.compare_digest(holder_id_of(public_key), holder_id):
         raise SignatureError(f"{what} names a holderId that is not this public key's")
 
 
+@rejects()
 def cell_message(cell_id: bytes, holder_id: bytes, kek_version: int, timestamp: int) -> bytes:
     """The signed cell message: cellId || holderId || kekVersion_be32 || timestamp_be64."""
     if len(cell_id) != 32 or len(holder_id) != 32:
-        raise ValueError("cellId and holderId are 32 bytes")
+        raise MalformedInput("cellId and holderId are 32 bytes")
     return cell_id + holder_id + struct.pack(">IQ", kek_version, timestamp)
 
 
@@ -88,7 +92,7 @@ def _sign_identified(
     the same signed bytes (saihm-protocol "Signed messages").
 
     The draft is validated once; the id (32 bytes) and the signature (an ML-DSA-65 signature)
-    are computed values of the shapes the model requires. Raises pydantic's ``ValidationError``.
+    are computed values of the shapes the model requires. Raises ``InvalidValue``.
     """
     draft = model(**{id_field: bytes(32), "signature": bytes(3309)}, **fields)
     signed = encode(draft.unsigned_map())
@@ -111,11 +115,13 @@ def _verify_identified(
 # Receipts ------------------------------------------------------------------------------------
 
 
+@rejects()
 def receipt_signed_bytes(receipt: Receipt) -> bytes:
     """The bytes a receipt's signature covers and whose SHA-256 is its receiptId."""
     return encode(receipt.unsigned_map())
 
 
+@rejects()
 def sign_receipt(
     key: HolderKey,
     *,
@@ -127,8 +133,8 @@ def sign_receipt(
 ) -> Receipt:
     """Build, sign and identify a receipt for ``key``'s holder.
 
-    ``receipt_nonce`` defaults to 16 bytes of ``os.urandom``. Raises pydantic's
-    ``ValidationError`` (a ``ValueError``) if a field or the detail does not fit the operation.
+    ``receipt_nonce`` defaults to 16 bytes of ``os.urandom``. Raises ``MalformedInput``
+    (``InvalidValue``) if a field or the detail does not fit the operation.
     """
     fields = {
         "subject_id": subject_id,
@@ -141,6 +147,7 @@ def sign_receipt(
     return _sign_identified(Receipt, "receipt_id", key, RECEIPT_CONTEXT, fields)
 
 
+@rejects()
 def verify_receipt(receipt: Receipt, public_key: bytes) -> None:
     """Check receiptId, the holderId binding and the signature; raises ``SignatureError``."""
     _verify_identified(
@@ -152,11 +159,13 @@ def verify_receipt(receipt: Receipt, public_key: bytes) -> None:
 # Contracts -----------------------------------------------------------------------------------
 
 
+@rejects()
 def contract_signed_bytes(contract: Contract) -> bytes:
     """The bytes a contract's signature covers and whose SHA-256 is its contractId."""
     return encode(contract.unsigned_map())
 
 
+@rejects()
 def sign_contract(
     key: HolderKey,
     *,
@@ -183,6 +192,7 @@ def sign_contract(
     return _sign_identified(Contract, "contract_id", key, CONTRACT_CONTEXT, fields)
 
 
+@rejects()
 def verify_contract(contract: Contract, public_key: bytes) -> None:
     """Check contractId, the holderId binding and the signature; raises ``SignatureError``."""
     _verify_identified(
@@ -194,11 +204,13 @@ def verify_contract(contract: Contract, public_key: bytes) -> None:
 # Capabilities --------------------------------------------------------------------------------
 
 
+@rejects()
 def capability_signed_bytes(cap: Capability) -> bytes:
     """The bytes the authority signs: the capability map without key 6."""
     return encode(cap.unsigned_map())
 
 
+@rejects()
 def sign_capability(
     authority_key: AuthorityKey,
     *,
@@ -223,6 +235,7 @@ def sign_capability(
     )
 
 
+@rejects()
 def verify_capability(cap: Capability, authority_public_key: bytes, now: int) -> None:
     """Check the authority's signature and that ``now < expires_at``.
 

@@ -5,6 +5,7 @@
 
 from saihm.translog.checkpoint import Checkpoint, LogKeys, verify_checkpoint
 from saihm.translog.hashing import EMPTY_ROOT, leaf_hash, node_hash
+from saihm.translog.memory import MemoryTree
 from saihm.translog.note import NoteError
 from saihm.translog.storage import TreeStorage
 from saihm.translog.tree import MerkleTree
@@ -20,6 +21,7 @@ __all__ = [
     "EMPTY_ROOT",
     "Checkpoint",
     "LogKeys",
+    "MemoryTree",
     "MerkleTree",
     "NoteError",
     "ProofError",

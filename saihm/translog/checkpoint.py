@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from saihm.errors import Conflict, NotFound
+from saihm.errors import Conflict, NotFound, rejects
 from saihm.mldsa import (
     MLDSA44_SIGNATURE_SIZE,
     InvalidSignature,
@@ -61,6 +61,7 @@ class Checkpoint:
     root_hash: bytes
     extensions: tuple[str, ...] = ()
 
+    @rejects(NoteError)
     def __post_init__(self) -> None:
         if not self.origin or "\n" in self.origin:
             raise NoteError("checkpoint origin must be one non-empty line")
@@ -78,6 +79,7 @@ class Checkpoint:
         return "".join(line + "\n" for line in lines).encode()
 
     @classmethod
+    @rejects(NoteError)
     def parse(cls, body: bytes) -> Checkpoint:
         """Parse a checkpoint body strictly (c2sp.org/tlog-checkpoint "Note text").
 
@@ -100,6 +102,7 @@ class Checkpoint:
         return cls(origin, int(size), b64decode_strict(root), tuple(extensions))
 
 
+@rejects(NoteError)
 def cosigned_message(name: str, timestamp: int, origin: str, end: int, root_hash: bytes) -> bytes:
     """The ``subtree/v1`` ``cosigned_message`` for the checkpoint case (start = 0).
 
@@ -128,6 +131,7 @@ class MLDSA44Verifier:
 
     sig_type = MLDSA44
 
+    @rejects(NoteError)
     def __init__(self, name: str, public_key: bytes) -> None:
         self.name = check_key_name(name)
         self.public_key = public_key
@@ -138,6 +142,7 @@ class MLDSA44Verifier:
         material = base64.b64encode(bytes([MLDSA44]) + self.public_key).decode()
         return f"{self.name}+{self.key_id.hex()}+{material}"
 
+    @rejects(NoteError)
     def verify(self, text: bytes, signature: bytes) -> None:
         """Check a ``timestamped_signature`` (u64 timestamp || ML-DSA-44 signature) over ``text``.
 
@@ -158,18 +163,21 @@ class MLDSA44Verifier:
 
 
 class _MLDSA44Signer:
+    @rejects(NoteError)
     def __init__(self, name: str, seed: bytes, timestamp: int) -> None:
         self.name = name
         self._key = mldsa44_from_seed(seed)
         self.key_id = key_id(name, MLDSA44, mldsa44_public_bytes(self._key))
         self._timestamp = timestamp
 
+    @rejects(NoteError)
     def sign(self, text: bytes) -> bytes:
         cp = Checkpoint.parse(text)
         message = cosigned_message(self.name, self._timestamp, cp.origin, cp.size, cp.root_hash)
         return struct.pack(">Q", self._timestamp) + self._key.sign(message, b"")
 
 
+@rejects(NoteError)
 def verifier_from_key(vkey: str) -> Verifier:
     """Parse a verifier key of type 0x01 (Ed25519) or 0x06 (ML-DSA-44); raise ``NoteError``."""
     name, _, sig_type, public_key = parse_vkey(vkey)
@@ -185,6 +193,7 @@ def verifier_from_key(vkey: str) -> Verifier:
 class LogKeys:
     """The log's two checkpoint keys, both named after the log's origin."""
 
+    @rejects(NoteError)
     def __init__(self, origin: str, ed25519: Ed25519PrivateKey, mldsa44_seed: bytes) -> None:
         self.origin = check_key_name(origin)
         self._ed25519 = Ed25519Signer(origin, ed25519)
@@ -193,6 +202,7 @@ class LogKeys:
         self._mldsa = MLDSA44Verifier(origin, public)
 
     @classmethod
+    @rejects(NoteError)
     def generate(cls, origin: str) -> LogKeys:
         """Fresh keys for ``origin`` (a key name: non-empty, no spaces or '+')."""
         return cls(origin, Ed25519PrivateKey.generate(), os.urandom(32))
@@ -240,6 +250,7 @@ class LogKeys:
         """The Ed25519 and ML-DSA-44 verifier keys, ``<name>+<key id hex>+<base64>``."""
         return [self._ed25519.verifier.vkey(), self._mldsa.vkey()]
 
+    @rejects(NoteError)
     def sign(self, checkpoint: Checkpoint, *, timestamp: int | None = None) -> bytes:
         """Return ``checkpoint`` as a signed note with the Ed25519 and ML-DSA-44 signatures.
 
@@ -256,6 +267,7 @@ class LogKeys:
         return sign_note(checkpoint.body(), [self._ed25519, mldsa])
 
 
+@rejects(NoteError)
 def verify_checkpoint(
     note: bytes, verifier_keys: list[str], origin: str | None = None
 ) -> Checkpoint:

@@ -19,7 +19,7 @@ from typing import Protocol
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from saihm.errors import VerificationFailed
+from saihm.errors import VerificationFailed, rejects
 
 __all__ = [
     "ED25519",
@@ -83,6 +83,7 @@ class Verifier(Protocol):
         ...
 
 
+@rejects(NoteError)
 def b64decode_strict(text: str | bytes) -> bytes:
     """Decode standard, padded base64 and require the canonical encoding; raise ``NoteError``."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
@@ -95,6 +96,7 @@ def b64decode_strict(text: str | bytes) -> bytes:
     return value
 
 
+@rejects(NoteError)
 def check_key_name(name: str) -> str:
     """Return ``name`` if it is a valid key name: non-empty, no Unicode space, no ``+``."""
     if not name or "+" in name or any(c.isspace() for c in name):
@@ -104,11 +106,13 @@ def check_key_name(name: str) -> str:
     return name
 
 
+@rejects(NoteError)
 def key_id(name: str, sig_type: int, public_key: bytes) -> bytes:
     """``SHA-256(name || 0x0A || type || public key)[:4]`` (c2sp.org/signed-note "Signatures")."""
     return hashlib.sha256(name.encode() + b"\n" + bytes([sig_type]) + public_key).digest()[:4]
 
 
+@rejects(NoteError)
 def parse_vkey(vkey: str) -> tuple[str, bytes, int, bytes]:
     """Split ``<name>+<key id hex>+<base64(type || public key)>`` into its parts.
 
@@ -140,6 +144,7 @@ class Ed25519Verifier:
 
     sig_type = ED25519
 
+    @rejects(NoteError)
     def __init__(self, name: str, public_key: bytes) -> None:
         if len(public_key) != 32:
             raise NoteError("Ed25519 public key must be 32 bytes")
@@ -149,6 +154,7 @@ class Ed25519Verifier:
         self._key = Ed25519PublicKey.from_public_bytes(public_key)
 
     @classmethod
+    @rejects(NoteError)
     def from_vkey(cls, vkey: str) -> Ed25519Verifier:
         """Parse a ``<name>+<id>+<base64(0x01 || key)>`` verifier key; raise ``NoteError``."""
         name, _, sig_type, public_key = parse_vkey(vkey)
@@ -161,6 +167,7 @@ class Ed25519Verifier:
         material = base64.b64encode(bytes([ED25519]) + self.public_key).decode()
         return f"{self.name}+{self.key_id.hex()}+{material}"
 
+    @rejects(NoteError)
     def verify(self, text: bytes, signature: bytes) -> None:
         """Raise ``NoteError`` unless ``signature`` is this key's Ed25519 signature of ``text``."""
         try:
@@ -172,6 +179,7 @@ class Ed25519Verifier:
 class Ed25519Signer:
     """Signs note text with an Ed25519 key (RFC 8032; deterministic)."""
 
+    @rejects(NoteError)
     def __init__(self, name: str, private_key: Ed25519PrivateKey) -> None:
         self.name = check_key_name(name)
         self._key = private_key
@@ -180,6 +188,7 @@ class Ed25519Signer:
         self.key_id = self.verifier.key_id
 
     @classmethod
+    @rejects(NoteError)
     def from_skey(cls, skey: str) -> Ed25519Signer:
         """Parse Go's ``PRIVATE+KEY+<name>+<hex id>+<base64(0x01 || seed)>`` private key."""
         parts = skey.split("+", 4)
@@ -199,6 +208,7 @@ class Ed25519Signer:
         material = base64.b64encode(bytes([ED25519]) + seed).decode()
         return f"PRIVATE+KEY+{self.name}+{self.key_id.hex()}+{material}"
 
+    @rejects(NoteError)
     def sign(self, text: bytes) -> bytes:
         """Return the 64-byte Ed25519 signature of ``text``."""
         return self._key.sign(text)
@@ -214,6 +224,7 @@ def _check_text(text: bytes) -> str:
     return decoded
 
 
+@rejects(NoteError)
 def sign_note(text: bytes, signers: Sequence[Signer]) -> bytes:
     """Return ``text`` signed by each of ``signers`` in order (c2sp.org/signed-note "Format").
 
@@ -235,6 +246,7 @@ def sign_note(text: bytes, signers: Sequence[Signer]) -> bytes:
     return b"".join(lines)
 
 
+@rejects(NoteError)
 def parse_note(note: bytes) -> tuple[bytes, list[NoteSignature]]:
     """Split a signed note into its text and signature lines without verifying anything.
 
@@ -272,6 +284,7 @@ def parse_note(note: bytes) -> tuple[bytes, list[NoteSignature]]:
     return text.encode(), signatures
 
 
+@rejects(NoteError)
 def open_note(note: bytes, verifiers: Sequence[Verifier]) -> tuple[bytes, list[NoteSignature]]:
     """Verify a signed note; return its text and the signatures that verified.
 

@@ -16,6 +16,13 @@ root or proof for any historical size costs O(log n) reads and no recomputation.
 are assembled from ``leaves`` by one range scan
 (deterministic, byte-exact) rather than stored twice.
 
+Roots and proofs are ``saihm.translog.proof`` over ``TreeStorage.fetch(txn)``, which reads the
+nodes a proof needs from ``tree`` and ``tree_nodes`` inside the caller's transaction. Tile
+constants come from ``tiles.py``. ``append`` inlines the two hashes of ``hashing.py``
+(``sha256(b"\x00" + leaf)`` and ``sha256(b"\x01" + left + right)``): a function call per hash
+would cost more than the hash of a short node, and ``tests/translog/test_proof.py`` checks on
+random trees that every tile and node block written equals what ``leaf_hash``/``node_hash`` give.
+
 There is no in-memory state: the tree size is the last key of ``leaves`` plus one, read inside
 the caller's transaction, so several processes may share the storage; the storage's single
 writer (saihm/storage/base.py) serialises appends.
@@ -30,15 +37,12 @@ from itertools import islice
 
 from saihm.errors import MalformedInput, NotFound, TooLarge, VerificationFailed
 from saihm.storage.base import ReadTxn, Storage, WriteTxn
-from saihm.translog.hashing import EMPTY_ROOT, HASH_SIZE
-from saihm.translog.tiles import encode_entry_bundle
+from saihm.translog import proof
+from saihm.translog.hashing import HASH_SIZE
+from saihm.translog.tiles import HASHES_PER_TILE, MAX_LEAF_SIZE, TILE_HEIGHT, encode_entry_bundle
 
 __all__ = ["TreeStorage"]
 
-# C2SP tlog-tiles fixes these; entry bundles carry 16-bit lengths.
-TILE_HEIGHT = 8
-HASHES_PER_TILE = 1 << TILE_HEIGHT
-MAX_LEAF_SIZE = 0xFFFF
 _U64 = struct.Struct(">Q")
 _NODE_KEY = struct.Struct(">BQ")
 _TILE_MASK = HASHES_PER_TILE - 1
@@ -49,11 +53,6 @@ _BLOCK_BASE = [0, 0]
 for _rel in range(2, TILE_HEIGHT):
     _BLOCK_BASE.append(_BLOCK_BASE[-1] + (HASHES_PER_TILE >> (_rel - 1)) * HASH_SIZE)
 _BLOCK_SIZE = _BLOCK_BASE[-1] + (HASHES_PER_TILE >> (TILE_HEIGHT - 1)) * HASH_SIZE
-
-
-def _largest_power_below(n: int) -> int:
-    """Return the largest power of two strictly below ``n`` (``n >= 2``)."""
-    return 1 << ((n - 1).bit_length() - 1)
 
 
 class TreeStorage:
@@ -112,32 +111,24 @@ class TreeStorage:
         """
         return _Reader(self, txn).get(height, index)
 
-    def _subtree(self, reader: _Reader, start: int, end: int) -> bytes:
-        """MTH(D[start:end]) for ``start`` a multiple of the largest power of two <= the width.
-
-        Reads one complete node per set bit of the width, then folds them from the right as
-        RFC 9162 §2.1.1 splits (left subtree = largest power of two smaller than the width).
-        """
-        parts: list[bytes] = []
-        while start < end:
-            height = (end - start).bit_length() - 1
-            parts.append(reader.get(height, start >> height))
-            start += 1 << height
-        acc = parts.pop()
-        while parts:
-            acc = sha256(b"\x01" + parts.pop() + acc).digest()
-        return acc
-
     def _check_size(self, txn: ReadTxn, size: int) -> None:
-        if size < 0:
+        if type(size) is not int or size < 0:
             raise MalformedInput("tree size must be non-negative")
         if size > self.size(txn):
             raise NotFound(f"tree size {size} is beyond the current tree")
 
+    def fetch(self, txn: ReadTxn) -> proof.FetchNodes:
+        """The ``saihm.translog.proof`` fetch over this tree as ``txn`` sees it.
+
+        Each tile or node block is read at most once per returned callable; a node that is not
+        stored raises ``NotFound``.
+        """
+        return _Reader(self, txn).fetch
+
     def root(self, txn: ReadTxn, size: int) -> bytes:
         """Return MTH of the first ``size`` leaves (RFC 9162 §2.1.1); ``EMPTY_ROOT`` for 0."""
         self._check_size(txn, size)
-        return EMPTY_ROOT if size == 0 else self._subtree(_Reader(self, txn), 0, size)
+        return proof.root(size, self.fetch(txn))
 
     def inclusion_proof(self, txn: ReadTxn, index: int, size: int) -> list[bytes]:
         """Return PATH(index, D[0:size]) of RFC 9162 §2.1.3.1, leaf-side hash first.
@@ -146,21 +137,7 @@ class TreeStorage:
         beyond the tree.
         """
         self._check_size(txn, size)
-        if not 0 <= index < size:
-            raise MalformedInput(f"leaf index {index} is not below tree size {size}")
-        reader = _Reader(self, txn)
-        proof: list[bytes] = []
-        lo, hi = 0, size
-        while hi - lo > 1:
-            k = _largest_power_below(hi - lo)
-            if index - lo < k:
-                proof.append(self._subtree(reader, lo + k, hi))
-                hi = lo + k
-            else:
-                proof.append(self._subtree(reader, lo, lo + k))
-                lo += k
-        proof.reverse()
-        return proof
+        return proof.inclusion_proof(index, size, self.fetch(txn))
 
     def consistency_proof(self, txn: ReadTxn, size1: int, size2: int) -> list[bytes]:
         """Return PROOF(size1, D[0:size2]) of RFC 9162 §2.1.4.1.
@@ -169,24 +146,7 @@ class TreeStorage:
         empty) and ``NotFound`` if ``size2`` is beyond the tree.
         """
         self._check_size(txn, size2)
-        if not 0 < size1 <= size2:
-            raise MalformedInput("consistency proof needs 0 < size1 <= size2")
-        reader = _Reader(self, txn)
-        proof: list[bytes] = []
-        lo, hi, whole = 0, size2, True
-        while size1 != hi:
-            k = _largest_power_below(hi - lo)
-            if size1 - lo <= k:
-                proof.append(self._subtree(reader, lo + k, hi))
-                hi = lo + k
-            else:
-                proof.append(self._subtree(reader, lo, lo + k))
-                lo += k
-                whole = False
-        if not whole:
-            proof.append(self._subtree(reader, lo, hi))
-        proof.reverse()
-        return proof
+        return proof.consistency_proof(size1, size2, self.fetch(txn))
 
     def tile(self, txn: ReadTxn, level: int, index: int, width: int | None = None) -> bytes:
         """Return the byte-exact C2SP tile ``tile/<level>/<index>[.p/<width>]``.
@@ -316,6 +276,11 @@ class _Reader:
         self._tiles = storage._tiles
         self._nodes = storage._nodes
         self._cache: dict[tuple[int, int, int], bytes | None] = {}
+
+    def fetch(self, ids: Sequence[proof.NodeId]) -> list[bytes]:
+        """The hashes of complete subtrees ``(height, index)``, in order (``proof.FetchNodes``)."""
+        get = self.get
+        return [get(height, index) for height, index in ids]
 
     def get(self, height: int, index: int) -> bytes:
         """Return one complete-subtree hash; raise ``NotFound`` if it is not stored."""

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from saihm.errors import MalformedInput, TooLarge
+from saihm.errors import MalformedInput, TooLarge, rejects
 
 __all__ = [
     "HASHES_PER_TILE",
@@ -52,6 +52,7 @@ class TilePath:
     width: int | None
 
 
+@rejects()
 def format_index(index: int) -> str:
     """Encode a tile index as C2SP path elements: 1234067 → ``x001/x234/067``, 5 → ``005``."""
     if index < 0:
@@ -66,6 +67,7 @@ def format_index(index: int) -> str:
     return "/".join([f"x{g}" for g in groups[:-1]] + [groups[-1]])
 
 
+@rejects()
 def tile_path(level: int | None, index: int, width: int | None = None) -> str:
     """Return ``tile/<L>/<N>[.p/<W>]``, or ``tile/entries/<N>[.p/<W>]`` when ``level`` is None.
 
@@ -80,6 +82,7 @@ def tile_path(level: int | None, index: int, width: int | None = None) -> str:
     return f"{head}/{format_index(index)}{tail}"
 
 
+@rejects()
 def parse_tile_path(path: str) -> TilePath:
     """Parse a tile or entry-bundle path strictly (c2sp.org/tlog-tiles "Tiles" and "Entry bundles").
 
@@ -113,6 +116,7 @@ def parse_tile_path(path: str) -> TilePath:
     return TilePath(level, index, width)
 
 
+@rejects()
 def tile_widths(size: int, level: int) -> tuple[int, int]:
     """Return (full tiles, width of the partial tile or 0) at ``level`` for a tree of ``size``."""
     hashes = size >> (TILE_HEIGHT * level)
@@ -141,6 +145,7 @@ def changed_tiles(
         level += 1
 
 
+@rejects()
 def encode_entry_bundle(leaves: Sequence[bytes]) -> bytes:
     """Return the entry bundle: each leaf as a 2-byte big-endian length then its bytes.
 
@@ -158,6 +163,7 @@ def encode_entry_bundle(leaves: Sequence[bytes]) -> bytes:
     return bytes(out)
 
 
+@rejects()
 def decode_entry_bundle(data: bytes) -> list[bytes]:
     """Split an entry bundle into its leaves; raise ``MalformedInput`` if truncated or overlong."""
     leaves: list[bytes] = []

@@ -1,7 +1,8 @@
 """Pure verification of RFC 9162 inclusion and consistency proofs (RFC 9162 §2.1.3.2, §2.1.4.2).
 
-This module imports nothing of saihm and nothing outside the standard library, so that a third
-party can read it, copy it, and check proofs from the public log alone (DESIGN.md "Layers").
+This module imports nothing of saihm but ``saihm.errors`` (a leaf that imports nothing of saihm,
+for the one error root), and nothing outside the standard library, so that a third party can read
+it, copy it with ``errors.py``, and check proofs from the public log alone (DESIGN.md "Layers").
 
 Verification raises and never returns a bool. Preconditions are checked before any hashing:
 sizes, hash lengths (every hash is 32 bytes, roots included, even where two roots are merely
@@ -21,6 +22,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from saihm.errors import VerificationFailed, rejects
+
 __all__ = [
     "ProofError",
     "RootMismatchError",
@@ -33,8 +36,11 @@ _HASH_SIZE = 32
 _MAX_SIZE = 1 << 64
 
 
-class ProofError(ValueError):
-    """A proof that does not verify, or arguments under which no proof could verify."""
+class ProofError(VerificationFailed):
+    """A proof that does not verify, or arguments under which no proof could verify.
+
+    A ``VerificationFailed``, so ``except SaihmError`` covers it (the one error root).
+    """
 
 
 class RootMismatchError(ProofError):
@@ -76,6 +82,7 @@ def _shape(index: int, size: int) -> tuple[int, int]:
     return inner, border
 
 
+@rejects(ProofError)
 def root_from_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes:
     """The root that ``proof`` gives for ``leaf_hash`` at ``index`` in a tree of ``size`` leaves.
 
@@ -103,6 +110,7 @@ def root_from_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence
     return calculated
 
 
+@rejects(ProofError)
 def verify_inclusion(
     leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes
 ) -> None:
@@ -116,6 +124,7 @@ def verify_inclusion(
         raise RootMismatchError(root, calculated)
 
 
+@rejects(ProofError)
 def verify_consistency(
     size1: int, size2: int, proof: Sequence[bytes], root1: bytes, root2: bytes
 ) -> None:

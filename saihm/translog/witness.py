@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from saihm.errors import MalformedInput
+from saihm.errors import MalformedInput, rejects
 from saihm.mldsa import mldsa44_from_seed, mldsa44_public_bytes
 from saihm.translog.checkpoint import MLDSA44, Checkpoint, MLDSA44Verifier, cosigned_message
 from saihm.translog.note import (
@@ -71,6 +71,7 @@ _OLD = re.compile(r"old (0|[1-9][0-9]{0,19})")
 _HEADER = b"cosignature/v1\n"
 
 
+@rejects(NoteError)
 def cosignature_v1_message(body: bytes, timestamp: int) -> bytes:
     """The Ed25519 ``cosignature/v1`` signed message (c2sp.org/tlog-cosignature "Ed25519
     signed message"): the header line, ``time <timestamp>`` and the whole checkpoint body."""
@@ -84,6 +85,7 @@ class CosignatureV1Verifier:
 
     sig_type = COSIGNATURE_V1
 
+    @rejects(NoteError)
     def __init__(self, name: str, public_key: bytes) -> None:
         if len(public_key) != 32:
             raise NoteError("Ed25519 cosigner public key must be 32 bytes")
@@ -97,6 +99,7 @@ class CosignatureV1Verifier:
         material = base64.b64encode(bytes([COSIGNATURE_V1]) + self.public_key).decode()
         return f"{self.name}+{self.key_id.hex()}+{material}"
 
+    @rejects(NoteError)
     def verify(self, text: bytes, signature: bytes) -> None:
         """Check a ``timestamped_signature`` (u64 timestamp || 64-byte Ed25519) over ``text``.
 
@@ -117,6 +120,7 @@ class CosignatureV1Verifier:
 class CosignatureV1Signer:
     """A witness's Ed25519 cosigning key: signs ``cosignature/v1`` with the current time."""
 
+    @rejects(NoteError)
     def __init__(
         self, name: str, private_key: Ed25519PrivateKey, *, clock: object = time.time
     ) -> None:
@@ -127,11 +131,13 @@ class CosignatureV1Signer:
         self._clock = clock
 
     @classmethod
+    @rejects(NoteError)
     def generate(cls, name: str) -> CosignatureV1Signer:
         """A fresh key under ``name`` (a key name: non-empty, no spaces or '+')."""
         return cls(name, Ed25519PrivateKey.generate())
 
     @classmethod
+    @rejects(NoteError)
     def from_skey(cls, skey: str) -> CosignatureV1Signer:
         """Parse ``PRIVATE+KEY+<name>+<hex id>+<base64(0x04 || seed)>``; raise ``NoteError``."""
         parts = skey.strip().split("+", 4)
@@ -155,6 +161,7 @@ class CosignatureV1Signer:
         """The public verifier key to give to log clients."""
         return self.verifier.vkey()
 
+    @rejects(NoteError)
     def cosign(self, body: bytes, timestamp: int | None = None) -> bytes:
         """The note signature line (``— <name> base64(key id || timestamped_signature)\\n``)
         cosigning the checkpoint ``body``, stamped ``timestamp`` (default: now)."""
@@ -169,6 +176,7 @@ class SubtreeV1Signer:
     """A witness's ML-DSA-44 cosigning key: ``subtree/v1`` checkpoint cosignatures (type
     0x06, c2sp.org/tlog-cosignature "ML-DSA-44 signed message", start = 0), stamped now."""
 
+    @rejects(NoteError)
     def __init__(self, name: str, seed: bytes, *, clock: object = time.time) -> None:
         if len(seed) != 32:
             raise NoteError("ML-DSA-44 seed must be 32 bytes")
@@ -180,11 +188,13 @@ class SubtreeV1Signer:
         self._clock = clock
 
     @classmethod
+    @rejects(NoteError)
     def generate(cls, name: str) -> SubtreeV1Signer:
         """A fresh key under ``name``."""
         return cls(name, os.urandom(32))
 
     @classmethod
+    @rejects(NoteError)
     def from_skey(cls, skey: str) -> SubtreeV1Signer:
         """Parse ``PRIVATE+KEY+<name>+<hex id>+<base64(0x06 || seed)>``; raise ``NoteError``."""
         parts = skey.strip().split("+", 4)
@@ -207,6 +217,7 @@ class SubtreeV1Signer:
         """The public verifier key to give to log clients."""
         return self.verifier.vkey()
 
+    @rejects(NoteError)
     def cosign(self, body: bytes, timestamp: int | None = None) -> bytes:
         """The note signature line cosigning the checkpoint ``body`` (u64 timestamp ||
         2,420-byte ML-DSA-44 signature, empty context)."""
@@ -218,6 +229,7 @@ class SubtreeV1Signer:
         return f"{_DASH}{self.name} {blob}\n".encode()
 
 
+@rejects(NoteError)
 def witness_verifier(vkey: str) -> Verifier:
     """A cosignature verifier from a witness's verifier key: type 0x04 (Ed25519
     ``cosignature/v1``) or 0x06 (ML-DSA-44 ``subtree/v1``). Raises ``NoteError``."""
@@ -231,11 +243,12 @@ def witness_verifier(vkey: str) -> Verifier:
     raise NoteError(f"not a cosignature verifier key (type {sig_type:#04x})")
 
 
+@rejects(NoteError)
 def cosignature_timestamp(signature: NoteSignature) -> int:
     """The timestamp at the front of a ``timestamped_signature``; raise ``NoteError``."""
     if len(signature.signature) < 8:
         raise NoteError("cosignature is shorter than its timestamp")
-    return struct.unpack(">Q", signature.signature[:8])[0]
+    return int.from_bytes(signature.signature[:8], "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +261,7 @@ class AddCheckpoint:
     note: bytes
 
 
+@rejects()
 def add_checkpoint_body(old_size: int, proof: Sequence[bytes], note: bytes) -> bytes:
     """The ``add-checkpoint`` request body for ``note`` with ``proof`` from ``old_size``."""
     if not 0 <= old_size < 1 << 64:
@@ -259,6 +273,7 @@ def add_checkpoint_body(old_size: int, proof: Sequence[bytes], note: bytes) -> b
     return b"".join([*lines, b"\n", note])
 
 
+@rejects()
 def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
     """Parse an ``add-checkpoint`` request body strictly; raise ``MalformedInput``.
 
@@ -297,6 +312,7 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
     return AddCheckpoint(int(match.group(1)), tuple(proof), raw)
 
 
+@rejects()
 def parse_cosignature_lines(body: bytes) -> list[bytes]:
     """Split an ``add-checkpoint`` 200 response into its signature lines (each ending in a
     newline). Raises ``NoteError`` unless it is one or more well-formed note signature lines."""
@@ -314,6 +330,7 @@ def parse_cosignature_lines(body: bytes) -> list[bytes]:
     return [line.encode() + b"\n" for line in lines]
 
 
+@rejects(NoteError)
 def append_cosignatures(note: bytes, lines: Sequence[bytes]) -> bytes:
     """``note`` with every line of ``lines`` whose (name, key ID) it does not carry yet
     appended after its own signatures; the note's text and existing lines are unchanged.
@@ -334,6 +351,7 @@ def append_cosignatures(note: bytes, lines: Sequence[bytes]) -> bytes:
     return merged
 
 
+@rejects(NoteError)
 def verify_cosignatures(
     note_text: bytes | str,
     witness_keys: Sequence[str],

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from saihm.errors import MalformedInput
 from saihm.events import (
     Capability,
     CapabilityScope,
@@ -287,7 +288,8 @@ def test_receipt_rejects(name, m):
 
 
 def test_receipt_model_refuses_detail_on_wrong_operation():
-    with pytest.raises(ValueError):
+    # One error root: the model's own rule surfaces as MalformedInput, not pydantic's error.
+    with pytest.raises(MalformedInput, match="REMEMBER receipts carry no detail"):
         Receipt(
             receipt_id=b"\x01" * 32,
             subject_id=b"\x02" * 32,

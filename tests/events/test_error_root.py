@@ -1,0 +1,267 @@
+"""One error root: nothing but a ``SaihmError`` escapes a public function of saihm.events.
+
+Hypothesis calls each public decoder, model constructor, signing helper and envelope function
+with valid arguments of which any data argument may be replaced by a hostile value. The only
+exception allowed out is a ``SaihmError`` (``DecodeError``, ``InvalidValue``, ``SignatureError``,
+...): never pydantic's ``ValidationError``, ``ValueError``, ``TypeError``, ``KeyError``, a cbor2
+error or ``struct.error``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from saihm.errors import MalformedInput, SaihmError
+from saihm.events import (
+    AuthorityKey,
+    Capability,
+    CapabilityScope,
+    Cell,
+    Contract,
+    GrantDetail,
+    HolderKey,
+    Operation,
+    Proposal,
+    ProposeDetail,
+    Receipt,
+    SealedPayload,
+    VoteDetail,
+    cell_message,
+    check_cell_id,
+    check_contract_rules,
+    check_contract_terms,
+    compute_cell_id,
+    decode,
+    decrypt,
+    derive_identity_key,
+    encode,
+    holder_id_of,
+    open_cell,
+    receipt_signed_bytes,
+    seal,
+    seal_bytes,
+    sign_capability,
+    sign_contract,
+    sign_receipt,
+    verify_capability,
+    verify_cell_signature,
+    verify_contract,
+    verify_receipt,
+)
+from saihm.events.envelope import decrypt_bytes, encrypt_bytes
+
+HOSTILE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=24),
+    st.binary(max_size=48),
+    st.builds(bytearray, st.binary(max_size=8)),
+    st.lists(st.one_of(st.integers(), st.binary(max_size=33), st.text(max_size=4)), max_size=4),
+    st.dictionaries(st.integers(0, 9), st.integers(), max_size=3),
+    st.tuples(st.integers()),
+    st.sampled_from([b"\x00" * 32, b"\x00" * 16, b"\x00" * 3309, 1 << 64, -1, "KEY", object()]),
+)
+
+_KEY = HolderKey.from_seed(b"\x07" * 32)
+_AUTH = AuthorityKey.from_seed(b"\x08" * 32)
+_PAYLOAD = SealedPayload(
+    content="hello", session_id=b"\x01" * 32, namespace="memory", kind="memory"
+)
+_CELL, _DEK = seal(_PAYLOAD, key=_KEY, kek_version=1, tier="hot", timestamp=5)
+_RECEIPT = sign_receipt(_KEY, subject_id=_CELL.cell_id, operation=Operation.REMEMBER, timestamp=5)
+_KEY_RECEIPT = sign_receipt(
+    _KEY, subject_id=_KEY.holder_id, operation="KEY", timestamp=1, detail=_KEY.public_key
+)
+_CONTRACT = sign_contract(
+    _KEY,
+    grantee_ids=[b"\x02" * 32],
+    shard_ids=[_CELL.cell_id],
+    mode="PERMANENT",
+    scope="read",
+    expires_at=0,
+    timestamp=5,
+)
+_SCOPE = CapabilityScope()
+_CAP = sign_capability(
+    _AUTH, holder_id=_KEY.holder_id, session_id=b"\x01" * 32, scope=_SCOPE, expires_at=99
+)
+_PROPOSAL = Proposal.create(
+    holder_id=_KEY.holder_id,
+    scope="param",
+    param_key="k",
+    proposed_value="v",
+    snapshot_epoch=1,
+    timestamp=2,
+)
+_MODELS = [_CELL, _RECEIPT, _KEY_RECEIPT, _CONTRACT, _CAP, _PROPOSAL, _PAYLOAD]
+
+
+def _fields(model: Any) -> dict[str, Any]:
+    return {name: getattr(model, name) for name in type(model).model_fields}
+
+
+# (name, function, valid positional arguments, valid keyword arguments)
+CASES: list[tuple[str, Callable[..., Any], list[Any], dict[str, Any]]] = [
+    ("decode", decode, [_CELL.to_cbor()], {}),
+    ("encode", encode, [{1: b"x", 2: [1, "a", None, True]}], {}),
+    *[(f"{type(m).__name__}.from_cbor", type(m).from_cbor, [m.to_cbor()], {}) for m in _MODELS],
+    *[(f"{type(m).__name__}()", type(m), [], _fields(m)) for m in _MODELS],
+    ("CapabilityScope()", CapabilityScope, [], {"sessions": "one"}),
+    ("CapabilityScope.from_map", CapabilityScope.from_map, [_SCOPE.to_map()], {}),
+    ("Capability.from_token", Capability.from_token, [_CAP.to_token()], {}),
+    ("ProposeDetail.from_map", ProposeDetail.from_map, [_PROPOSAL.detail().to_map()], {}),
+    ("VoteDetail.from_map", VoteDetail.from_map, [{"approve": True, "weight": 1}], {}),
+    (
+        "GrantDetail.from_map",
+        GrantDetail.from_map,
+        [{"sessions": "all", "namespaces": None, "expiresAt": 3}],
+        {},
+    ),
+    ("VoteDetail()", VoteDetail, [], {"approve": True, "weight": 1}),
+    ("cell_message", cell_message, [b"\x01" * 32, b"\x02" * 32, 1, 2], {}),
+    ("compute_cell_id", compute_cell_id, [1, b"\x00" * 16, b"\x00" * 32], {}),
+    ("encrypt_bytes", encrypt_bytes, [b"text", b"\x00" * 32, b"\x00" * 16], {}),
+    ("decrypt_bytes", decrypt_bytes, [_CELL.ciphertext, _DEK, _CELL.cell_nonce], {}),
+    (
+        "seal_bytes",
+        lambda p, dek, nonce, v, tier, ts: seal_bytes(
+            p, dek=dek, cell_nonce=nonce, key=_KEY, kek_version=v, tier=tier, timestamp=ts
+        ),
+        [b"text", b"\x00" * 32, b"\x00" * 16, 1, "hot", 3],
+        {},
+    ),
+    (
+        "seal",
+        lambda v, tier, ts: seal(_PAYLOAD, key=_KEY, kek_version=v, tier=tier, timestamp=ts),
+        [1, "hot", 3],
+        {},
+    ),
+    ("decrypt", lambda dek: decrypt(_CELL, dek), [_DEK], {}),
+    ("open_cell", lambda dek, pub: open_cell(_CELL, dek, pub), [_DEK, _KEY.public_key], {}),
+    ("check_cell_id", check_cell_id, [_CELL], {}),
+    ("verify_cell_signature", lambda pub: verify_cell_signature(_CELL, pub), [_KEY.public_key], {}),
+    ("derive_identity_key", derive_identity_key, [b"\x00" * 32], {}),
+    ("holder_id_of", holder_id_of, [_KEY.public_key], {}),
+    ("HolderKey.from_seed", HolderKey.from_seed, [b"\x00" * 32], {}),
+    ("AuthorityKey.from_seed", AuthorityKey.from_seed, [b"\x00" * 32], {}),
+    (
+        "sign_receipt",
+        lambda sid, op, ts, detail, nonce: sign_receipt(
+            _KEY, subject_id=sid, operation=op, timestamp=ts, detail=detail, receipt_nonce=nonce
+        ),
+        [b"\x01" * 32, "STATUS", 3, None, None],
+        {},
+    ),
+    ("receipt_signed_bytes", receipt_signed_bytes, [_RECEIPT], {}),
+    ("verify_receipt", lambda pub: verify_receipt(_RECEIPT, pub), [_KEY.public_key], {}),
+    (
+        "sign_contract",
+        lambda g, s, mode, scope, exp, ts: sign_contract(
+            _KEY, grantee_ids=g, shard_ids=s, mode=mode, scope=scope, expires_at=exp, timestamp=ts
+        ),
+        [[b"\x02" * 32], [b"\x03" * 32], "PERMANENT", "read", 0, 5],
+        {},
+    ),
+    ("verify_contract", lambda pub: verify_contract(_CONTRACT, pub), [_KEY.public_key], {}),
+    (
+        "check_contract_terms",
+        lambda g, s, mode, scope, exp, ts: check_contract_terms(
+            grantee_ids=g, shard_ids=s, mode=mode, scope=scope, expires_at=exp, timestamp=ts
+        ),
+        [[b"\x02" * 32], [b"\x03" * 32], "TEMPORARY", "read", 10, 5],
+        {},
+    ),
+    ("check_contract_rules", lambda now: check_contract_rules(_CONTRACT, now), [3], {}),
+    (
+        "sign_capability",
+        lambda h, s, exp, tid: sign_capability(
+            _AUTH, holder_id=h, session_id=s, scope=_SCOPE, expires_at=exp, token_id=tid
+        ),
+        [b"\x01" * 32, b"\x02" * 32, 9, None],
+        {},
+    ),
+    (
+        "verify_capability",
+        lambda pub, now: verify_capability(_CAP, pub, now),
+        [_AUTH.public_key, 3],
+        {},
+    ),
+    (
+        "Proposal.create",
+        lambda h, scope, k, v, e, ts: Proposal.create(
+            holder_id=h, scope=scope, param_key=k, proposed_value=v, snapshot_epoch=e, timestamp=ts
+        ),
+        [b"\x01" * 32, "param", "k", "v", 1, 2],
+        {},
+    ),
+]
+_IDS = [c[0] for c in CASES]
+
+
+def _call(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+    with contextlib.suppress(SaihmError):
+        fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("name", "fn", "args", "kwargs"), CASES, ids=_IDS)
+def test_valid_arguments_pass(name, fn, args, kwargs) -> None:
+    fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("name", "fn", "args", "kwargs"), CASES, ids=_IDS)
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_hostile_arguments_raise_only_saihm_errors(name, fn, args, kwargs, data) -> None:
+    args, kwargs = list(args), dict(kwargs)
+    slots = [("a", i) for i in range(len(args))] + [("k", k) for k in kwargs]
+    which = data.draw(st.sets(st.sampled_from(slots), min_size=1), label="replaced")
+    for kind, slot in which:
+        value = data.draw(HOSTILE, label=str(slot))
+        if kind == "a":
+            args[slot] = value
+        else:
+            kwargs[slot] = value
+    _call(fn, args, kwargs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_hostile_bytes_to_every_decoder(raw: bytes) -> None:
+    for model in (Cell, Receipt, Contract, Capability, Proposal, SealedPayload):
+        _call(model.from_cbor, [raw], {})
+    _call(decode, [raw], {})
+    _call(Capability.from_token, [raw.decode("latin-1")], {})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2000), st.integers(0, 255))
+def test_one_corrupted_byte_of_a_valid_encoding_is_a_saihm_error_or_another_valid_value(
+    pos: int, byte: int
+) -> None:
+    for m in _MODELS:
+        raw = bytearray(m.to_cbor())
+        raw[pos % len(raw)] = byte
+        _call(type(m).from_cbor, [bytes(raw)], {})
+
+
+def test_constructing_a_model_with_a_bad_field_names_the_field_not_the_value() -> None:
+    secret = os.urandom(8).hex()
+    with pytest.raises(MalformedInput) as caught:
+        SealedPayload(content=secret, session_id=b"short", namespace="memory", kind="memory")
+    assert "session_id" in str(caught.value) and secret not in str(caught.value)
+    assert not isinstance(caught.value, ValueError)
+
+
+def test_a_non_key_receipt_has_no_public_key_and_says_so_as_malformed_input() -> None:
+    assert _KEY_RECEIPT.public_key == _KEY.public_key
+    with pytest.raises(MalformedInput, match="REMEMBER receipt carries no public key"):
+        _RECEIPT.public_key  # noqa: B018
