@@ -30,7 +30,7 @@ def error_code(err: BaseException) -> str:
     name of an ``OSError`` (``ENOSPC``), else the exception's class name."""
     if isinstance(err, SaihmError):
         return err.code
-    if isinstance(err, OSError) and err.errno in errno.errorcode:
+    if isinstance(err, OSError) and err.errno is not None and err.errno in errno.errorcode:
         return errno.errorcode[err.errno]
     return type(err).__name__
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from saihm.errors import MalformedInput
 from saihm.events.codec import decode, encode
@@ -90,11 +91,12 @@ class Bundle:
             (_typed(c, bytes, "erased cellId"), _typed(i, int, "erasure index"))
             for c, i in _pairs(m["erasures"], "erasures")
         ]
-        tallies = []
+        tallies: list[tuple[bytes, int, int, int]] = []
         for t in _typed(m["tallies"], list, "tallies"):
             if not isinstance(t, list) or len(t) != 4 or not isinstance(t[0], bytes):
                 raise MalformedInput("bundle tally is not [proposalId, for, against, abstain]")
-            tallies.append((t[0], *(_typed(x, int, "tally") for x in t[1:])))
+            votes = [_typed(x, int, "tally") for x in t[1:]]
+            tallies.append((t[0], votes[0], votes[1], votes[2]))
         cells = contracts = None
         if "cells" in m:
             cells = [(_typed(k, bytes, "cell key"), _typed(v, bytes, "cell")) for k, v in
@@ -110,13 +112,16 @@ class Bundle:
         )  # fmt: skip
 
 
-def _typed(value: object, kind: type, what: str) -> object:
+_T = TypeVar("_T")
+
+
+def _typed(value: object, kind: type[_T], what: str) -> _T:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise MalformedInput(f"bundle {what} has the wrong type")
     return value
 
 
-def _pairs(value: object, what: str) -> list[list]:
+def _pairs(value: object, what: str) -> list[list[Any]]:
     items = _typed(value, list, what)
     for item in items:
         if not isinstance(item, list) or len(item) != 2:

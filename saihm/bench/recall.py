@@ -339,9 +339,10 @@ def run(args: list[str]) -> Iterator[dict]:
 def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[dict]:
     info = _build(root, n, max(1, opts.workers))
     holder = bytes.fromhex(info["holder"])
-    base = dict(checkpoint_interval=3600.0)
-    cached = Config.for_data(root / "data", recall_cache_mb=opts.cache_mb, **base)
-    naive = Config.for_data(root / "data", recall_cache_mb=0, **base)
+    cached = Config.for_data(
+        root / "data", recall_cache_mb=opts.cache_mb, checkpoint_interval=3600.0
+    )
+    naive = Config.for_data(root / "data", recall_cache_mb=0, checkpoint_interval=3600.0)
     queries = [{"query": q, "limit": 20} for q in _queries(max(opts.samples, 5))]
     peer = "naive decrypt-all path (recall_cache_mb = 0), same store, this run"
     slow = n >= 100_000

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, Strict, ValidationError
 
@@ -35,7 +36,7 @@ def read_map(
     optional: frozenset[Any] = frozenset(),
     *,
     authenticated: bool = False,
-):
+) -> dict[Any, Any]:
     """Decode ``data`` as a CBOR map whose keys are exactly ``required`` plus some of ``optional``.
 
     ``authenticated=True`` uses :func:`decode_authenticated` (see its precondition). Raises
@@ -45,7 +46,9 @@ def read_map(
     return check_map(obj, what, required, optional)
 
 
-def check_map(obj: Any, what: str, required: set[Any], optional: frozenset[Any] = frozenset()):
+def check_map(
+    obj: Any, what: str, required: set[Any], optional: frozenset[Any] = frozenset()
+) -> dict[Any, Any]:
     """Check an already decoded map's key set; see ``read_map``."""
     if not isinstance(obj, dict):
         raise DecodeError(f"{what}: expected a CBOR map")
@@ -59,7 +62,10 @@ def check_map(obj: Any, what: str, required: set[Any], optional: frozenset[Any] 
     return obj
 
 
-def build(model: Any, what: str, **fields: Any) -> Any:
+_Model = TypeVar("_Model")
+
+
+def build(model: Callable[..., _Model], what: str, **fields: Any) -> _Model:
     """Construct ``model`` from decoded fields, turning validation failures into ``DecodeError``."""
     try:
         return model(**fields)
