@@ -76,8 +76,17 @@ class Bundle:
             raise MalformedInput(f"bundle is not deterministic CBOR: {err}") from err
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise MalformedInput(f"not a {FORMAT} file")
-        need = {"origin", "leaves", "checkpoints", "logKeys", "authorityPublicKey", "erasures",
-                "erasuresTreeSize", "tallies", "format"}  # fmt: skip
+        need = {
+            "origin",
+            "leaves",
+            "checkpoints",
+            "logKeys",
+            "authorityPublicKey",
+            "erasures",
+            "erasuresTreeSize",
+            "tallies",
+            "format",
+        }
         if not need <= m.keys() or not m.keys() <= need | {"cells", "contracts"}:
             raise MalformedInput("bundle fields are missing or unknown")
         origin = _typed(m["origin"], str, "origin")
@@ -99,17 +108,27 @@ class Bundle:
             tallies.append((t[0], votes[0], votes[1], votes[2]))
         cells = contracts = None
         if "cells" in m:
-            cells = [(_typed(k, bytes, "cell key"), _typed(v, bytes, "cell")) for k, v in
-                     _pairs(m["cells"], "cells")]  # fmt: skip
+            cells = [
+                (_typed(k, bytes, "cell key"), _typed(v, bytes, "cell"))
+                for k, v in _pairs(m["cells"], "cells")
+            ]
         if "contracts" in m:
-            contracts = [(_typed(k, bytes, "contract key"), _typed(v, bytes, "contract")) for
-                         k, v in _pairs(m["contracts"], "contracts")]  # fmt: skip
+            contracts = [
+                (_typed(k, bytes, "contract key"), _typed(v, bytes, "contract"))
+                for k, v in _pairs(m["contracts"], "contracts")
+            ]
         return cls(
-            origin=origin, leaves=leaves, checkpoints=checkpoints, log_keys=keys,
+            origin=origin,
+            leaves=leaves,
+            checkpoints=checkpoints,
+            log_keys=keys,
             authority_public_key=_typed(m["authorityPublicKey"], bytes, "authorityPublicKey"),
-            erasures=erasures, erasures_tree_size=_typed(m["erasuresTreeSize"], int, "size"),
-            tallies=tallies, cells=cells, contracts=contracts,
-        )  # fmt: skip
+            erasures=erasures,
+            erasures_tree_size=_typed(m["erasuresTreeSize"], int, "size"),
+            tallies=tallies,
+            cells=cells,
+            contracts=contracts,
+        )
 
 
 _T = TypeVar("_T")
