@@ -25,15 +25,10 @@ from saihm.keyring.kekdir import KekDirectory
 from saihm.keyring.lock import rotation_lock
 from saihm.keyring.wrap import unwrap, wrap
 
-__all__ = ["Keyring", "new_dek", "new_holder_seed", "rotate"]
+__all__ = ["Keyring", "new_dek"]
 
 _KEY_BYTES = 32
 log = logging.getLogger("saihm.keyring")
-
-
-def new_holder_seed() -> bytes:
-    """A fresh 32-byte holder seed from ``os.urandom``."""
-    return os.urandom(_KEY_BYTES)
 
 
 def new_dek() -> bytes:
@@ -241,11 +236,3 @@ class Keyring:
                     self.kek_dir.retire(old, hook)
         self.kek_dir.finish_retirements()
         return stale
-
-
-def rotate(env: Any, kek_dir: KekDirectory) -> int:
-    """``Keyring(env, kek_dir).rotate()``: what ``saihm kek rotate`` runs."""
-    version = Keyring(env, kek_dir).rotate()
-    if version is None:  # pragma: no cover - only a ``due`` predicate returns None
-        raise KeyringError("rotation did not run")
-    return version
