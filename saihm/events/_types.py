@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, Strict, ValidationError
+from pydantic import ConfigDict, Field, Strict, ValidationError
 
+from saihm.events.codec import U64_MAX as U64_MAX
 from saihm.events.codec import decode, decode_authenticated
 from saihm.events.errors import DecodeError
 from saihm.mldsa import MLDSA65_PUBLIC_KEY_SIZE, MLDSA65_SIGNATURE_SIZE
 
-U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
+#: The configuration of every event model: immutable, and no field beyond the declared ones.
+FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 Id32 = Annotated[bytes, Strict(), Field(min_length=32, max_length=32)]
 Nonce16 = Annotated[bytes, Strict(), Field(min_length=16, max_length=16)]

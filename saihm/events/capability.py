@@ -14,9 +14,19 @@ import binascii
 import re
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import BaseModel, Field, Strict, model_validator
 
-from saihm.events._types import U64, Id32, Name, Nonce16, Signature65, build, check_map, need
+from saihm.events._types import (
+    FROZEN,
+    U64,
+    Id32,
+    Name,
+    Nonce16,
+    Signature65,
+    build,
+    check_map,
+    need,
+)
 from saihm.events._types import read_map as _read_map
 from saihm.events.codec import encode
 from saihm.events.errors import CapabilityError, DecodeError
@@ -29,7 +39,6 @@ __all__ = [
     "CapabilityScope",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: Longest token string accepted (the signature alone is 3309 bytes, about 4412 characters).
 MAX_TOKEN_CHARS = 8192
 #: Longest header line (name, ": " and value) the server's HTTP parser reads (saihm.http.guard);
@@ -52,7 +61,7 @@ class CapabilityScope(BaseModel):
       the two are given together or not at all.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     sessions: Literal["one", "all"] = "one"
     namespaces: tuple[Namespace, ...] | None = None
@@ -92,7 +101,7 @@ class CapabilityScope(BaseModel):
 class Capability(BaseModel):
     """A signed capability. Build with ``saihm.events.signing.sign_capability``."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     holder_id: Id32
     session_id: Id32 | None

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import BaseModel, Field, Strict
 
-from saihm.events._types import U64, Bool, Text, build, check_map, need
+from saihm.events._types import FROZEN, U64, Bool, Text, build, check_map, need
 
 __all__ = ["GrantDetail", "ProposeDetail", "VoteDetail"]
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class ProposeDetail(BaseModel):
     """PROPOSE receipt detail: {"scope", "paramKey", "proposedValue", "snapshotEpoch"}."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     scope: Annotated[str, Strict(), Field(min_length=1)]
     param_key: Text | None
@@ -51,7 +49,7 @@ class ProposeDetail(BaseModel):
 class VoteDetail(BaseModel):
     """VOTE receipt detail: {"approve": bool, "weight": uint}."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     approve: Bool
     weight: U64
@@ -68,7 +66,7 @@ class VoteDetail(BaseModel):
 class GrantDetail(BaseModel):
     """GRANT receipt detail (extension): {"sessions": "all", "namespaces", "expiresAt"}."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     sessions: Literal["all"] = "all"
     namespaces: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] | None

@@ -15,21 +15,19 @@ import hashlib
 import os
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import BaseModel, Field, Strict
 
-from saihm.events._types import U64, Id32, Nonce16, Text, build, read_map
+from saihm.events._types import FROZEN, U64, Id32, Nonce16, Text, build, read_map
 from saihm.events.codec import encode
 from saihm.events.details import ProposeDetail
 
 __all__ = ["Proposal"]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
-
 
 class Proposal(BaseModel):
     """A governance proposal; build with ``Proposal.create`` so that the id is right."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     proposal_id: Id32
     holder_id: Id32
