@@ -46,7 +46,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "saihm.keyring",
             "saihm.projections",
-            "saihm.lmdbenv",
             "saihm.origin",
             "saihm.authority",
             "saihm.continuity",
