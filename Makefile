@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine; each creates .venv on first use.
 #   make run   - run the operator on its embedded default (data in ./saihm-data)
-#   make test  - lint and run the whole test suite
+#   make test  - lint (ruff, mypy) and run the whole test suite
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -20,6 +20,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest -q

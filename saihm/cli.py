@@ -54,18 +54,21 @@ class Parser(argparse.ArgumentParser):
 def _data(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, metavar="DIR", help="the data directory")
     parser.add_argument(
-        "--kek-dir", metavar="DIR", help="KEK generations (default: DIR/../kek; keep it on "
-        "another volume in production)",
-    )  # fmt: skip
+        "--kek-dir",
+        metavar="DIR",
+        help="KEK generations (default: DIR/../kek; keep it on another volume in production)",
+    )
     parser.add_argument(
-        "--authority-dir", metavar="DIR",
+        "--authority-dir",
+        metavar="DIR",
         help="the capability authority's key (default: DIR/../authority)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--log-keys-dir", metavar="DIR",
+        "--log-keys-dir",
+        metavar="DIR",
         help="the log's checkpoint signing keys (default: DIR/log-keys; keep them off the "
         "data volume in production)",
-    )  # fmt: skip
+    )
     _store(parser)
 
 
@@ -101,9 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     serve.add_argument(
-        "--max-body", type=int, default=1 << 20, metavar="BYTES",
+        "--max-body",
+        type=int,
+        default=1 << 20,
+        metavar="BYTES",
         help="largest accepted request body (default 1 MiB)",
-    )  # fmt: skip
+    )
     _serve_policy(serve)
     serve.add_argument(
         "--rate-limit",
@@ -577,9 +583,10 @@ def _cmd_grant(args: argparse.Namespace) -> int:
     finally:
         operator.store.close()
     scope = CapabilityScope(
-        sessions="all", namespaces=None if namespaces is None else tuple(namespaces),
+        sessions="all",
+        namespaces=None if namespaces is None else tuple(namespaces),
         grant_id=grant_id,
-    )  # fmt: skip
+    )
     token, fields, summary = _issue(args, holder_id, secrets.token_bytes(32), scope)
     _print_issued({"grantId": grant_id.hex(), "token": token, **fields}, summary)
     return 0
@@ -723,8 +730,10 @@ def main(argv: list[str] | None = None) -> int:
         # A bug, not bad input: say so in one line; SAIHM_DEBUG=1 shows the traceback.
         if os.environ.get("SAIHM_DEBUG"):
             raise
-        print(f"saihm: internal error ({type(err).__name__}); rerun with SAIHM_DEBUG=1",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"saihm: internal error ({type(err).__name__}); rerun with SAIHM_DEBUG=1",
+            file=sys.stderr,
+        )
         return 70
 
 

@@ -69,10 +69,13 @@ class Config:
 
     @classmethod
     def for_data(
-        cls, data_dir: str | Path, kek_dir: str | Path | None = None,
-        authority_dir: str | Path | None = None, log_keys_dir: str | Path | None = None,
+        cls,
+        data_dir: str | Path,
+        kek_dir: str | Path | None = None,
+        authority_dir: str | Path | None = None,
+        log_keys_dir: str | Path | None = None,
         **options: object,
-    ) -> Config:  # fmt: skip
+    ) -> Config:
         """The configuration for one data directory, with the default sibling directories.
 
         The origin is the one the data directory records; an ``origin`` option that names
@@ -105,9 +108,12 @@ class Config:
         authority = Path(authority_dir).absolute() if authority_dir else data.parent / "authority"
         log_keys = Path(log_keys_dir).absolute() if log_keys_dir else data / "log-keys"
         return cls(
-            data_dir=data, kek_dir=kek, authority_dir=authority, log_keys_dir=log_keys,
+            data_dir=data,
+            kek_dir=kek,
+            authority_dir=authority,
+            log_keys_dir=log_keys,
             **options,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
 
     @property
     def storage_location(self) -> str | Path:

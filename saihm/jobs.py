@@ -22,7 +22,9 @@ __all__ = ["JobBoard", "JobState", "error_code"]
 
 log = logging.getLogger("saihm.store")
 
-MAX_BACKOFF = 300.0  # seconds: a failing job is retried at least every five minutes
+#: The longest back-off after repeated failures, in seconds: a failing background job (and the
+#: witness submitter) is retried at least every five minutes.
+MAX_BACKOFF = 300.0
 
 
 def error_code(err: BaseException) -> str:
@@ -30,7 +32,7 @@ def error_code(err: BaseException) -> str:
     name of an ``OSError`` (``ENOSPC``), else the exception's class name."""
     if isinstance(err, SaihmError):
         return err.code
-    if isinstance(err, OSError) and err.errno in errno.errorcode:
+    if isinstance(err, OSError) and err.errno is not None and err.errno in errno.errorcode:
         return errno.errorcode[err.errno]
     return type(err).__name__
 

@@ -8,6 +8,7 @@ strings; ids are 64 lowercase hexadecimal characters.
 from __future__ import annotations
 
 import re
+from collections.abc import Set
 from typing import Any
 
 from saihm.errors import MalformedInput
@@ -16,7 +17,9 @@ _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _DIGITS = re.compile(r"[0-9]{1,20}")
 
 
-def check_params(params: object, allowed: set[str], required: set[str] = frozenset()) -> dict:
+def check_params(
+    params: object, allowed: set[str], required: Set[str] = frozenset()
+) -> dict[str, Any]:
     """``params`` as a dict with only ``allowed`` members and every ``required`` one."""
     if params is None:
         params = {}

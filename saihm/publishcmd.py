@@ -66,8 +66,9 @@ def main(args: argparse.Namespace | list[str]) -> int:
     if not (Path(opts.data) / held).is_file():
         print(f"saihm publish: {opts.data} is not a saihm data directory", file=sys.stderr)
         return 2
-    from saihm.audit.publish import TileDir, publish
+    from saihm.audit.publish import Target, TileDir, publish
 
+    target: Target
     try:
         if opts.to.startswith("s3://"):
             from saihm.audit.s3 import S3Tiles

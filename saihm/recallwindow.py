@@ -117,7 +117,7 @@ class RecallItem(dict):
     def _refuse(self, *args: object, **kwargs: object) -> None:
         raise TypeError("a recall item is read-only; copy it with dict(item)")
 
-    __setitem__ = __delitem__ = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = _refuse
     clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
 
     def __copy__(self) -> dict:

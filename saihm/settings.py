@@ -101,6 +101,8 @@ def _one(setting: Setting, value: object, where: str) -> object:
         raise SettingsError(f"{where}: expected a {_type_name(setting)}, not {_kind(value)}")
     text = value if isinstance(value, str) else str(value)
     convert = setting.action.type
+    if isinstance(convert, str):  # argparse allows a registered type name; saihm uses none
+        raise SettingsError(f"{where}: {setting.option} has no converter")
     try:
         result = convert(text) if convert is not None else text
     except (TypeError, ValueError, argparse.ArgumentTypeError) as err:

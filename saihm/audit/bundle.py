@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from saihm.errors import MalformedInput
 from saihm.events.codec import decode, encode
@@ -75,8 +76,17 @@ class Bundle:
             raise MalformedInput(f"bundle is not deterministic CBOR: {err}") from err
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise MalformedInput(f"not a {FORMAT} file")
-        need = {"origin", "leaves", "checkpoints", "logKeys", "authorityPublicKey", "erasures",
-                "erasuresTreeSize", "tallies", "format"}  # fmt: skip
+        need = {
+            "origin",
+            "leaves",
+            "checkpoints",
+            "logKeys",
+            "authorityPublicKey",
+            "erasures",
+            "erasuresTreeSize",
+            "tallies",
+            "format",
+        }
         if not need <= m.keys() or not m.keys() <= need | {"cells", "contracts"}:
             raise MalformedInput("bundle fields are missing or unknown")
         origin = _typed(m["origin"], str, "origin")
@@ -90,33 +100,47 @@ class Bundle:
             (_typed(c, bytes, "erased cellId"), _typed(i, int, "erasure index"))
             for c, i in _pairs(m["erasures"], "erasures")
         ]
-        tallies = []
+        tallies: list[tuple[bytes, int, int, int]] = []
         for t in _typed(m["tallies"], list, "tallies"):
             if not isinstance(t, list) or len(t) != 4 or not isinstance(t[0], bytes):
                 raise MalformedInput("bundle tally is not [proposalId, for, against, abstain]")
-            tallies.append((t[0], *(_typed(x, int, "tally") for x in t[1:])))
+            votes = [_typed(x, int, "tally") for x in t[1:]]
+            tallies.append((t[0], votes[0], votes[1], votes[2]))
         cells = contracts = None
         if "cells" in m:
-            cells = [(_typed(k, bytes, "cell key"), _typed(v, bytes, "cell")) for k, v in
-                     _pairs(m["cells"], "cells")]  # fmt: skip
+            cells = [
+                (_typed(k, bytes, "cell key"), _typed(v, bytes, "cell"))
+                for k, v in _pairs(m["cells"], "cells")
+            ]
         if "contracts" in m:
-            contracts = [(_typed(k, bytes, "contract key"), _typed(v, bytes, "contract")) for
-                         k, v in _pairs(m["contracts"], "contracts")]  # fmt: skip
+            contracts = [
+                (_typed(k, bytes, "contract key"), _typed(v, bytes, "contract"))
+                for k, v in _pairs(m["contracts"], "contracts")
+            ]
         return cls(
-            origin=origin, leaves=leaves, checkpoints=checkpoints, log_keys=keys,
+            origin=origin,
+            leaves=leaves,
+            checkpoints=checkpoints,
+            log_keys=keys,
             authority_public_key=_typed(m["authorityPublicKey"], bytes, "authorityPublicKey"),
-            erasures=erasures, erasures_tree_size=_typed(m["erasuresTreeSize"], int, "size"),
-            tallies=tallies, cells=cells, contracts=contracts,
-        )  # fmt: skip
+            erasures=erasures,
+            erasures_tree_size=_typed(m["erasuresTreeSize"], int, "size"),
+            tallies=tallies,
+            cells=cells,
+            contracts=contracts,
+        )
 
 
-def _typed(value: object, kind: type, what: str) -> object:
+_T = TypeVar("_T")
+
+
+def _typed(value: object, kind: type[_T], what: str) -> _T:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise MalformedInput(f"bundle {what} has the wrong type")
     return value
 
 
-def _pairs(value: object, what: str) -> list[list]:
+def _pairs(value: object, what: str) -> list[list[Any]]:
     items = _typed(value, list, what)
     for item in items:
         if not isinstance(item, list) or len(item) != 2:

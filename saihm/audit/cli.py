@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from saihm.audit.witnessopts import add_witness_options, check_witnesses, witness_policy
 from saihm.errors import NotFound, SaihmError, message
 from saihm.helpformat import DefaultsFormatter
 
@@ -178,15 +179,16 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
         _store(opts)
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]
+        bundle_notes: list[bytes] = []
         if is_log:
             report = _verify_log(source, trusted, held, opts)
         else:
-            report = _verify_bundle(opts, trusted, held, private)
+            report, bundle_notes = _verify_bundle(opts, trusted, held, private)
     except (SaihmError, OSError) as err:
         print(f"saihm verify: {_scrub(message(err), opts)}", file=sys.stderr)
         return 2
     if opts.witness:
-        notes = held or _witness_notes(source, is_log, report)
+        notes = held or (_log_notes(source) if is_log else bundle_notes)
         check_witnesses(report, notes, opts.witness, need, every=bool(held))
     if opts.json:
         print(json.dumps(report.to_json(), default=str))
@@ -195,72 +197,9 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
     return 0 if report.ok else 1
 
 
-def add_witness_options(parser: argparse.ArgumentParser) -> None:
-    """``--witness VKEY`` (repeatable) and ``--min-witnesses N`` (verify and monitor)."""
-    parser.add_argument(
-        "--witness",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="a witness verifier key (type 0x04 cosignature/v1 or 0x06 ML-DSA-44; repeatable)",
-    )
-    parser.add_argument(
-        "--min-witnesses",
-        type=int,
-        default=None,
-        metavar="N",
-        help="fail unless at least N of the --witness keys cosigned (default 1 with --witness)",
-    )
-
-
-def witness_policy(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
-    """Check ``--witness``/``--min-witnesses`` (a usage error exits 2); return N."""
-    from saihm.translog.witness import witness_verifier
-
-    if opts.min_witnesses is not None and not opts.witness:
-        parser.error("--min-witnesses needs --witness")
-    for key in opts.witness:
-        try:
-            witness_verifier(key)
-        except SaihmError as err:
-            parser.error(f"--witness {key[:40]}: {err}")
-    need = 1 if opts.min_witnesses is None else opts.min_witnesses
-    if opts.witness and not 0 <= need <= len(opts.witness):
-        parser.error("--min-witnesses must be 0..the number of --witness keys")
-    return need
-
-
-def check_witnesses(
-    report: Report, notes: list[bytes], keys: list[str], need: int, *, every: bool
-) -> None:
-    """Record in ``report`` whether enough of ``keys`` cosigned: each of ``notes`` when
-    ``every`` (held checkpoints), else the newest of ``notes`` cosigned by any of ``keys``."""
-    from saihm.translog.witness import verify_cosignatures
-
-    try:
-        if every:
-            for note in notes:
-                names = verify_cosignatures(note, keys, need)
-        else:
-            names = []
-            for note in reversed(notes):
-                names = verify_cosignatures(note, keys, 0)
-                if names:
-                    break
-            if not names:
-                raise SaihmError("no checkpoint carries a cosignature of the given witnesses")
-            names = verify_cosignatures(note, keys, need)
-        size = int(note.split(b"\n", 2)[1])
-        report.notes.append(
-            f"witnesses: size {size} cosigned by {', '.join(names)} ({need} required)"
-        )
-    except SaihmError as err:
-        report.fail("witnesses", str(err))
-
-
 PrivateCheck = Callable[
     [argparse.Namespace, Callable[[str, int], Callable[[int], None]]],
-    tuple[dict, list[tuple[str, str, str, str]]],
+    tuple[dict[str, object], list[tuple[str, str, str, str]]],
 ]
 
 
@@ -282,7 +221,9 @@ def _run_private(
         report.fail(check, what, database=database, key=key)
 
 
-def _verify_log(source: str, trusted: list[str] | None, held: list[bytes], opts) -> Report:
+def _verify_log(
+    source: str, trusted: list[str] | None, held: list[bytes], opts: argparse.Namespace
+) -> Report:
     """A live log or a tiled directory, streamed from leaf 0 through the mirror's checks."""
     from saihm.audit.mirror import verify_log
     from saihm.audit.progress import progress
@@ -295,9 +236,13 @@ def _verify_log(source: str, trusted: list[str] | None, held: list[bytes], opts)
 
 
 def _verify_bundle(
-    opts, trusted: list[str] | None, held: list[bytes], private: PrivateCheck | None
-) -> Report:
-    """An audit bundle, or a data directory read into one."""
+    opts: argparse.Namespace,
+    trusted: list[str] | None,
+    held: list[bytes],
+    private: PrivateCheck | None,
+) -> tuple[Report, list[bytes]]:
+    """An audit bundle, or a data directory read into one; the report and the bundle's
+    checkpoint notes (what ``--witness`` checks when no ``--checkpoint`` is held)."""
     from saihm.audit.bundle import read_bundle
     from saihm.audit.datadir import read_data_dir
     from saihm.audit.progress import progress
@@ -322,8 +267,7 @@ def _verify_bundle(
             _run_private(private, opts, bar, report)
         elif opts.data is not None:
             report.notes.append("the operator's private state was not checked")
-    report.checkpoint_notes = [note for _, note in bundle.checkpoints]
-    return report
+    return report, [note for _, note in bundle.checkpoints]
 
 
 def _data_source(opts: argparse.Namespace) -> str:
@@ -335,14 +279,11 @@ def _data_source(opts: argparse.Namespace) -> str:
     return f"--data {opts.data} --store {redact(opts.store)}"
 
 
-def _witness_notes(source: str | None, is_log: bool, report: Report) -> list[bytes]:
-    """The checkpoints whose cosignatures ``--witness`` checks when no ``--checkpoint`` is held:
-    a bundle's (or data directory's) checkpoints, else the log's latest checkpoint."""
-    if not is_log:
-        return list(getattr(report, "checkpoint_notes", []))
+def _log_notes(source: str) -> list[bytes]:
+    """The checkpoint whose cosignatures ``--witness`` checks on a log when no
+    ``--checkpoint`` is held: the log's latest (cosigned) checkpoint."""
     from saihm.audit.fetch import open_source
 
-    assert source is not None
     log = open_source(source)
     # A live operator serves its newest cosigned checkpoint at ?witnessed=1 (a fresh one may
     # not be cosigned yet); a static server ignores the query and serves the file.

@@ -229,7 +229,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--workers", type=int, default=1, help="signature-check processes (default 1)"
     )
-    from saihm.audit.cli import add_witness_options, witness_policy
+    from saihm.audit.witnessopts import add_witness_options, witness_policy
 
     add_witness_options(parser)
     opts = parser.parse_args(argv)

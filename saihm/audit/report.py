@@ -83,9 +83,11 @@ class Report:
 
     def render(self) -> str:
         """The human report: one line per check, then the verdict and the first failures."""
-        pinned = "pinned (--trust)" if self.keys_pinned else (
-            "NOT independently pinned: the log's own keys were used"
-        )  # fmt: skip
+        pinned = (
+            "pinned (--trust)"
+            if self.keys_pinned
+            else ("NOT independently pinned: the log's own keys were used")
+        )
         second = ", re-verified with pqcrypto" if self.second_implementation else ""
         lines = [
             f"saihm verify {self.source}",
@@ -124,8 +126,9 @@ class Report:
             # supplied, which proves consistency, not which log this is.
             lines.append(UNPINNED_RESULT)
         else:
-            lines.append(f"RESULT: FAILED — {len(self.failures)} failure(s); first: "
-                         f"{self.failures[0]}")  # fmt: skip
+            lines.append(
+                f"RESULT: FAILED — {len(self.failures)} failure(s); first: {self.failures[0]}"
+            )
             lines += [f"  {f}" for f in self.failures[:20]]
             if len(self.failures) > 20:
                 lines.append(f"  ... and {len(self.failures) - 20} more")

@@ -19,10 +19,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from saihm.audit.publish import checkpoint_of, partial_paths
 from saihm.errors import Conflict, MalformedInput, Unavailable
 from saihm.translog import Checkpoint
+
+if TYPE_CHECKING:
+    from types_boto3_s3 import S3Client
 
 __all__ = ["S3Tiles"]
 
@@ -33,7 +37,7 @@ SHORT = "public, max-age=1"
 class S3Tiles:
     """A tlog-tiles tree under ``s3://bucket/prefix`` (see the module docstring)."""
 
-    def __init__(self, url: str, *, client: object | None = None) -> None:
+    def __init__(self, url: str, *, client: S3Client | None = None) -> None:
         if not url.startswith("s3://") or not url[5:].split("/", 1)[0]:
             raise MalformedInput(f"not an s3://BUCKET[/PREFIX] URL: {url}")
         bucket, _, prefix = url[5:].partition("/")

@@ -21,9 +21,11 @@ _CHUNK = 256
 
 def _check_chunk(jobs: Sequence[Job], second: bool) -> list[tuple[int, str]]:
     bad: list[tuple[int, str]] = []
-    verify2 = None
+    verify2: Callable[..., object] | None = None
     if second:
-        from pqcrypto.sign.ml_dsa_65 import verify as verify2
+        from pqcrypto.sign.ml_dsa_65 import verify as pq_verify
+
+        verify2 = pq_verify
     for index, public_key, message, signature, context in jobs:
         try:
             mldsa65_verify(public_key, signature, message, context)

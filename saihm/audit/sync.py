@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from saihm.audit.fetch import FetchError, Prefetch, Source
 from saihm.audit.leafcheck import LeafChecker, short
@@ -152,7 +153,9 @@ def _keys(
     return held
 
 
-def tree_of(state: MirrorState, txn: object) -> TileTree:
+def tree_of(state: MirrorState, txn: Any) -> TileTree:
+    """The mirror's right edge as of ``txn`` (a transaction of ``state``; its type is the
+    mirror state's storage's)."""
     raw = state.meta(txn, b"tree")
     return TileTree() if raw is None else TileTree.from_bytes(raw)
 
@@ -274,8 +277,9 @@ def _batch(
             if out.alarms or (stop_on_failure and len(report.failures) > failures):
                 raise _Stop
             # The tiles first, then the state that accounts for them (module docstring).
-            for path, data, immutable in writes if sink is not None else ():
-                sink.write(path, data, immutable=immutable)
+            if sink is not None:
+                for path, data, immutable in writes:
+                    sink.write(path, data, immutable=immutable)
             state.set_meta(txn, b"tree", tree.to_bytes())
     except _Stop:
         return False

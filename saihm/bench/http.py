@@ -200,9 +200,13 @@ def run(args: list[str]) -> Iterator[dict]:
     for workers, (rate, p50) in measured.items():
         label = f"{workers}_worker" + ("s" if workers > 1 else "")
         yield _figure(
-            f"remember_per_s_http_{label}", rate, "ops/s", "in-process", local_rate,
+            f"remember_per_s_http_{label}",
+            rate,
+            "ops/s",
+            "in-process",
+            local_rate,
             rate / local_rate,
-        )  # fmt: skip
+        )
         yield _figure(
             f"recall_p50_ms_http_{label}", p50, "ms", "in-process", local_p50, p50 / local_p50
         )

@@ -45,6 +45,7 @@ from pathlib import Path
 from saihm.authority import Authority
 from saihm.compose import initialise
 from saihm.config import Config
+from saihm.errors import MalformedInput
 from saihm.events import CapabilityScope, Operation, SealedPayload
 from saihm.events.envelope import seal
 from saihm.events.identity import HolderKey
@@ -332,19 +333,43 @@ def run(args: list[str]) -> Iterator[dict]:
         "--conversations", type=int, default=None, help="use only the first N conversations"
     )
     opts = parser.parse_args(args)
-    sizes = [int(s) for s in opts.sizes.split(",") if s.strip()]
+    sizes = _check(opts)
     if not opts.skip_latency:
         for n in sizes:
             yield from _latency_figures(Path(opts.cache_dir) / f"cells-{n}", n, opts)
     yield from _quality_figures(opts)
 
 
+def _check(opts: argparse.Namespace) -> list[int]:
+    """The store sizes; raises ``MalformedInput`` (one line on the command line, before any
+    work) for a count that would measure nothing: every figure needs at least one sample."""
+    try:
+        sizes = [int(s) for s in opts.sizes.split(",") if s.strip()]
+    except ValueError as err:
+        raise MalformedInput(
+            f"--sizes: not a comma-separated list of integers: {opts.sizes!r}"
+        ) from err
+    if not opts.skip_latency and not sizes:
+        raise MalformedInput("--sizes: give at least one store size")
+    counts = [("--samples", opts.samples), ("--cold", opts.cold), ("--workers", opts.workers)]
+    counts += [("--sizes", n) for n in sizes]
+    if opts.conversations is not None:
+        counts.append(("--conversations", opts.conversations))
+    for option, value in counts:
+        if value < 1:
+            raise MalformedInput(f"{option} must be at least 1, not {value}")
+    if opts.cache_mb < 0:
+        raise MalformedInput(f"--cache-mb must not be negative, not {opts.cache_mb}")
+    return sizes
+
+
 def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[dict]:
     info = _build(root, n, max(1, opts.workers))
     holder = bytes.fromhex(info["holder"])
-    base = dict(checkpoint_interval=3600.0)
-    cached = Config.for_data(root / "data", recall_cache_mb=opts.cache_mb, **base)
-    naive = Config.for_data(root / "data", recall_cache_mb=0, **base)
+    cached = Config.for_data(
+        root / "data", recall_cache_mb=opts.cache_mb, checkpoint_interval=3600.0
+    )
+    naive = Config.for_data(root / "data", recall_cache_mb=0, checkpoint_interval=3600.0)
     queries = [{"query": q, "limit": 20} for q in _queries(max(opts.samples, 5))]
     peer = "naive decrypt-all path (recall_cache_mb = 0), same store, this run"
     slow = n >= 100_000

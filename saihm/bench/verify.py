@@ -40,8 +40,14 @@ def build_bundle(receipts: int, holders: int) -> Bundle:
         for k in keys
     ]
     for i in range(receipts - holders):
-        made.append(sign_receipt(keys[i % holders], subject_id=os.urandom(32),
-                                 operation=Operation.REMEMBER, timestamp=2))  # fmt: skip
+        made.append(
+            sign_receipt(
+                keys[i % holders],
+                subject_id=os.urandom(32),
+                operation=Operation.REMEMBER,
+                timestamp=2,
+            )
+        )
     leaves = [r.to_cbor() for r in made]
     log_keys = LogKeys.generate(_ORIGIN)
     checkpoints = []
@@ -49,9 +55,15 @@ def build_bundle(receipts: int, holders: int) -> Bundle:
     for size in sorted({*range(256, len(leaves), 256), len(leaves)}):
         cp = Checkpoint(_ORIGIN, size, tree.root(size))
         checkpoints.append((size, log_keys.sign(cp)))
-    return Bundle(origin=_ORIGIN, leaves=leaves, checkpoints=checkpoints,
-                  log_keys=log_keys.verifier_keys(), authority_public_key=b"",
-                  erasures=[], erasures_tree_size=len(leaves))  # fmt: skip
+    return Bundle(
+        origin=_ORIGIN,
+        leaves=leaves,
+        checkpoints=checkpoints,
+        log_keys=log_keys.verifier_keys(),
+        authority_public_key=b"",
+        erasures=[],
+        erasures_tree_size=len(leaves),
+    )
 
 
 def _floor(bundle: Bundle) -> float:
@@ -71,9 +83,16 @@ def _floor(bundle: Bundle) -> float:
 
 
 def _figure(name: str, value: float, floor: float, **extra: object) -> dict:
-    return {"bench": "verify", "figure": name, "value": round(value, 1), "unit": "receipts/s",
-            "peer": "ML-DSA-65 verify floor (1 core)", "peer_value": round(floor, 1),
-            "ratio": round(value / floor, 3), **extra}  # fmt: skip
+    return {
+        "bench": "verify",
+        "figure": name,
+        "value": round(value, 1),
+        "unit": "receipts/s",
+        "peer": "ML-DSA-65 verify floor (1 core)",
+        "peer_value": round(floor, 1),
+        "ratio": round(value / floor, 3),
+        **extra,
+    }
 
 
 def run(args: list[str]) -> Iterator[dict]:
@@ -93,8 +112,13 @@ def run(args: list[str]) -> Iterator[dict]:
         seconds = time.perf_counter() - started
         if not report.ok:
             raise RuntimeError(f"bench bundle did not verify: {report.failures[0]}")
-        yield _figure(f"saihm verify, {workers} process(es)", len(bundle.leaves) / seconds,
-                      floor, workers=workers, receipts=len(bundle.leaves))  # fmt: skip
+        yield _figure(
+            f"saihm verify, {workers} process(es)",
+            len(bundle.leaves) / seconds,
+            floor,
+            workers=workers,
+            receipts=len(bundle.leaves),
+        )
         if workers == 1:
             bundle_rate = len(bundle.leaves) / seconds
     yield from _mirror_figures(bundle, bundle_rate)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
+from saihm.events.codec import U64_MAX as U64_MAX
 from saihm.events.codec import decode, decode_authenticated
 from saihm.events.errors import DecodeError, InvalidValue
 from saihm.mldsa import MLDSA65_PUBLIC_KEY_SIZE, MLDSA65_SIGNATURE_SIZE
 
-U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
+#: The configuration of every event model: immutable, and no field beyond the declared ones.
+FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 Id32 = Annotated[bytes, Strict(), Field(min_length=32, max_length=32)]
 Nonce16 = Annotated[bytes, Strict(), Field(min_length=16, max_length=16)]
@@ -35,7 +38,7 @@ def read_map(
     optional: frozenset[Any] = frozenset(),
     *,
     authenticated: bool = False,
-):
+) -> dict[Any, Any]:
     """Decode ``data`` as a CBOR map whose keys are exactly ``required`` plus some of ``optional``.
 
     ``authenticated=True`` uses :func:`decode_authenticated` (see its precondition). Raises
@@ -45,7 +48,9 @@ def read_map(
     return check_map(obj, what, required, optional)
 
 
-def check_map(obj: Any, what: str, required: set[Any], optional: frozenset[Any] = frozenset()):
+def check_map(
+    obj: Any, what: str, required: set[Any], optional: frozenset[Any] = frozenset()
+) -> dict[Any, Any]:
     """Check an already decoded map's key set; see ``read_map``."""
     if not isinstance(obj, dict):
         raise DecodeError(f"{what}: expected a CBOR map")
@@ -66,7 +71,7 @@ class Record(BaseModel):
     ``MalformedInput``) naming the first bad field, never pydantic's ``ValidationError``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = FROZEN
 
     def __init__(self, /, **data: Any) -> None:
         try:
@@ -81,7 +86,10 @@ class Record(BaseModel):
             raise InvalidValue(type(self).__name__, "value", "not a map of field names") from err
 
 
-def build(model: Any, what: str, **fields: Any) -> Any:
+_Model = TypeVar("_Model")
+
+
+def build(model: Callable[..., _Model], what: str, **fields: Any) -> _Model:
     """Construct ``model`` from decoded fields, turning validation failures into ``DecodeError``."""
     try:
         return model(**fields)

@@ -14,10 +14,11 @@ import binascii
 import re
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import ConfigDict, Field, Strict, model_validator
+from pydantic import Field, Strict, model_validator
 
 from saihm.errors import rejects
 from saihm.events._types import (
+    FROZEN,
     U64,
     Id32,
     Name,
@@ -40,7 +41,6 @@ __all__ = [
     "CapabilityScope",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: Longest token string accepted (the signature alone is 3309 bytes, about 4412 characters).
 MAX_TOKEN_CHARS = 8192
 #: Longest header line (name, ": " and value) the server's HTTP parser reads (saihm.http.guard);
@@ -63,7 +63,7 @@ class CapabilityScope(Record):
       the two are given together or not at all.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     sessions: Literal["one", "all"] = "one"
     namespaces: tuple[Namespace, ...] | None = None
@@ -104,7 +104,7 @@ class CapabilityScope(Record):
 class Capability(Record):
     """A signed capability. Build with ``saihm.events.signing.sign_capability``."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     holder_id: Id32
     session_id: Id32 | None

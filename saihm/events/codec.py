@@ -21,12 +21,12 @@ import cbor2
 
 from saihm.events.errors import DecodeError, EncodeError
 
-__all__ = ["MAX_DEPTH", "decode", "decode_authenticated", "encode"]
+__all__ = ["MAX_DEPTH", "U64_MAX", "decode", "decode_authenticated", "encode"]
 
 #: Nesting bound for decoding; saihm's formats nest at most four levels.
 MAX_DEPTH = 16
 
-_U64_MAX = 2**64 - 1
+U64_MAX = 2**64 - 1
 
 
 _ONE_BYTE = [bytes((i,)) for i in range(256)]
@@ -53,7 +53,7 @@ def _encode(obj: Any, out: list[bytes], depth: int) -> None:
         out.append(_head(2, len(obj)))
         out.append(obj)
     elif t is int:
-        if 0 <= obj <= _U64_MAX:
+        if 0 <= obj <= U64_MAX:
             out.append(_head(0, obj))
         elif -(2**64) <= obj < 0:
             out.append(_head(1, -1 - obj))

@@ -7,20 +7,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import ConfigDict, Field, Strict
+from pydantic import Field, Strict
 
 from saihm.errors import rejects
-from saihm.events._types import U64, Bool, Record, Text, build, check_map, need
+from saihm.events._types import FROZEN, U64, Bool, Record, Text, build, check_map, need
 
 __all__ = ["GrantDetail", "ProposeDetail", "VoteDetail"]
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class ProposeDetail(Record):
     """PROPOSE receipt detail: {"scope", "paramKey", "proposedValue", "snapshotEpoch"}."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     scope: Annotated[str, Strict(), Field(min_length=1)]
     param_key: Text | None
@@ -53,7 +51,7 @@ class ProposeDetail(Record):
 class VoteDetail(Record):
     """VOTE receipt detail: {"approve": bool, "weight": uint}."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     approve: Bool
     weight: U64
@@ -71,7 +69,7 @@ class VoteDetail(Record):
 class GrantDetail(Record):
     """GRANT receipt detail (extension): {"sessions": "all", "namespaces", "expiresAt"}."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     sessions: Literal["all"] = "all"
     namespaces: tuple[Annotated[str, Strict(), Field(min_length=1)], ...] | None

@@ -15,22 +15,20 @@ import hashlib
 import os
 from typing import Annotated, Any, Self
 
-from pydantic import ConfigDict, Field, Strict
+from pydantic import Field, Strict
 
 from saihm.errors import rejects
-from saihm.events._types import U64, Id32, Nonce16, Record, Text, build, read_map
+from saihm.events._types import FROZEN, U64, Id32, Nonce16, Record, Text, build, read_map
 from saihm.events.codec import encode
 from saihm.events.details import ProposeDetail
 
 __all__ = ["Proposal"]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
-
 
 class Proposal(Record):
     """A governance proposal; build with ``Proposal.create`` so that the id is right."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     proposal_id: Id32
     holder_id: Id32

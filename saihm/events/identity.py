@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Self
+from typing import NoReturn, Self
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -69,7 +69,7 @@ class _SigningKey:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(holder_id={self.holder_id.hex()[:16]}…, <private>)"
 
-    def __reduce__(self):  # never pickle a private key by accident
+    def __reduce__(self) -> NoReturn:  # never pickle a private key by accident
         raise TypeError(f"{type(self).__name__} cannot be pickled")
 
 

@@ -6,7 +6,7 @@ Imports only ``saihm.errors`` and the storage interface (``saihm.storage.base``)
 
 from saihm.keyring.errors import KekUnavailable, KeyringError, RotationBusy, UnwrapError
 from saihm.keyring.kekdir import KekDirectory
-from saihm.keyring.keyring import Keyring, new_dek, new_holder_seed, rotate
+from saihm.keyring.keyring import Keyring, new_dek
 from saihm.keyring.wrap import unwrap, wrap
 
 __all__ = [
@@ -17,8 +17,6 @@ __all__ = [
     "RotationBusy",
     "UnwrapError",
     "new_dek",
-    "new_holder_seed",
-    "rotate",
     "unwrap",
     "wrap",
 ]

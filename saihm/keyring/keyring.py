@@ -25,16 +25,11 @@ from saihm.keyring.lock import rotation_lock
 from saihm.keyring.wrap import unwrap, wrap
 from saihm.storage.base import Namespace, ReadTxn, Storage, WriteTxn
 
-__all__ = ["Keyring", "new_dek", "new_holder_seed", "rotate"]
+__all__ = ["Keyring", "new_dek"]
 
 _KEY_BYTES = 32
 _REWRAP_CHUNK = 4096  # re-wrapped values written per scan (bounds memory on a large keyring)
 log = logging.getLogger("saihm.keyring")
-
-
-def new_holder_seed() -> bytes:
-    """A fresh 32-byte holder seed from ``os.urandom``."""
-    return os.urandom(_KEY_BYTES)
 
 
 def new_dek() -> bytes:
@@ -252,11 +247,3 @@ class Keyring:
                     self.kek_dir.retire(old, hook)
         self.kek_dir.finish_retirements()
         return stale
-
-
-def rotate(storage: Storage, kek_dir: KekDirectory) -> int:
-    """``Keyring(storage, kek_dir).rotate()``: what ``saihm kek rotate`` runs."""
-    version = Keyring(storage, kek_dir).rotate()
-    if version is None:  # pragma: no cover - only a ``due`` predicate returns None
-        raise KeyringError("rotation did not run")
-    return version

@@ -9,6 +9,9 @@ is the holder identity in saihm_status, shown as "not reported".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from saihm.mcp.checks import frame_plaintext, result_identifier
 from saihm.mcp.config import DEFAULT_REPORT_BUDGET
 from saihm.mcp.models import (
@@ -216,8 +219,8 @@ def _status(r: StatusResult) -> list[str]:
             out.append(f"    CONTRACT {ident} " + ", ".join(p for p in parts if p))
     if r.incomingContracts is not None:
         out.append(f"  incoming contracts: {r.incomingContractCount}")
-        for c in r.incomingContracts:
-            out.append("    " + _incoming(c))
+        for incoming in r.incomingContracts:
+            out.append("    " + _incoming(incoming))
     if r.governance is not None:
         out.append(f"  governance: {r.governanceCount}")
         for g in r.governance:
@@ -320,7 +323,8 @@ def _vote(r: VoteResult) -> list[str]:
     ]
 
 
-_RENDER = {
+# Each renderer takes its own result type; ``render`` picks it by ``type(result)``.
+_RENDER: dict[type[ToolResult], Callable[[Any], list[str]]] = {
     RememberResult: _remember,
     RecallResult: _recall,
     ForgetResult: _forget,

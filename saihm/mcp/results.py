@@ -8,7 +8,7 @@ structured result. Operator strings pass :func:`~saihm.mcp.checks.printable` or
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from saihm.mcp.checks import (
     is_shared_by_other_holder,
@@ -133,6 +133,7 @@ def check_recall_result(body: Any, query: str | None, caller_id: str | None) -> 
             return RecallResult(status="nothing_matched", callerIdKnown=known, cells=[])
         return RecallResult(status="empty", callerIdKnown=known, cells=[])
     missing = sum(cell.plaintext is None for cell in cells)
+    status: Literal["not_custodial", "incomplete", "ok"]
     if missing == len(cells):
         status = "not_custodial"
     elif missing:
@@ -169,7 +170,7 @@ def check_forget_result(body: Any, requested_id: str) -> ForgetResult:
             requestedId=requested_id,
             detail="success is true but the result carries no valid cellId",
         )
-    status = "erased" if cell_id == requested_id else "mismatch"
+    status: Literal["erased", "mismatch"] = "erased" if cell_id == requested_id else "mismatch"
     return ForgetResult(
         status=status,
         requestedId=requested_id,
@@ -328,21 +329,18 @@ def check_vote_result(body: Any, proposal_id: str, approve: bool) -> VoteResult:
     returned proposalId or approve differs from the request (an approve that is not a
     recognizable boolean counts as differing); "zero_weight" if weight is 0; else "recorded".
     """
-    request = {"requestedProposalId": proposal_id, "requestedApprove": approve}
     if not isinstance(body, dict):
-        return VoteResult(status="unknown", detail=NOT_OBJECT, **request)
+        return VoteResult(
+            status="unknown",
+            detail=NOT_OBJECT,
+            requestedProposalId=proposal_id,
+            requestedApprove=approve,
+        )
     weight = parse_number(body.get("weight"))
     cast_at = parse_number(body.get("castAtEpoch"))
     returned_id = body.get("proposalId")
     returned_approve = parse_bool(body.get("approve"))
-    fields = {
-        "proposalId": result_identifier(returned_id),
-        "voterHash": result_identifier(body.get("voterHash")),
-        "approve": returned_approve,
-        "weight": weight,
-        "castAtEpoch": cast_at,
-        "receiptId": _receipt(body),
-    }
+    status: Literal["unconfirmed", "mismatch", "zero_weight", "recorded"]
     if weight is None and cast_at is None:
         status = "unconfirmed"
     elif ("proposalId" in body and returned_id != proposal_id) or (
@@ -353,4 +351,14 @@ def check_vote_result(body: Any, proposal_id: str, approve: bool) -> VoteResult:
         status = "zero_weight"
     else:
         status = "recorded"
-    return VoteResult(status=status, **request, **fields)
+    return VoteResult(
+        status=status,
+        requestedProposalId=proposal_id,
+        requestedApprove=approve,
+        proposalId=result_identifier(returned_id),
+        voterHash=result_identifier(body.get("voterHash")),
+        approve=returned_approve,
+        weight=weight,
+        castAtEpoch=cast_at,
+        receiptId=_receipt(body),
+    )

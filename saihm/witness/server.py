@@ -30,7 +30,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -43,6 +43,8 @@ from saihm.translog.checkpoint import verifier_from_key
 from saihm.translog.note import Verifier, open_note
 from saihm.translog.witness import CosignatureV1Signer, SubtreeV1Signer, parse_add_checkpoint
 from saihm.witness.state import Head, WitnessState
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 __all__ = ["Witness", "create_witness_app", "load_keys", "load_or_create_key", "main"]
 
@@ -179,7 +181,7 @@ async def _add_checkpoint(request: web.Request) -> web.Response:
 
 
 @web.middleware
-async def _access_log(request: web.Request, handler):  # type: ignore[no-untyped-def]
+async def _access_log(request: web.Request, handler: Handler) -> web.StreamResponse:
     """One JSON line per request on stderr: time, method, path, status, ms (no bodies)."""
     started = time.perf_counter()
     status = 500
@@ -199,7 +201,7 @@ async def _access_log(request: web.Request, handler):  # type: ignore[no-untyped
 
 
 @web.middleware
-async def _errors(request: web.Request, handler):  # type: ignore[no-untyped-def]
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except web.HTTPException as err:

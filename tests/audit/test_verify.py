@@ -69,9 +69,18 @@ def test_bundle_holds_no_secrets(world) -> None:
     env.close()
     m = cbor2.loads(raw)
     assert set(m) == {
-        "format", "origin", "leaves", "checkpoints", "logKeys", "authorityPublicKey",
-        "erasures", "erasuresTreeSize", "tallies", "cells", "contracts",
-    }  # fmt: skip
+        "format",
+        "origin",
+        "leaves",
+        "checkpoints",
+        "logKeys",
+        "authorityPublicKey",
+        "erasures",
+        "erasuresTreeSize",
+        "tallies",
+        "cells",
+        "contracts",
+    }
 
 
 def test_unpinned_keys_are_reported(world, capsys) -> None:

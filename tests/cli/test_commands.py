@@ -98,9 +98,19 @@ def test_grant_widens_to_all_sessions_and_chosen_namespaces_and_revoke_withdraws
     remember(data, created["token"], "home note", namespace="home")
     size = log_size(data)
     granted = run_json(
-        capsys, "grant", "--data", str(data), "--holder", created["holderId"],
-        "--sessions", "all", "--namespaces", "work", "--ttl", "600",
-    )  # fmt: skip
+        capsys,
+        "grant",
+        "--data",
+        str(data),
+        "--holder",
+        created["holderId"],
+        "--sessions",
+        "all",
+        "--namespaces",
+        "work",
+        "--ttl",
+        "600",
+    )
     assert set(granted) >= {"grantId", "token"}
     assert log_size(data) == size + 1  # the GRANT receipt
     assert recall(data, granted["token"]) == ["work note"]
@@ -177,8 +187,20 @@ def test_the_installed_script_exits_non_zero_on_unknown_commands_and_prints_help
     assert done.returncode == 2 and "Traceback" not in done.stderr
     done = subprocess.run([SAIHM], capture_output=True, text=True)
     assert done.returncode == 0
-    for command in ("serve", "holder", "session", "grant", "kek", "rebuild", "export", "verify",
-                    "monitor", "replay", "memory", "bench"):  # fmt: skip
+    for command in (
+        "serve",
+        "holder",
+        "session",
+        "grant",
+        "kek",
+        "rebuild",
+        "export",
+        "verify",
+        "monitor",
+        "replay",
+        "memory",
+        "bench",
+    ):
         assert command in done.stdout
 
 

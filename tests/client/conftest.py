@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from saihm.config import Config
+from saihm.authority import Authority
+from saihm.operator import Operator
+from tests.support.world import authority as authority
+from tests.support.world import config as config
+from tests.support.world import issue_holder
+from tests.support.world import operator as operator
 
 
 @pytest.fixture
-def config(tmp_path):
-    return Config.for_data(tmp_path / "data")
-
-
-@pytest.fixture
-def authority(config):
-    from saihm.compose import initialise
-
-    return initialise(config)
-
-
-@pytest.fixture
-def operator(config, authority):
-    from saihm.compose import open_operator
-
-    operator = open_operator(config)
-    yield operator
-    operator.store.close()
-
-
-@pytest.fixture
-async def endpoint(aiohttp_server, operator) -> str:
+async def endpoint(aiohttp_server, operator: Operator) -> str:
     """The URL of the real application over ``operator``."""
     from saihm.http.app import create_app
 
@@ -37,18 +23,13 @@ async def endpoint(aiohttp_server, operator) -> str:
     return str(server.make_url("/"))
 
 
-def issue(operator, authority, *, ttl: int = 3600) -> tuple[str, str]:
+def issue(operator: Operator, authority: Authority, *, ttl: int = 3600) -> tuple[str, str]:
     """A new holder with one session; returns (holderId hex, "Bearer <token>")."""
-    import secrets
-
-    from saihm.events import CapabilityScope
-
-    holder_id = operator.create_holder()
-    token = authority.issue(holder_id, secrets.token_bytes(32), CapabilityScope(), ttl=ttl)
-    return holder_id.hex(), f"Bearer {token.to_token()}"
+    holder = issue_holder(operator, authority, ttl=ttl)
+    return holder.hex, holder.authorization
 
 
 @pytest.fixture
-def new_holder(operator, authority):
+def new_holder(operator: Operator, authority: Authority) -> Callable[..., tuple[str, str]]:
     """``new_holder()`` -> (holderId hex, Authorization value) of a fresh holder."""
     return lambda **kw: issue(operator, authority, **kw)

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import secrets
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import pytest
 
-from saihm.config import Config
-
-
-@dataclass(frozen=True)
-class Holder:
-    holder_id: bytes
-    session_id: bytes
-    token: str
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
-
-
-def make_holder(operator, authority, **issue) -> Holder:
-    from saihm.events import CapabilityScope
-
-    holder_id = operator.create_holder()
-    session_id = secrets.token_bytes(32)
-    token = authority.issue(holder_id, session_id, CapabilityScope(), ttl=3600, **issue).to_token()
-    return Holder(holder_id, session_id, token)
+from saihm.authority import Authority
+from saihm.operator import Operator
+from tests.support.world import Holder, issue_holder
+from tests.support.world import authority as authority
+from tests.support.world import config as config
+from tests.support.world import operator as operator
 
 
 async def call(client, holder: Holder | None, method: str, params: dict | None = None):
@@ -39,29 +23,8 @@ async def call(client, holder: Holder | None, method: str, params: dict | None =
 
 
 @pytest.fixture
-def config(tmp_path):
-    return Config.for_data(tmp_path / "data")
-
-
-@pytest.fixture
-def authority(config):
-    from saihm.compose import initialise
-
-    return initialise(config)
-
-
-@pytest.fixture
-def operator(config, authority):
-    from saihm.compose import open_operator
-
-    operator = open_operator(config)
-    yield operator
-    operator.store.close()
-
-
-@pytest.fixture
-def holder(operator, authority) -> Holder:
-    return make_holder(operator, authority)
+def holder(operator: Operator, authority: Authority) -> Holder:
+    return issue_holder(operator, authority)
 
 
 @pytest.fixture
@@ -77,7 +40,7 @@ def call_fixture():
     return call
 
 
-@pytest.fixture(name="make_holder")
-def make_holder_fixture():
-    """The ``make_holder(operator, authority, **issue)`` helper."""
-    return make_holder
+@pytest.fixture
+def make_holder() -> Callable[..., Holder]:
+    """The ``make_holder(operator, authority, **issue)`` helper (``ttl=``, ``now=``)."""
+    return issue_holder

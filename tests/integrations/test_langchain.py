@@ -41,8 +41,11 @@ def test_a_refused_token_is_an_error_that_quotes_no_credential(operator) -> None
 
 
 def test_an_absent_extra_is_one_line_naming_it() -> None:
-    with pytest.raises(ImportError, match=r"^no_such_framework is not installed: pip install "
-                       r"'saihm\[nothing\]'$"):  # fmt: skip
+    with pytest.raises(
+        ImportError,
+        match=r"^no_such_framework is not installed: pip install "
+        r"'saihm\[nothing\]'$",
+    ):
         require("no_such_framework", "nothing")
     code = "import sys; sys.modules['langchain_core'] = None; import saihm.integrations.langchain"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

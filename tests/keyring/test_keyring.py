@@ -9,11 +9,11 @@ import lmdb
 import pytest
 
 from saihm.errors import Conflict, NotFound
-from saihm.keyring import KekUnavailable, Keyring, new_dek, new_holder_seed, rotate, unwrap
+from saihm.keyring import KekUnavailable, Keyring, new_dek, unwrap
 
 
 def test_put_and_get_dek_and_seed(env, keyring):
-    cell, dek, holder, seed = os.urandom(32), new_dek(), os.urandom(32), new_holder_seed()
+    cell, dek, holder, seed = os.urandom(32), new_dek(), os.urandom(32), os.urandom(32)
     with env.write() as txn:
         keyring.put_dek(txn, cell, dek)
         keyring.put_seed(txn, holder, seed)
@@ -46,13 +46,13 @@ def test_destroy(env, keyring):
 
 def test_rotation_rewraps_everything_and_retires_old(env, keyring, kek_dir):
     deks = {os.urandom(32): new_dek() for _ in range(50)}
-    seeds = {os.urandom(32): new_holder_seed() for _ in range(5)}
+    seeds = {os.urandom(32): os.urandom(32) for _ in range(5)}
     with env.write() as txn:
         for c, d in deks.items():
             keyring.put_dek(txn, c, d)
         for h, s in seeds.items():
             keyring.put_seed(txn, h, s)
-    v = rotate(env, kek_dir)
+    v = keyring.rotate()
     assert v == 2 and kek_dir.live_versions() == [2] and kek_dir.retired_versions() == [1]
     with env.read() as txn:
         assert keyring.versions_in_use(txn) == {2: 55}
@@ -120,7 +120,7 @@ def test_rewrap_in_chunks_rewraps_every_key_once(monkeypatch, env, keyring, kek_
 
     monkeypatch.setattr(module, "_REWRAP_CHUNK", 3)
     deks = {os.urandom(32): new_dek() for _ in range(10)}
-    seeds = {os.urandom(32): new_holder_seed() for _ in range(4)}
+    seeds = {os.urandom(32): os.urandom(32) for _ in range(4)}
     damaged = sorted(seeds)[1]
     with env.write() as txn:
         for cell, dek in deks.items():

@@ -42,9 +42,13 @@ async def test_sharing_lifecycle_through_the_console_script_against_saihm_serve(
 
             shared = await owner.call_tool(
                 "saihm_share",
-                {"granteeIdHashesHex": [bob["holderId"]], "shardIds": [cell_id],
-                 "type": "temporary", "scope": "read"},
-            )  # fmt: skip
+                {
+                    "granteeIdHashesHex": [bob["holderId"]],
+                    "shardIds": [cell_id],
+                    "type": "temporary",
+                    "scope": "read",
+                },
+            )
             assert shared.structured_content["status"] == "shared"
             contract_id = shared.structured_content["contractId"]
 
@@ -54,8 +58,9 @@ async def test_sharing_lifecycle_through_the_console_script_against_saihm_serve(
                 [],
             )
 
-            status, accepted = post(url, bob["token"], "saihm_accept_contract",
-                                    {"contractId": contract_id})  # fmt: skip
+            status, accepted = post(
+                url, bob["token"], "saihm_accept_contract", {"contractId": contract_id}
+            )
             assert status == 200 and accepted["accepted"] is True
 
             after = await grantee.call_tool("saihm_recall", {"query": "tea"})

@@ -16,16 +16,7 @@ from saihm.operator import Operator
 from saihm.provider.models import MemoryStore
 from saihm.provider.vault import ConsumerProvider, LocalVault
 from saihm.store import Store
-
-
-@dataclass
-class Clock:
-    """A settable clock, so expiry can be tested without waiting."""
-
-    now: float = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.world import Clock
 
 
 @dataclass

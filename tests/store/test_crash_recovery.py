@@ -19,14 +19,12 @@ checkpoint can be signed, and that any new receipt verifies and is included unde
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import secrets
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from pqcrypto.sign.ml_dsa_65 import verify as pq_verify
@@ -35,20 +33,8 @@ from saihm.events import Operation, Receipt
 from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes
 from saihm.projections import apply as PJ
 from saihm.translog import leaf_hash, verify_checkpoint, verify_inclusion
+from tests.support.world import World
 
-
-def _load_conftest() -> ModuleType:
-    """tests/store/conftest.py by path (pytest runs with --import-mode=importlib)."""
-    name = "_saihm_store_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-World = _load_conftest().World
 CHILD = Path(__file__).with_name("_crash_child.py")
 STEPS = ("signed", "before_commit", "after_commit", "checkpoint")
 COMMITTED = {"signed": False, "before_commit": False, "after_commit": True, "checkpoint": True}

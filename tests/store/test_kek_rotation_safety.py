@@ -13,7 +13,6 @@ store: each unwraps under a live generation (a "lost" key is one that does not).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -21,12 +20,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from saihm.events import SealedPayload, seal
 from saihm.keyring import KeyringError, RotationBusy, UnwrapError, unwrap
+from tests.support.world import World
 
 CHILD = Path(__file__).with_name("_store_child.py")
 STEPS = (
@@ -38,19 +37,6 @@ STEPS = (
 )
 # A larger run for the issue note: SAIHM_ROTATION_STRESS=ROTATORS,ROTATIONS,WRITES.
 STRESS = os.environ.get("SAIHM_ROTATION_STRESS", "4,8,24")
-
-
-def _load_conftest() -> ModuleType:
-    name = "_saihm_store_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-World = _load_conftest().World
 
 
 def _start(world: World, job: str, **params: object) -> subprocess.Popen:

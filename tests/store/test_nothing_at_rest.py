@@ -7,28 +7,13 @@ directories holds a cell's plaintext or any embedding vector, in any encoding we
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import struct
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 from saihm.operator import Operator
 from saihm.store import Store
-
-
-def _load_conftest() -> ModuleType:
-    name = "_saihm_store_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-make_world = _load_conftest().make_world
+from tests.support.world import make_world
 
 
 class MarkedEmbedder:

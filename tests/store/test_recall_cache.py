@@ -8,31 +8,18 @@ acknowledged in this process, and before the next read in another process.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 import saihm.store as store_module
 from saihm.projections import apply as P
 from saihm.projections.keys import u64
+from tests.support.world import World, make_world
 
-
-def _load_conftest() -> ModuleType:
-    name = "_saihm_store_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-World, make_world = _load_conftest().World, _load_conftest().make_world
 CHILD = Path(__file__).with_name("_crash_child.py")
 
 

@@ -3,11 +3,9 @@ embedder; the real one needs the ``semantic`` extra, which CI never installs."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -15,19 +13,8 @@ from saihm.operator import Operator
 from saihm.retrieval import Embedder, SemanticUnavailable, load_embedder
 from saihm.retrieval.embed import INSTALL_HINT
 from saihm.store import Store
+from tests.support.world import make_world
 
-
-def _load_conftest() -> ModuleType:
-    name = "_saihm_store_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-make_world = _load_conftest().make_world
 CONCEPTS = {"theme": 0, "dark": 0, "mode": 0, "colour": 0, "tea": 1, "drink": 1, "noon": 2}
 
 

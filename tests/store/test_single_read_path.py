@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 import saihm
 from saihm.errors import Unauthenticated
 from saihm.store import Access
+from tests.support.world import World
 
 PACKAGE = Path(saihm.__file__).parent
 STORE = "saihm/store.py"
@@ -190,20 +188,6 @@ def test_only_the_store_produces_plaintext() -> None:
         if uses:
             offenders[rel] = uses
     assert offenders == {}, f"plaintext produced outside the store: {offenders}"
-
-
-def _load_conftest() -> ModuleType:
-    """tests/store/conftest.py by path (pytest runs with --import-mode=importlib)."""
-    name = "_saihm_store_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-World = _load_conftest().World
 
 
 def _hand_made(holder_id: bytes, session_id: bytes) -> Access:

@@ -31,7 +31,6 @@ REVOKE, UNGRANT, decline or KEK rotation is seen by the other's cache before its
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import pickle
 import secrets
@@ -42,7 +41,6 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -56,22 +54,7 @@ from saihm.events import Capability, CapabilityScope, Operation, Receipt
 from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes
 from saihm.retrieval import matches
 from saihm.translog import leaf_hash, verify_checkpoint, verify_inclusion
-
-
-def _load_conftest() -> ModuleType:
-    """tests/store/conftest.py by path (pytest runs with --import-mode=importlib)."""
-
-    name = "_saihm_store_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_conftest = _load_conftest()
-World, make_world = _conftest.World, _conftest.make_world
+from tests.support.world import World, make_world
 
 LONG = os.environ.get("SAIHM_LONG") == "1"
 TTL = 3600

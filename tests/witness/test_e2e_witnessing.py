@@ -126,7 +126,6 @@ def _grow_offline(data: Path, beyond: int) -> None:
         operator.store.close()
 
 
-@pytest.mark.slow
 def test_witnessed_round_trip_then_rollback_and_fork_are_refused_and_detected(tmp_path) -> None:
     data, monitor_state = tmp_path / "d", tmp_path / "monitor"
     with serving(tmp_path, "--data", str(data), "--origin", ORIGIN):
@@ -232,7 +231,6 @@ def test_witnessed_round_trip_then_rollback_and_fork_are_refused_and_detected(tm
             assert verify_cosignatures(note, [vkey], 1) == ["w.example/w1"]
 
 
-@pytest.mark.slow
 def test_two_workers_share_one_submitter_and_serve_the_same_cosigned_checkpoint(
     tmp_path,
 ) -> None:
