@@ -41,6 +41,7 @@ import tracemalloc
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from saihm.authority import Authority
 from saihm.compose import initialise
@@ -200,7 +201,7 @@ def _timed(operator: Operator, token: str, params: dict) -> tuple[float, int]:
     """Wall-clock ms of one recall (the figure); its CPU ms goes to :data:`CPU_MS`, reported
     beside it, since on a shared machine the wall clock also counts waiting for a core."""
     started, cpu = time.perf_counter(), time.process_time()
-    result = binding_call(operator, token, "saihm_recall", params)
+    result: Any = binding_call(operator, token, "saihm_recall", params)
     CPU_MS.append((time.process_time() - cpu) * 1000)
     return (time.perf_counter() - started) * 1000, len(result)
 
@@ -294,12 +295,12 @@ def _quality(
             writer = cap.to_token()
             cell_ids = []
             for turn in conversation["turns"]:
-                result = binding_call(operator, writer, "saihm_remember", {"content": turn})
+                result: Any = binding_call(operator, writer, "saihm_remember", {"content": turn})
                 cell_ids.append(result["cellId"])
             reader = _grant_token(config, operator, holder)
             for q in conversation["questions"]:
                 evidence = {cell_ids[i] for i in q["evidence"]}
-                got = binding_call(
+                got: Any = binding_call(
                     operator, reader, "saihm_recall", {"query": q["question"], "limit": 10}
                 )
                 ids = [item["cellId"] for item in got]
