@@ -45,7 +45,6 @@ grows by itself until its disk is full; only an operator can add room). ``locati
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
@@ -58,6 +57,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.types.numeric import Int4
 
+from saihm.storage._pgschema import (
+    SCHEMA_VERSION,
+    Statements,
+    current_schema,
+    lock_key,
+    namespace_ids,
+)
 from saihm.storage._pgurl import safe_location
 from saihm.storage.base import MAX_KEY, Namespace, StorageError, StorageFull, Usage
 
@@ -65,7 +71,6 @@ __all__ = ["SCHEMA_VERSION", "PostgresStorage"]
 
 log = logging.getLogger("saihm.storage")
 
-SCHEMA_VERSION = 1
 _FIRST_PAGE = 32
 _MAX_PAGE = 1024
 _BATCH = 2000  # pairs per put_many statement
@@ -76,12 +81,6 @@ _DISK_FULL = "53100"
 _SESSION_SETUP = (
     "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
 )
-
-
-def _lock_key(purpose: str, schema: str) -> int:
-    """A signed 64-bit advisory lock key for ``purpose`` in ``schema``."""
-    digest = hashlib.sha256(f"saihm:{purpose}:{schema}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _check_key(key: bytes) -> None:
@@ -104,50 +103,6 @@ def _prefix_end(prefix: bytes) -> bytes | None:
     if not trimmed:
         return None
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
-
-
-class _Sql:
-    """The driver's statements, composed once per storage with its schema's table names."""
-
-    def __init__(self, schema: str) -> None:
-        kv = sql.Identifier(schema, "saihm_kv")
-        self.kv = kv
-        self.namespace = sql.Identifier(schema, "saihm_namespace")
-        self.meta = sql.Identifier(schema, "saihm_meta")
-        self.schema = sql.Identifier(schema)
-        q = sql.SQL
-        self.get = q("SELECT v FROM {} WHERE ns = %b AND k = %b").format(kv)
-        self.put = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) "
-            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
-        ).format(kv)
-        self.put_new = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) ON CONFLICT (ns, k) DO NOTHING"
-        ).format(kv)
-        self.put_many = q(
-            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
-            "AS t(k, v) ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
-        ).format(kv)
-        # The append fast path inserts only if nothing at or above its first key exists yet.
-        self.append = q(
-            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
-            "AS t(k, v) WHERE NOT EXISTS (SELECT 1 FROM {} WHERE ns = %b AND k >= %b)"
-        ).format(kv, kv)
-        self.delete = q("DELETE FROM {} WHERE ns = %b AND k = %b").format(kv)
-        self.clear = q("DELETE FROM {} WHERE ns = %b").format(kv)
-        self.count = q("SELECT count(*) FROM {} WHERE ns = %b").format(kv)
-        self.scans: dict[tuple[bool, bool, bool], sql.Composed] = {}
-        for reverse in (False, True):
-            for strict in (False, True):
-                for bounded in (False, True):
-                    low = ">" if strict and not reverse else ">="
-                    where = q("ns = %b AND k {} %b").format(q(low))
-                    if bounded:
-                        where = q("{} AND k < %b").format(where)
-                    order = q("DESC" if reverse else "ASC")
-                    self.scans[reverse, strict, bounded] = q(
-                        "SELECT k, v FROM {} WHERE {} ORDER BY k {} LIMIT %b"
-                    ).format(kv, where, order)
 
 
 class _Read:
@@ -518,80 +473,18 @@ class PostgresStorage:
         try:
             with psycopg.connect(self._url, **self._kwargs) as conn:
                 self._configure(conn)
-                return self._setup_on(conn)
+                self.schema = current_schema(conn, self.location)
+                self._sql = Statements(self.schema)
+                self._write_lock = lock_key("write", self.schema)
+                ids = namespace_ids(
+                    conn, self._sql, self.namespaces, readonly=self.readonly, where=self.location
+                )
         except psycopg.Error as err:
             raise self._error(err) from None
-
-    def _setup_on(self, conn: psycopg.Connection[Any]) -> dict[bytes, Namespace]:
-        row = conn.execute("SELECT current_schema()").fetchone()
-        schema = None if row is None else row[0]
-        if schema is None:
-            raise StorageError(
-                f"PostgreSQL at {self.location}: no schema of the search_path exists"
-            )
-        self.schema = str(schema)
-        self._sql = _Sql(self.schema)
-        self._write_lock = _lock_key("write", self.schema)
-        names = self._namespace_ids(conn)
-        if not self.readonly and (names is None or set(self.namespaces) - set(names)):
-            with conn.transaction():
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s)", (_lock_key("schema", self.schema),)
-                )
-                self._create(conn)
-            names = self._namespace_ids(conn)
-        names = names or {}
         return {
-            name: Namespace(name, None if name not in names else Int4(names[name]))
+            name: Namespace(name, None if name not in ids else Int4(ids[name]))
             for name in self.namespaces
         }
-
-    def _namespace_ids(self, conn: psycopg.Connection[Any]) -> dict[bytes, int] | None:
-        """The numbered namespaces, or None when the tables do not exist yet."""
-        exists = conn.execute(
-            "SELECT to_regclass(%s) IS NOT NULL", (self._sql.namespace.as_string(conn),)
-        ).fetchone()
-        if not exists or not exists[0]:
-            return None
-        row = conn.execute(
-            sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(self._sql.meta)
-        ).fetchone()
-        if row is None or row[0] != str(SCHEMA_VERSION):
-            found = "none" if row is None else row[0]
-            raise StorageError(
-                f"PostgreSQL at {self.location}: schema version {found}, "
-                f"this saihm reads version {SCHEMA_VERSION}"
-            )
-        rows = conn.execute(sql.SQL("SELECT name, id FROM {}").format(self._sql.namespace))
-        return {bytes(name): int(ident) for name, ident in rows}
-
-    def _create(self, conn: psycopg.Connection[Any]) -> None:
-        s = self._sql
-        for statement in (
-            "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS {namespace} ("
-            " id integer GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
-            " name bytea NOT NULL UNIQUE)",
-            "CREATE TABLE IF NOT EXISTS {kv} ("
-            " ns integer NOT NULL,"
-            f" k bytea NOT NULL CHECK (octet_length(k) BETWEEN 1 AND {MAX_KEY}),"
-            " v bytea NOT NULL,"
-            " PRIMARY KEY (ns, k))",
-        ):
-            conn.execute(sql.SQL(statement).format(meta=s.meta, namespace=s.namespace, kv=s.kv))
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING"
-            ).format(s.meta),
-            (str(SCHEMA_VERSION),),
-        )
-        with conn.cursor() as cur:
-            cur.executemany(
-                sql.SQL("INSERT INTO {} (name) VALUES (%s) ON CONFLICT (name) DO NOTHING").format(
-                    s.namespace
-                ),
-                [(name,) for name in self.namespaces],
-            )
 
     def namespace(self, name: bytes) -> Namespace:
         return self._handles[name]
