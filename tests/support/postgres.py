@@ -8,14 +8,24 @@ by skipping them.
 Use the ``postgres_location`` fixture (import it into a conftest or test module), or
 :func:`fresh_location` for a location of your own; either is a URL whose ``search_path``
 names a schema created for the caller and dropped afterwards, so tests never see each other.
+
+**The store's tests on PostgreSQL.** With ``SAIHM_TEST_STORE=postgresql`` (``.ci/run``'s
+second pass), :func:`use_test_store` makes every ``Config.for_data(DIR)`` that names no
+``store`` put that data directory's log and state in PostgreSQL: a schema of its own, named
+from the run (``SAIHM_TEST_STORE_RUN``, inherited by child processes) and the directory's
+path, so a child process given the same directory opens the same schema. The schemas of a
+run are dropped when its session ends (:func:`drop_run_schemas`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -23,15 +33,23 @@ import pytest
 __all__ = [
     "ENV",
     "SKIP_REASON",
+    "STORE_ENV",
     "base_url",
     "ci_missing",
+    "drop_run_schemas",
     "fresh_location",
     "postgres_location",
     "require_url",
+    "store_driver",
+    "store_url_for",
+    "use_test_store",
     "with_schema",
 ]
 
 ENV = "SAIHM_TEST_POSTGRES"
+STORE_ENV = "SAIHM_TEST_STORE"
+RUN_ENV = "SAIHM_TEST_STORE_RUN"
+DRIVERS = ("lmdb", "postgresql")
 SKIP_REASON = "SAIHM_TEST_POSTGRES is not set (run .ci/postgres.sh)"
 CI_REASON = (
     "SAIHM_TEST_POSTGRES is not set under CI=true: .ci/run must start PostgreSQL with "
@@ -98,3 +116,77 @@ def postgres_location() -> Iterator[str]:
     """A fresh PostgreSQL location (a URL) for one test."""
     with fresh_location() as location:
         yield location
+
+
+def store_driver() -> str:
+    """The driver the store's tests run on: ``SAIHM_TEST_STORE`` (default ``lmdb``)."""
+    driver = os.environ.get(STORE_ENV) or "lmdb"
+    if driver not in DRIVERS:
+        raise pytest.UsageError(f"{STORE_ENV}={driver}: expected one of {', '.join(DRIVERS)}")
+    return driver
+
+
+def _run_prefix() -> str:
+    run = os.environ.get(RUN_ENV)
+    if not run:
+        run = secrets.token_hex(4)
+        os.environ[RUN_ENV] = run  # child processes inherit it
+    return f"saihm_s_{run}_"
+
+
+_created: set[str] = set()
+
+
+def store_url_for(data_dir: str | Path) -> str:
+    """The PostgreSQL location of the data directory ``data_dir`` in this run (its schema
+    is created on first use, by whichever process asks first)."""
+    url = base_url()
+    if url is None:
+        raise pytest.UsageError(f"{STORE_ENV}=postgresql needs {ENV}: {SKIP_REASON}")
+    digest = hashlib.sha256(str(Path(data_dir).absolute()).encode()).hexdigest()[:16]
+    schema = _run_prefix() + digest
+    if schema not in _created:
+        _admin(url, f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        _created.add(schema)
+    return with_schema(url, schema)
+
+
+def use_test_store() -> None:
+    """Under ``SAIHM_TEST_STORE=postgresql``: ``Config.for_data(DIR)`` without a ``store``
+    option gets ``store=store_url_for(DIR)``. Idempotent; nothing happens on ``lmdb``."""
+    if store_driver() != "postgresql":
+        return
+    from saihm.config import Config
+
+    original = Config.__dict__["for_data"].__func__
+    if getattr(original, "_saihm_test_store", False):
+        return
+
+    def for_data(cls: type[Config], data_dir: str | Path, *args: Any, **options: Any) -> Config:
+        if options.get("store") is None:
+            options["store"] = store_url_for(data_dir)
+        return original(cls, data_dir, *args, **options)  # type: ignore[no-any-return]
+
+    for_data._saihm_test_store = True  # type: ignore[attr-defined]
+    for_data.__doc__ = original.__doc__
+    Config.for_data = classmethod(for_data)  # type: ignore[assignment, method-assign]
+
+
+def drop_run_schemas() -> None:
+    """Drop every schema this run created (any process of it); errors are only printed."""
+    url, run = base_url(), os.environ.get(RUN_ENV)
+    if url is None or not run:
+        return
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SET lock_timeout = '20s'")
+            rows = conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)",
+                (_run_prefix(),),
+            ).fetchall()
+            for (schema,) in rows:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except Exception as err:
+        print(f"the run's schemas were not all dropped: {type(err).__name__}")
