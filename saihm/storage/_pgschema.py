@@ -44,7 +44,8 @@ class Statements:
             "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
         ).format(kv)
         self.put_new = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) ON CONFLICT (ns, k) DO NOTHING"
+            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) ON CONFLICT (ns, k) DO NOTHING "
+            "RETURNING 1"
         ).format(kv)
         self.put_many = q(
             "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
@@ -52,10 +53,12 @@ class Statements:
         ).format(kv)
         # The append fast path inserts only if nothing at or above its first key exists yet.
         self.append = q(
-            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
-            "AS t(k, v) WHERE NOT EXISTS (SELECT 1 FROM {} WHERE ns = %b AND k >= %b)"
+            "WITH added AS (INSERT INTO {} (ns, k, v) "
+            "SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) AS t(k, v) "
+            "WHERE NOT EXISTS (SELECT 1 FROM {} WHERE ns = %b AND k >= %b) RETURNING 1) "
+            "SELECT count(*) FROM added"
         ).format(kv, kv)
-        self.delete = q("DELETE FROM {} WHERE ns = %b AND k = %b").format(kv)
+        self.delete = q("DELETE FROM {} WHERE ns = %b AND k = %b RETURNING 1").format(kv)
         self.clear = q("DELETE FROM {} WHERE ns = %b").format(kv)
         self.count = q("SELECT count(*) FROM {} WHERE ns = %b").format(kv)
         self.scans: dict[tuple[bool, bool, bool], sql.Composed] = {}
