@@ -40,3 +40,35 @@ def test_config_for_data_names_the_selected_store(tmp_path: Path) -> None:
         check=True,
     ).stdout.strip()
     assert out == config.store
+
+
+def test_a_copied_data_directory_copies_its_store(tmp_path: Path) -> None:
+    import shutil
+
+    from saihm.storage import open_storage
+    from tests.support.postgres import copy_test_store
+
+    names = (b"a", b"b")
+    (tmp_path / "src" / "data").mkdir(parents=True)
+    source = Config.for_data(tmp_path / "src" / "data")
+    storage = open_storage(source.storage_location, names)
+    with storage.write() as txn:
+        txn.put(b"k", b"v", db=storage.namespace(b"a"))
+    storage.close()
+    shutil.copytree(tmp_path / "src", tmp_path / "dst")
+    copy_test_store(tmp_path / "src" / "data", tmp_path / "dst" / "data")
+    target = Config.for_data(tmp_path / "dst" / "data")
+    copy = open_storage(target.storage_location, (*names, b"c"))  # a new namespace too
+    try:
+        with copy.write() as txn:
+            txn.put(b"k", b"changed", db=copy.namespace(b"c"))
+        with copy.read() as snap:
+            assert snap.get(b"k", db=copy.namespace(b"a")) == b"v"
+    finally:
+        copy.close()
+    again = open_storage(source.storage_location, names)
+    try:
+        with again.read() as snap:  # the source is untouched by the copy's writes
+            assert snap.get(b"k", db=again.namespace(b"a")) == b"v"
+    finally:
+        again.close()

@@ -36,6 +36,7 @@ __all__ = [
     "STORE_ENV",
     "base_url",
     "ci_missing",
+    "copy_test_store",
     "drop_run_schemas",
     "fresh_location",
     "postgres_location",
@@ -190,3 +191,29 @@ def drop_run_schemas() -> None:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     except Exception as err:
         print(f"the run's schemas were not all dropped: {type(err).__name__}")
+
+
+def copy_test_store(source_dir: str | Path, target_dir: str | Path) -> None:
+    """Under ``SAIHM_TEST_STORE=postgresql``: make ``target_dir``'s store a copy of
+    ``source_dir``'s (a test that copies a data directory copies its store with it; the
+    source must be closed). Nothing happens on ``lmdb``: the copy of the directory is enough."""
+    if store_driver() != "postgresql":
+        return
+    import psycopg
+
+    source, target = (
+        dict(parse_qsl(urlsplit(store_url_for(d)).query))["options"].split("=", 1)[1]
+        for d in (source_dir, target_dir)
+    )
+    url = base_url()
+    assert url is not None
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn, conn.transaction():
+        for table in ("saihm_meta", "saihm_namespace", "saihm_kv"):
+            conn.execute(f'DROP TABLE IF EXISTS "{target}".{table}')
+            conn.execute(f'CREATE TABLE "{target}".{table} (LIKE "{source}".{table} INCLUDING ALL)')
+            conn.execute(f'INSERT INTO "{target}".{table} SELECT * FROM "{source}".{table}')
+        conn.execute(
+            "SELECT setval(pg_get_serial_sequence(%s, 'id'), max(id)) FROM "
+            f'"{target}".saihm_namespace',
+            (f'"{target}".saihm_namespace',),
+        )
