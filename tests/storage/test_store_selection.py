@@ -11,8 +11,6 @@ from pathlib import Path
 from saihm.config import Config
 from tests.support.postgres import store_driver
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_config_for_data_names_the_selected_store(tmp_path: Path) -> None:
     config = Config.for_data(tmp_path / "a")
@@ -26,18 +24,16 @@ def test_config_for_data_names_the_selected_store(tmp_path: Path) -> None:
     assert Config.for_data(tmp_path / "b").store != config.store
     explicit = "postgresql://u@127.0.0.1:1/elsewhere"
     assert Config.for_data(tmp_path / "c", store=explicit).store == explicit
-    # A child process given the same directory opens the same schema.
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from tests.support.postgres import use_test_store; use_test_store();"
-        "from saihm.config import Config; print(Config.for_data(sys.argv[2]).store)"
-    )
+    # Any Python process the test starts (a saihm command, a child script) opens the same
+    # schema for the same directory, with no help from its command line.
+    code = "import sys; from saihm.config import Config; print(Config.for_data(sys.argv[1]).store)"
     out = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT), str(tmp_path / "a")],
+        [sys.executable, "-c", code, str(tmp_path / "a")],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
+        cwd="/",
     ).stdout.strip()
     assert out == config.store
 

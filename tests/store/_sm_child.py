@@ -16,7 +16,6 @@ from __future__ import annotations
 import pickle
 import struct
 import sys
-from pathlib import Path
 
 from saihm.config import Config
 from saihm.errors import SaihmError
@@ -62,9 +61,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Under SAIHM_TEST_STORE=postgresql the directory's store is the parent's schema.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.support.postgres import use_test_store
-
-    use_test_store()
     main()

@@ -154,9 +154,17 @@ def store_url_for(data_dir: str | Path) -> str:
 
 def use_test_store() -> None:
     """Under ``SAIHM_TEST_STORE=postgresql``: ``Config.for_data(DIR)`` without a ``store``
-    option gets ``store=store_url_for(DIR)``. Idempotent; nothing happens on ``lmdb``."""
+    option gets ``store=store_url_for(DIR)``, in this process and (through ``PYTHONPATH``
+    and ``tests/support/pgsite/sitecustomize.py``) every Python process it starts.
+    Idempotent; nothing happens on ``lmdb``."""
     if store_driver() != "postgresql":
         return
+    _run_prefix()  # fixes the run's name before any child inherits the environment
+    site = Path(__file__).with_name("pgsite")
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(site) not in paths:
+        root = str(Path(__file__).resolve().parents[2])
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(site), root, *filter(None, paths)])
     from saihm.config import Config
 
     original = Config.__dict__["for_data"].__func__
