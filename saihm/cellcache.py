@@ -44,8 +44,7 @@ from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import Ranked, collection_stats, rank
 
 if TYPE_CHECKING:
-    import lmdb
-
+    from saihm.storage.base import Namespace, ReadTxn
     from saihm.translog import TreeStorage
 
 __all__ = ["CellCache", "CellHeader", "OpenedCell", "Page"]
@@ -125,7 +124,7 @@ class _Entry:
 @dataclass(slots=True)
 class _Holder:
     """One holder's live cells (cellId -> leaf index, log order) and the index over the ones
-    in the cache. ``cells`` is None until a holder-wide read lists them from LMDB."""
+    in the cache. ``cells`` is None until a holder-wide read lists them from the storage."""
 
     cells: dict[bytes, int] | None = None
     index: TermIndex = field(default_factory=TermIndex)
@@ -191,7 +190,7 @@ class CellCache:
         self._synced: int | None = None
         self._kek: int | None = None
         self._candidate_bytes = 0
-        self._dbs: dict[bytes, Any] = {}
+        self._dbs: dict[bytes, Namespace] = {}
         self.hits = 0
         self.misses = 0
 
@@ -219,7 +218,7 @@ class CellCache:
 
     # -- following the log ----------------------------------------------------------------
 
-    def sync(self, txn: lmdb.Transaction, tree: TreeStorage, kek_version: int) -> int:
+    def sync(self, txn: ReadTxn, tree: TreeStorage, kek_version: int) -> int:
         """Apply every leaf appended since the last sync, as seen in ``txn``; return the size.
 
         The caller holds :attr:`lock`. See the module docstring for what each leaf drops.
@@ -243,7 +242,7 @@ class CellCache:
         self._synced = size
         return size
 
-    def _apply(self, txn: lmdb.Transaction, index: int, leaf: LeafView) -> None:
+    def _apply(self, txn: ReadTxn, index: int, leaf: LeafView) -> None:
         op = leaf.operation
         if op == "REMEMBER":
             holder = self._holders.get(leaf.holder_id)
@@ -263,7 +262,7 @@ class CellCache:
         elif op == "UNGRANT":
             self._drop_holder(leaf.holder_id)
 
-    def bind(self, dbs: dict[bytes, Any]) -> None:
+    def bind(self, dbs: dict[bytes, Namespace]) -> None:
         """Give the cache the store's projection database handles (it only reads them)."""
         self._dbs = dbs
 
@@ -299,30 +298,23 @@ class CellCache:
     # -- reading --------------------------------------------------------------------------
 
     @contextmanager
-    def reading(
-        self, txn: lmdb.Transaction, tree: TreeStorage, kek_version: int
-    ) -> Iterator[CacheView]:
+    def reading(self, txn: ReadTxn, tree: TreeStorage, kek_version: int) -> Iterator[CacheView]:
         """Hold the lock, sync to ``txn``, and yield a view for one read."""
         with self.lock:
             size = self.sync(txn, tree, kek_version)
             yield CacheView(self, txn, size)
 
-    def _erased_set(self, txn: lmdb.Transaction) -> set[bytes]:
+    def _erased_set(self, txn: ReadTxn) -> set[bytes]:
         if self._erased is None:
-            with txn.cursor(db=self._dbs[P.ERASURES]) as cursor:
-                self._erased = {bytes(k) for k in cursor.iternext(values=False)}
+            self._erased = {bytes(k) for k, _ in txn.scan(self._dbs[P.ERASURES])}
         return self._erased
 
-    def _holder_cells(self, txn: lmdb.Transaction, holder_id: bytes) -> _Holder:
+    def _holder_cells(self, txn: ReadTxn, holder_id: bytes) -> _Holder:
         holder = self._holders.setdefault(holder_id, _Holder())
         if holder.cells is None:
             cells: dict[bytes, int] = {}
-            with txn.cursor(db=self._dbs[P.BY_HOLDER]) as cursor:
-                if cursor.set_range(holder_id):
-                    for key, cell_id in cursor.iternext():
-                        if not key.startswith(holder_id):
-                            break
-                        cells[bytes(cell_id)] = read_u64(key[32:])
+            for key, cell_id in txn.scan(self._dbs[P.BY_HOLDER], prefix=holder_id):
+                cells[bytes(cell_id)] = read_u64(key[32:])
             holder.cells = cells
             holder.missing = set()
             for cell_id in cells:
@@ -379,7 +371,7 @@ class CellCache:
 class CacheView:
     """The cache as one read sees it: synced to the read's transaction, under the lock."""
 
-    def __init__(self, cache: CellCache, txn: lmdb.Transaction, size: int) -> None:
+    def __init__(self, cache: CellCache, txn: ReadTxn, size: int) -> None:
         self.cache = cache
         self.txn = txn
         self.size = size
@@ -394,8 +386,7 @@ class CacheView:
         """
         if self.current or self.cache._erased is not None:
             return self.cache._erased_set(self.txn)
-        with self.txn.cursor(db=self.cache._dbs[P.ERASURES]) as cursor:
-            return {bytes(k) for k in cursor.iternext(values=False)}
+        return {bytes(k) for k, _ in self.txn.scan(self.cache._dbs[P.ERASURES])}
 
     def get(self, cell_id: bytes) -> _Entry | None:
         """The cached entry of a verified cell, or None."""
@@ -418,7 +409,7 @@ class CacheView:
         return self.cache._put(opened)
 
     def holder(self, holder_id: bytes) -> _Holder:
-        """The holder's live cell list (built from LMDB on first use) and index."""
+        """The holder's live cell list (built from the storage on first use) and index."""
         return self.cache._holder_cells(self.txn, holder_id)
 
     def query_vector(self, query: Query) -> tuple[float, ...] | None:

@@ -1,8 +1,8 @@
 """The one apply function for every projection, and the rebuild comparison.
 
 Every projection value is deterministic CBOR with small integer keys; every index key is a
-fixed-width concatenation of 32-byte ids and big-endian u64 leaf indexes, so LMDB's byte order
-is log order within one id. saihm-protocol sections are cited where a rule comes from.
+fixed-width concatenation of 32-byte ids and big-endian u64 leaf indexes, so the storage's byte
+order is log order within one id. saihm-protocol sections are cited where a rule comes from.
 """
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-import lmdb
-
 from saihm.projections.keys import Body, LeafView, dumps, loads, read_u64, u64
 from saihm.projections.seal import RecordSeal
+from saihm.storage.base import ReadTxn, Storage, WriteTxn
 
-# Named databases, in a fixed order (the owner of the environment sizes max_dbs from these).
+# Namespaces, in a fixed order (the owner of the storage opens it with these).
 CELLS = b"p_cells"  # cellId -> {1 owner, 2 tier, 3 kekVersion, 4 ts, 5 index, 6 tag, 7 erasedAt}
 BY_HOLDER = b"p_cells_by_holder"  # holderId || index -> cellId (live cells only)
 BY_SESSION = b"p_cells_by_session"  # tag || index -> cellId (live cells only)
@@ -36,7 +35,7 @@ BY_OPERATION = b"p_rx_by_operation"  # operation || 0x00 || index -> b""
 REVOKED = b"p_session_revocations"  # revocation subject -> {1 holder, 2 index} (UNGRANT)
 META = b"p_meta"  # b"applied" -> number of leaves applied; b"format" -> projection format
 
-Txn = lmdb.Transaction
+Txn = ReadTxn
 
 DB_NAMES: tuple[bytes, ...] = (
     CELLS, BY_HOLDER, BY_SESSION, RECORD_HEADS, CONTRACTS, BY_GRANTEE, BY_OWNER, ERASURES,
@@ -69,19 +68,19 @@ def revocation_subject(holder_id: bytes, token_or_session_id: bytes) -> bytes:
 
 
 class Projections:
-    """The projection databases of one environment, and the code that derives them."""
+    """The projection namespaces of one storage, and the code that derives them."""
 
     DB_NAMES = DB_NAMES
     SEALED = SEALED
 
-    def __init__(self, env: lmdb.Environment, seal: RecordSeal) -> None:
-        self.env = env
+    def __init__(self, storage: Storage, seal: RecordSeal) -> None:
+        self.storage = storage
         self.seal = seal
-        self.db = {name: env.open_db(name) for name in DB_NAMES}
+        self.db = {name: storage.namespace(name) for name in DB_NAMES}
 
     # -- MAC-bound records (saihm/projections/seal.py) ------------------------------------
 
-    def put(self, txn: Txn, name: bytes, key: bytes, value: bytes, **kw: bool) -> bool:
+    def put(self, txn: WriteTxn, name: bytes, key: bytes, value: bytes, **kw: bool) -> bool:
         """Store ``value`` under ``key`` in projection ``name``, with its MAC if ``name`` is
         one of :data:`SEALED`."""
         if name in SEALED:
@@ -106,16 +105,10 @@ class Projections:
         """Keys and values of ``name`` whose key starts with ``prefix``, in key order; records
         of a :data:`SEALED` database whose MAC fails are skipped (and logged)."""
         sealed = name in SEALED
-        with txn.cursor(db=self.db[name]) as cursor:
-            if not cursor.set_range(prefix):
-                return
-            for key, raw in cursor.iternext():
-                if not key.startswith(prefix):
-                    break
-                key = bytes(key)
-                value = self.seal.open(name, key, raw) if sealed else bytes(raw)
-                if value is not None:
-                    yield key, value
+        for key, raw in txn.scan(self.db[name], prefix=prefix):
+            value = self.seal.open(name, key, raw) if sealed else bytes(raw)
+            if value is not None:
+                yield key, value
 
     def format(self, txn: Txn) -> int | None:
         """The stored projection format, or None for a store written before formats."""
@@ -124,14 +117,14 @@ class Projections:
 
     # -- applying -------------------------------------------------------------------------
 
-    def applied(self, txn: lmdb.Transaction) -> int:
+    def applied(self, txn: ReadTxn) -> int:
         """How many leaves the projections reflect."""
         raw = txn.get(APPLIED, db=self.db[META])
         return 0 if raw is None else read_u64(raw)
 
     def apply(
         self,
-        txn: lmdb.Transaction,
+        txn: WriteTxn,
         index: int,
         leaf: LeafView,
         body: Body | None,
@@ -158,17 +151,17 @@ class Projections:
         if record_applied:
             self.mark_applied(txn, index + 1)
 
-    def mark_applied(self, txn: lmdb.Transaction, count: int) -> None:
+    def mark_applied(self, txn: WriteTxn, count: int) -> None:
         """Record that the first ``count`` leaves are reflected (same transaction as the state)."""
         txn.put(APPLIED, u64(count), db=self.db[META])
         txn.put(FORMAT, u64(PROJECTION_FORMAT), db=self.db[META])
 
-    def _key(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _key(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         if txn.get(leaf.holder_id, db=self.db[HOLDERS]) is None:
             record = {1: leaf.detail, 2: index, 3: leaf.timestamp}
             self.put(txn, HOLDERS, leaf.holder_id, dumps(record))
 
-    def _remember(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _remember(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         if body is None:
             raise ValueError(f"REMEMBER at leaf {index} has no stored cell")
         cell = loads(body.object_cbor)
@@ -183,7 +176,7 @@ class Projections:
                 head = {1: body.record_seq, 2: cell_id, 3: body.record_end}
                 self.put(txn, RECORD_HEADS, tag, dumps(head))
 
-    def _forget(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _forget(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         cell_id = leaf.subject_id
         # The erasure list matches the FORGET receipts in the log (saihm-protocol "Erasure").
         txn.put(cell_id, u64(index), db=self.db[ERASURES], overwrite=False)
@@ -198,7 +191,7 @@ class Projections:
         if record[6]:
             txn.delete(record[6] + u64(record[5]), db=self.db[BY_SESSION])
 
-    def _share(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _share(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         if body is None:
             raise ValueError(f"SHARE at leaf {index} has no stored contract")
         c = loads(body.object_cbor)
@@ -212,7 +205,9 @@ class Projections:
         for grantee in c[3]:
             self.put(txn, BY_GRANTEE, grantee + contract_id, b"")
 
-    def _contract_update(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _contract_update(
+        self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None
+    ) -> None:
         record = self.record(txn, CONTRACTS, leaf.subject_id)
         if record is None:
             return
@@ -226,14 +221,14 @@ class Projections:
         record[10] = sorted(accepted)
         self.put(txn, CONTRACTS, leaf.subject_id, dumps(record))
 
-    def _propose(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _propose(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         # "Where two PROPOSE receipts carry the same proposalId, the first in log order governs."
         d = leaf.detail
         record = {1: d["scope"], 2: d["paramKey"], 3: d["proposedValue"], 4: d["snapshotEpoch"],
                   5: leaf.holder_id, 6: index, 7: leaf.timestamp}  # fmt: skip
         txn.put(leaf.subject_id, dumps(record), db=self.db[PROPOSALS], overwrite=False)
 
-    def _vote(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _vote(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         # Tallies count, per holder and proposal, only the first VOTE receipt in log order.
         if txn.get(leaf.subject_id, db=self.db[PROPOSALS]) is None:
             return
@@ -247,13 +242,13 @@ class Projections:
         tally[1 if d["approve"] else 2] += d["weight"]
         txn.put(leaf.subject_id, dumps(tally), db=self.db[TALLIES])
 
-    def _grant(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _grant(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         d = leaf.detail
         record = {1: leaf.holder_id, 2: d.get("namespaces"), 3: d["expiresAt"], 4: index,
                   5: False}  # fmt: skip
         self.put(txn, GRANTS, leaf.subject_id, dumps(record), overwrite=False)
 
-    def _ungrant(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+    def _ungrant(self, txn: WriteTxn, index: int, leaf: LeafView, body: Body | None) -> None:
         # UNGRANT withdraws a grant, or, when its subject names no grant, revokes the session
         # tokens its subject stands for (docs/formats.md "Session revocation").
         if txn.get(leaf.subject_id, db=self.db[GRANTS]) is None:
@@ -268,10 +263,9 @@ class Projections:
 
     # -- comparing ------------------------------------------------------------------------
 
-    def items(self, txn: lmdb.Transaction, name: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def items(self, txn: ReadTxn, name: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, value) of one projection database, in key order."""
-        with txn.cursor(db=self.db[name]) as cursor:
-            yield from cursor.iternext(keys=True, values=True)
+        yield from txn.scan(self.db[name])
 
 
 _HANDLERS = {
@@ -291,7 +285,7 @@ _OPERATION_KEYS = {op: op.encode() + b"\x00" for op in (*_HANDLERS, "RECALL", "S
 
 
 def first_difference(
-    live: Projections, live_txn: lmdb.Transaction, fresh: Projections, fresh_txn: lmdb.Transaction
+    live: Projections, live_txn: ReadTxn, fresh: Projections, fresh_txn: ReadTxn
 ) -> str | None:
     """Compare every projection database bytewise; describe the first difference, or None."""
     for name in DB_NAMES:
