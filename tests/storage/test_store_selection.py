@@ -68,3 +68,17 @@ def test_a_copied_data_directory_copies_its_store(tmp_path: Path) -> None:
             assert snap.get(b"k", db=again.namespace(b"a")) == b"v"
     finally:
         again.close()
+
+
+def test_the_store_opens_the_selected_driver(tmp_path: Path) -> None:
+    """The PostgreSQL pass really runs the store on PostgreSQL (not LMDB under another name)."""
+    from saihm.compose import initialise
+    from saihm.store import Store
+
+    config = Config.for_data(tmp_path / "data")
+    initialise(config)
+    store = Store(config, checkpointer=False)
+    try:
+        assert store.storage.kind == store_driver()
+    finally:
+        store.close()

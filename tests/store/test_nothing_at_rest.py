@@ -16,6 +16,11 @@ from types import ModuleType
 
 from saihm.operator import Operator
 from saihm.store import Store
+from tests.support.postgres import lmdb_only
+
+pytestmark = lmdb_only(
+    "it scans the data directory's files; a PostgreSQL store's rows are on the server"
+)
 
 
 def _load_conftest() -> ModuleType:
