@@ -66,6 +66,19 @@ def _data(parser: argparse.ArgumentParser) -> None:
         help="the log's checkpoint signing keys (default: DIR/log-keys; keep them off the "
         "data volume in production)",
     )  # fmt: skip
+    _store(parser)
+
+
+def _store(parser: argparse.ArgumentParser) -> None:
+    """``--store URL`` (DESIGN.md "Pinned additions for the second round")."""
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="keep the log and private state in this PostgreSQL database "
+        "(postgresql://USER@HOST/DB; also $SAIHM_STORE); DIR then holds only node-local "
+        "files and may be shared by the nodes of one log (default: LMDB in DIR/lmdb; "
+        "docs/scaling.md)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,7 +260,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _data(backup)
     backup.add_argument("dest", metavar="DEST", help="the new backup directory")
-    backup.set_defaults(handler=_delegate("saihm.backup", "main"))
+    backup.set_defaults(handler=_cmd_backup)
+
+    migrate = commands.add_parser(
+        "migrate",
+        help="copy an LMDB data directory's log and private state to an empty PostgreSQL store",
+        description="Copy every namespace of DIR's LMDB store (the log, the keyring, the "
+        "projections) into the empty PostgreSQL database URL, in one write transaction, "
+        "checked against the source before it commits; DIR's own write lock is held "
+        "throughout, so the copy is of one moment. A migrate that fails or is killed leaves "
+        "the target empty. The KEK "
+        "directory, log keys and authority key stay in DIR; serve it afterwards with "
+        "'saihm serve --data DIR --store URL'. Stop the server on DIR first.",
+    )
+    migrate.add_argument(
+        "--from", dest="data", required=True, metavar="DIR", help="the LMDB data directory"
+    )
+    migrate.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="URL",
+        help="an empty PostgreSQL database (postgresql://...)",
+    )
+    migrate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    migrate.set_defaults(handler=_delegate("saihm.migrate", "main"), store=None)
 
     from saihm.hostcli import add_commands as add_host_commands
 
@@ -401,6 +438,10 @@ def config_from(args: argparse.Namespace) -> Config:
         for f in dataclasses.fields(Config)
         if f.name not in _PATHS and getattr(args, f.name, None) is not None
     }
+    if options.get("store") is None:
+        from saihm.storeurl import refuse_migrated
+
+        refuse_migrated(Path(args.data))
     return Config.for_data(
         args.data,
         args.kek_dir,
@@ -635,6 +676,17 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
     return 0 if report.get("identical", True) else 1
 
 
+def _cmd_backup(args: argparse.Namespace) -> int:
+    if args.store is not None:
+        from saihm.errors import MalformedInput
+
+        raise MalformedInput(
+            "saihm backup copies an LMDB data directory; back a PostgreSQL store up with "
+            "pg_dump or the database's continuous archiving (docs/operations.md)"
+        )
+    return _delegate("saihm.backup", "main")(args)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     for name in [args.name] if args.name else _bench_names():
         module = importlib.import_module(f"saihm.bench.{name}")
@@ -665,6 +717,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
+        store_option(args, os.environ)
         if args.command != "serve":
             existing_data(args)
         return args.handler(args)
@@ -672,7 +725,10 @@ def main(argv: list[str] | None = None) -> int:
         # argparse's own exits (--help: 0, bad usage: 2) become return codes.
         return done.code if isinstance(done.code, int) else 2
     except SaihmError as err:
-        print(f"saihm: error: {err}", file=sys.stderr)
+        from saihm.storeurl import scrub
+
+        # A store URL may carry a password: no message shows it, whoever wrote the message.
+        print(f"saihm: error: {scrub(str(err), _store_url(argv))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -694,6 +750,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"saihm: internal error ({type(err).__name__}); rerun with SAIHM_DEBUG=1",
               file=sys.stderr)  # fmt: skip
         return 70
+
+
+def store_option(args: argparse.Namespace, environ: os._Environ[str] | dict[str, str]) -> None:
+    """Settle ``args.store`` for a command that has ``--store``: the option, else
+    ``$SAIHM_STORE`` (``serve`` reads it, and its config file, through saihm.settings), then
+    check its form (saihm.storeurl); a bad URL is one line that never shows its password."""
+    if not hasattr(args, "store"):
+        return
+    from saihm.storeurl import ENV, check_store_url
+
+    if args.store is None and environ.get(ENV) and args.command != "migrate":
+        args.store = environ[ENV]
+    if args.store is not None:
+        check_store_url(args.store)
+
+
+def _store_url(argv: list[str]) -> str | None:
+    """The store URL a command line names (``--store`` or ``--to``) or $SAIHM_STORE."""
+    from saihm.storeurl import ENV
+
+    for i, arg in enumerate(argv):
+        for option in ("--store", "--to"):
+            if arg == option and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(option + "="):
+                return arg.split("=", 1)[1]
+    return os.environ.get(ENV)
 
 
 def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -40,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kek-dir", help="KEK directory (default: <data>/../kek)")
     parser.add_argument("--log-keys-dir", help="checkpoint signing keys (default: <data>/log-keys)")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="the log's PostgreSQL store (also $SAIHM_STORE; default: LMDB in <data>/lmdb)",
+    )
     return parser
 
 
@@ -47,7 +53,17 @@ def main(args: argparse.Namespace | list[str]) -> int:
     """Parse ``args`` (the namespace of ``saihm.cli`` or an argv list) and publish."""
     argv = args if isinstance(args, list) else [a for a in args.rest if a != "--"]
     opts = _parser().parse_args(argv)
-    if not (Path(opts.data) / "lmdb" / "data.mdb").is_file():
+    from saihm.storeurl import ENV, check_store_url, scrub
+
+    opts.store = opts.store or os.environ.get(ENV) or None
+    if opts.store is not None:
+        try:
+            check_store_url(opts.store)
+        except SaihmError as err:
+            print(f"saihm publish: {err}", file=sys.stderr)
+            return 2
+    held = "authority.pub" if opts.store else "lmdb/data.mdb"
+    if not (Path(opts.data) / held).is_file():
         print(f"saihm publish: {opts.data} is not a saihm data directory", file=sys.stderr)
         return 2
     from saihm.audit.publish import TileDir, publish
@@ -71,10 +87,15 @@ def main(args: argparse.Namespace | list[str]) -> int:
     if opts.log_keys_dir:
         overrides["log_keys_dir"] = Path(opts.log_keys_dir)
     try:
-        config = Config.for_data(Path(opts.data), **overrides)
+        if opts.store is None:
+            from saihm.storeurl import refuse_migrated
+
+            refuse_migrated(Path(opts.data))
+        config = Config.for_data(Path(opts.data), store=opts.store, **overrides)
         operator = open_operator(config, checkpointer=False)
     except (SaihmError, OSError) as err:
-        print(f"saihm publish: cannot open {opts.data}: {message(err)}", file=sys.stderr)
+        why = scrub(message(err), opts.store)
+        print(f"saihm publish: cannot open {opts.data}: {why}", file=sys.stderr)
         return 2
     store = operator.store
     try:

@@ -232,7 +232,10 @@ class Store(GroupCommit, PublicLog):
     # -- checkpoints ----------------------------------------------------------------------
 
     def checkpoint_now(self) -> bytes:
-        """Sign a checkpoint for the current size if none exists yet; return the latest note."""
+        """Sign a checkpoint for the current size if none exists yet; return the latest note.
+
+        Nodes sharing a store may sign the same size at once: the first note stored wins and
+        both return it (docs/scaling.md "Several nodes, one log")."""
         with self.storage.read() as txn:
             size = self.tree.size(txn)
             latest = self._latest_checkpoint(txn)
@@ -242,7 +245,10 @@ class Store(GroupCommit, PublicLog):
         stamp = int(self.clock())
         note = self.log_keys.sign(Checkpoint(self.origin, size, root), timestamp=stamp)
         with self.storage.write() as txn:
-            txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False)
+            if not txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False):
+                # Another process or node signed this size first: the stored note is the one
+                # every reader sees, so it is the one returned (and published).
+                note = txn.get(u64(size), db=self._db[CHECKPOINTS]) or note
             self._fault("checkpoint")
         self._last_checkpoint = self.clock()
         return note

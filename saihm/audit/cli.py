@@ -37,6 +37,40 @@ def _keys_file(path: str) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="with --data: the data directory's PostgreSQL store (also $SAIHM_STORE; default: "
+        "its LMDB store in DIR/lmdb; docs/scaling.md)",
+    )
+
+
+def _store(opts: argparse.Namespace) -> str | None:
+    """``--store``, else ``$SAIHM_STORE`` (with ``--data`` only), checked; None for LMDB."""
+    import os
+
+    from saihm.storeurl import ENV, check_store_url
+
+    if getattr(opts, "data", None) is None:
+        if opts.store is not None:
+            raise SaihmError("--store goes with --data DIR")
+        return None
+    opts.store = opts.store or os.environ.get(ENV) or None
+    if opts.store is None:
+        from saihm.storeurl import refuse_migrated
+
+        refuse_migrated(Path(opts.data))
+        return None
+    return check_store_url(opts.store)
+
+
+def _scrub(text: str, opts: argparse.Namespace) -> str:
+    from saihm.storeurl import scrub
+
+    return scrub(text, getattr(opts, "store", None))
+
+
 def export(args: argparse.Namespace | list[str]) -> int:
     """``saihm export --data DIR --out FILE [--with-cells]``."""
     parser = argparse.ArgumentParser(
@@ -54,13 +88,15 @@ def export(args: argparse.Namespace | list[str]) -> int:
         action="store_true",
         help="include stored cells and contracts (wire CBOR, ciphertext only)",
     )
+    _store_option(parser)
     opts = parser.parse_args(_rest(args))
     from saihm.audit.export import stream_bundle
 
     try:
-        written = stream_bundle(opts.data, opts.out, with_cells=opts.with_cells)
+        store = _store(opts)
+        written = stream_bundle(opts.data, opts.out, with_cells=opts.with_cells, store=store)
     except (SaihmError, OSError) as err:
-        print(f"saihm export: {message(err)}", file=sys.stderr)
+        print(f"saihm export: {_scrub(message(err), opts)}", file=sys.stderr)
         return 2
     for index, what in written.pop("problems"):
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
@@ -120,6 +156,7 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
         "DIR/log-keys)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _store_option(parser)
     add_witness_options(parser)
     opts = parser.parse_args(_rest(args))
     need = witness_policy(parser, opts)
@@ -138,6 +175,7 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
         print(f"saihm verify: {source} is a data directory: use --data {source}", file=sys.stderr)
         return 2
     try:
+        _store(opts)
         trusted = _keys_file(opts.trust) if opts.trust else None
         held = [Path(p).read_bytes() for p in opts.checkpoint]
         if is_log:
@@ -145,7 +183,7 @@ def verify(args: argparse.Namespace | list[str], private: PrivateCheck | None = 
         else:
             report = _verify_bundle(opts, trusted, held, private)
     except (SaihmError, OSError) as err:
-        print(f"saihm verify: {message(err)}", file=sys.stderr)
+        print(f"saihm verify: {_scrub(message(err), opts)}", file=sys.stderr)
         return 2
     if opts.witness:
         notes = held or _witness_notes(source, is_log, report)
@@ -265,7 +303,11 @@ def _verify_bundle(
     from saihm.audit.progress import progress
     from saihm.audit.verifier import verify_bundle
 
-    bundle = read_bundle(opts.source) if opts.source else read_data_dir(opts.data, with_cells=True)
+    bundle = (
+        read_bundle(opts.source)
+        if opts.source
+        else read_data_dir(opts.data, with_cells=True, store=opts.store)
+    )
     with progress(not opts.no_progress) as bar:
         report = verify_bundle(
             bundle,
@@ -274,7 +316,7 @@ def _verify_bundle(
             workers=opts.workers,
             progress=bar,
             second_implementation=opts.second_implementation,
-            source=opts.source or f"--data {opts.data}",
+            source=opts.source or _data_source(opts),
         )
         if opts.data is not None and private is not None:
             _run_private(private, opts, bar, report)
@@ -282,6 +324,15 @@ def _verify_bundle(
             report.notes.append("the operator's private state was not checked")
     report.checkpoint_notes = [note for _, note in bundle.checkpoints]
     return report
+
+
+def _data_source(opts: argparse.Namespace) -> str:
+    """How a report names a data directory (and its store, without a password)."""
+    from saihm.storeurl import redact
+
+    if opts.store is None:
+        return f"--data {opts.data}"
+    return f"--data {opts.data} --store {redact(opts.store)}"
 
 
 def _witness_notes(source: str | None, is_log: bool, report: Report) -> list[bytes]:

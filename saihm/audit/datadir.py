@@ -21,7 +21,7 @@ import cbor2
 
 from saihm.audit.bundle import Bundle
 from saihm.errors import MalformedInput, NotFound
-from saihm.storage.base import ReadTxn, StorageError
+from saihm.storage.base import ReadTxn, Storage, StorageError
 from saihm.storage.lmdb import LmdbStorage
 
 __all__ = ["DataView", "public_view", "read_data_dir"]
@@ -44,9 +44,14 @@ _U64 = struct.Struct(">Q")
 _NAMES = (LEAVES, BODIES, CHECKPOINTS, ERASURES, TALLIES)
 
 
-def _open(path: Path) -> LmdbStorage:
+def _open(path: Path, store: str | None = None) -> Storage | LmdbStorage:
     """Open the storage read-only; with reader locks when possible (a server may run). A
-    namespace never written reads as empty."""
+    namespace never written reads as empty. ``store``: the data directory's PostgreSQL store
+    (``--store URL``), opened read-only in its place."""
+    if store is not None:
+        from saihm.storage import open_storage
+
+        return open_storage(store, _NAMES, readonly=True)
     if not (path / "data.mdb").exists():
         raise NotFound(f"no LMDB environment at {path}")
     try:
@@ -63,7 +68,7 @@ class DataView:
     """
 
     def __init__(
-        self, txn: ReadTxn, storage: LmdbStorage, log_keys: list[str], authority: bytes
+        self, txn: ReadTxn, storage: Storage | LmdbStorage, log_keys: list[str], authority: bytes
     ) -> None:
         self.txn, self._storage, self.log_keys, self.authority = txn, storage, log_keys, authority
         self.origin = log_keys[0].split("+", 1)[0] if log_keys else ""
@@ -106,8 +111,11 @@ class DataView:
 
 
 @contextmanager
-def public_view(data_dir: str | Path) -> Iterator[DataView]:
+def public_view(data_dir: str | Path, *, store: str | None = None) -> Iterator[DataView]:
     """Open a data directory read-only and yield its public state in one read transaction.
+
+    ``store`` names the directory's PostgreSQL store (``--store URL``); None reads
+    ``DIR/lmdb``. The node-local files (verifier keys, ``authority.pub``) come from DIR.
 
     Raises ``NotFound`` if the directory is not a saihm data directory.
     """
@@ -120,7 +128,7 @@ def public_view(data_dir: str | Path) -> Iterator[DataView]:
         authority = (data / AUTHORITY_PUB).read_bytes()
     except FileNotFoundError as err:
         raise NotFound(f"{data} is not a saihm data directory: {err.filename}") from err
-    storage = _open(data / LMDB_SUBDIR)
+    storage = _open(data / LMDB_SUBDIR, store)
     try:
         with storage.read() as txn:
             yield DataView(txn, storage, log_keys, authority)
@@ -128,14 +136,17 @@ def public_view(data_dir: str | Path) -> Iterator[DataView]:
         storage.close()
 
 
-def read_data_dir(data_dir: str | Path, *, with_cells: bool = False) -> Bundle:
+def read_data_dir(
+    data_dir: str | Path, *, with_cells: bool = False, store: str | None = None
+) -> Bundle:
     """Build a :class:`Bundle` from a data directory, read in one read snapshot.
 
     Leaves are read in key order; a gap in the indexes (a deleted leaf) is recorded in
     ``read_problems`` and the bundle carries the leaves that are there, so verification fails.
-    Raises ``NotFound`` if the directory is not a saihm data directory.
+    Raises ``NotFound`` if the directory is not a saihm data directory. ``store``: as for
+    :func:`public_view`.
     """
-    with public_view(data_dir) as view:
+    with public_view(data_dir, store=store) as view:
         problems: list[tuple[int, str]] = []
         leaves: list[bytes] = []
         for index, value in view.leaves():

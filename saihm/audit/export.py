@@ -27,20 +27,23 @@ def _head(major: int, n: int) -> bytes:
     raise MalformedInput("length beyond CBOR's 64-bit range")
 
 
-def stream_bundle(data_dir: str | Path, path: str | Path, *, with_cells: bool = False) -> dict:
+def stream_bundle(
+    data_dir: str | Path, path: str | Path, *, with_cells: bool = False, store: str | None = None
+) -> dict:
     """Write the bundle of ``data_dir`` to ``path`` without holding the log in memory.
 
     The output is byte-for-byte ``read_data_dir(...).to_cbor()`` (the tests check it): the map's
     keys in deterministic order, each large array written as a definite-length head (its count
     read from LMDB first, in the same read transaction) followed by its items one at a time.
-    Written to a temporary file and renamed. Returns the counts and problems it found, as
+    Written to a temporary file and renamed. ``store`` is the data directory's PostgreSQL store
+    (``--store``; None: its LMDB store). Returns the counts and problems it found, as
     ``{"bytes", "leaves", "checkpoints", "cells", "problems": [(index, what)]}``.
     """
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     problems: list[tuple[int, str]] = []
     counts: dict[str, int | None] = {"cells": None}
-    with public_view(data_dir) as view, tmp.open("wb") as out:
+    with public_view(data_dir, store=store) as view, tmp.open("wb") as out:
         n_leaves = view.count(LEAVES)
         n_cells = n_contracts = 0
         if with_cells:

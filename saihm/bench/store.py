@@ -15,6 +15,10 @@ Figures (each against a floor or target measured or stated in the same run):
   leaves: the REMEMBER and KEY receipts, padded with RECALL receipts signed in a process pool),
   without signature checks, against the 100,000 events/s target; the best of three runs, so
   that page faults of a cold scratch environment are not counted as rebuild work.
+
+With ``--store postgresql://...`` it measures the store's scaling figures instead, LMDB beside
+PostgreSQL in one run: remember/s of one and two operator processes on one store, and the cost
+of one commit (saihm/bench/storescale.py; docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -173,7 +177,29 @@ def run(args: list[str]) -> Iterator[dict]:
     parser.add_argument("--seconds", type=float, default=5.0, help="per throughput figure")
     parser.add_argument("--threads", type=int, default=4, help="threads for the second figure")
     parser.add_argument("--samples", type=int, default=200, help="session recalls to time")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="measure the scaling figures instead: remember/s of 1 and 2 operator processes on "
+        "LMDB and on this PostgreSQL database, and the cost of one commit (scratch schemas, "
+        "dropped afterwards; saihm/bench/storescale.py)",
+    )
+    parser.add_argument(
+        "--node-threads", type=int, default=4, help="with --store: threads per operator process"
+    )
+    parser.add_argument(
+        "--commit-samples", type=int, default=200, help="with --store: commits timed per figure"
+    )
     opts = parser.parse_args(args)
+    if opts.store is not None:
+        from saihm.bench.storescale import run_scaling
+        from saihm.storeurl import check_store_url
+
+        sign_s = _sign_seconds(max(0.5, opts.seconds / 2))
+        floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"
+        url = check_store_url(opts.store)
+        yield from run_scaling(url, opts, _figure, 1 / (2 * sign_s), floor_peer)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-store-"))
     try:
         yield from _run(tmp, opts)

@@ -124,6 +124,9 @@ def _saihm_command() -> str:
 
 def _announce(args: argparse.Namespace, config: Config, url: str, created: bool) -> None:
     data = shlex.quote(args.data)
+    if config.store is not None:
+        # The URL may hold a password: the hint names the variable, never the value.
+        data += ' --store "$SAIHM_STORE"'
     first = "created" if created else "using"
     print(
         f"saihm: {first} data directory {config.data_dir}\n"
@@ -131,6 +134,7 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
         f"saihm: authority {config.authority_dir} (signs capability tokens; the server reads "
         f"only {config.authority_public_key_file})\n"
         f"saihm: log keys {config.log_keys_dir}; log origin {config.origin}\n"
+        f"saihm: store {_store_shown(config)}\n"
         f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
         f" governance at {url}governance\n"
         "saihm: first call (in another terminal):\n"
@@ -140,6 +144,26 @@ def _announce(args: argparse.Namespace, config: Config, url: str, created: bool)
         '-d \'{"method":"saihm_status","params":{}}\'',
         flush=True,
     )
+
+
+def _check_store(config: Config) -> None:
+    """Open a PostgreSQL store once before anything is created or announced, so a bad or
+    unreachable URL is one line and an exit (its message carries no password)."""
+    if config.store is None:
+        return
+    from saihm.storage import open_storage
+    from saihm.store import STORAGE_NAMES
+
+    open_storage(config.store, STORAGE_NAMES).close()
+
+
+def _store_shown(config: Config) -> str:
+    """Where the log and private state are, without a password."""
+    from saihm.storeurl import redact
+
+    if config.store is None:
+        return f"LMDB in {config.lmdb_dir}"
+    return f"{redact(config.store)} (PostgreSQL; {config.data_dir} holds node-local files only)"
 
 
 async def _serve(
@@ -173,7 +197,9 @@ def _worker(config: Config, sock: socket.socket, context: ssl.SSLContext | None,
     try:
         asyncio.run(_serve(config, sock, context, args.max_body))
     except SaihmError as err:
-        print(f"saihm: error: {err}", file=sys.stderr, flush=True)
+        from saihm.storeurl import scrub
+
+        print(f"saihm: error: {scrub(str(err), config.store)}", file=sys.stderr, flush=True)
         return 2
     return 0
 
@@ -235,6 +261,7 @@ def main(args: argparse.Namespace) -> int:
         if context is not None:
             _log_key_exchange(context)
         config = with_serve_limits(config_from(args), args)
+        _check_store(config)
         if config.embedding_model is not None:
             from saihm.retrieval.embed import check_semantic
 
@@ -245,7 +272,9 @@ def main(args: argparse.Namespace) -> int:
             config = config_from(args)  # now with the origin the new directory recorded
         sock = bind(args.host, args.port)
     except SaihmError as err:
-        print(f"saihm: error: {err}", file=sys.stderr)
+        from saihm.storeurl import scrub
+
+        print(f"saihm: error: {scrub(str(err), getattr(args, 'store', None))}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"saihm: error: cannot listen on {args.host}:{args.port}: {err.strerror}",

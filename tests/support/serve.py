@@ -38,12 +38,25 @@ def fetch(url, *, data=None, headers=None, context=None, timeout=30):
 
 
 @contextmanager
-def serving(tmp: Path, *args: str, context=None, scheme="http") -> Iterator[tuple]:
-    """Start ``saihm serve ARGS --port P`` in ``tmp``; yield once /log/checkpoint answers."""
+def serving(
+    tmp: Path, *args: str, context=None, scheme="http", env=None, name="serve"
+) -> Iterator[tuple]:
+    """Start ``saihm serve ARGS --port P`` in ``tmp``; yield once /log/checkpoint answers.
+
+    ``env`` adds environment variables (``SAIHM_STORE`` for a node of a PostgreSQL store);
+    ``name`` names its output files ``tmp/NAME.out`` and ``tmp/NAME.err``, so several servers
+    can run in one directory.
+    """
+    import os
+
     port = free_port()
-    out, err = (tmp / "serve.out").open("w"), (tmp / "serve.err").open("w")
+    out, err = (tmp / f"{name}.out").open("w"), (tmp / f"{name}.err").open("w")
     proc = subprocess.Popen(
-        [SAIHM, "serve", *args, "--port", str(port)], cwd=tmp, stdout=out, stderr=err
+        [SAIHM, "serve", *args, "--port", str(port)],
+        cwd=tmp,
+        stdout=out,
+        stderr=err,
+        env={**os.environ, **(env or {})},
     )
     url = f"{scheme}://127.0.0.1:{port}/"
     try:
@@ -57,7 +70,9 @@ def serving(tmp: Path, *args: str, context=None, scheme="http") -> Iterator[tupl
                 proc.wait(timeout=0.05)
             except subprocess.TimeoutExpired:
                 continue
-            pytest.fail(f"saihm serve exited {proc.returncode}: {(tmp / 'serve.err').read_text()}")
+            pytest.fail(
+                f"saihm serve exited {proc.returncode}: {(tmp / f'{name}.err').read_text()}"
+            )
         else:
             pytest.fail("saihm serve did not answer in time")
         yield proc, url
@@ -69,9 +84,10 @@ def serving(tmp: Path, *args: str, context=None, scheme="http") -> Iterator[tupl
         err.close()
 
 
-def holder_create(data: Path) -> dict:
+def holder_create(data: Path, *extra: str) -> dict:
+    """``saihm holder create --data DATA EXTRA...`` (``"--store", URL`` for a PostgreSQL store)."""
     done = subprocess.run(
-        [SAIHM, "holder", "create", "--data", str(data)], capture_output=True, check=True
+        [SAIHM, "holder", "create", "--data", str(data), *extra], capture_output=True, check=True
     )
     return json.loads(done.stdout)
 

@@ -1,0 +1,92 @@
+"""``--store URL`` at the command line: the check of a PostgreSQL URL and its safe rendering.
+
+DESIGN.md "Pinned additions for the second round": ``--store postgresql://...`` puts the log
+and the private state in a PostgreSQL database (docs/scaling.md). A URL may carry a password
+(``postgresql://user:secret@host/db``); nothing here, and nothing that uses :func:`redact`,
+lets it reach a message, a log line or a report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+from saihm.errors import Conflict, MalformedInput
+
+__all__ = ["ENV", "MARKER", "check_store_url", "redact", "refuse_migrated", "scrub"]
+
+#: The environment variable every command reads when ``--store`` is not given.
+ENV = "SAIHM_STORE"
+#: The file in DIR that ``saihm migrate`` writes (the target without its password, the size).
+MARKER = "migrated"
+_SCHEMES = ("postgresql", "postgres")
+#: ``user:password@`` in a URL's authority, and ``password=...`` in its query or a DSN.
+_USERINFO = re.compile(r"(?P<head>://[^:/?#@\s]*):[^@/?#\s]*@")
+_PASSWORD_PARAM = re.compile(r"(?i)(?P<head>\bpassword=)[^&\s]*")
+
+
+def redact(text: str) -> str:
+    """``text`` with every password of a URL or ``password=`` parameter in it replaced by
+    ``***`` (the user, host, port and database stay, so a message still says which store)."""
+    text = _USERINFO.sub(r"\g<head>:***@", text)
+    return _PASSWORD_PARAM.sub(r"\g<head>***", text)
+
+
+def scrub(message: str, url: str | None) -> str:
+    """``message`` with ``url``'s password removed, whether the message quotes the URL whole,
+    redacted or only the password itself (a driver may echo any of them)."""
+    message = redact(message)
+    if url:
+        for secret in _passwords(url):
+            if secret:
+                message = message.replace(secret, "***")
+    return message
+
+
+def _passwords(url: str) -> list[str]:
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+        found += [v for k, v in parse_qsl(parts.query) if k.lower() == "password"]
+    except ValueError:
+        return []
+    return [p for p in found if len(p) >= 3]
+
+
+def check_store_url(url: str) -> str:
+    """``url`` if it names a PostgreSQL database (``postgresql://`` or ``postgres://``, libpq's
+    URI form); otherwise :class:`MalformedInput` whose message never shows the password.
+
+    Only the form is checked here: whether the database answers is the driver's to say when
+    the store opens (saihm.storage.postgres).
+    """
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise MalformedInput(f"--store {shown}: not a valid URL") from None
+    if parts.scheme not in _SCHEMES:
+        raise MalformedInput(
+            f"--store {shown}: expected a postgresql://USER@HOST[:PORT]/DATABASE URL "
+            "(leave --store out for LMDB in DATA/lmdb)"
+        )
+    return url
+
+
+def refuse_migrated(data_dir: str | Path) -> None:
+    """Refuse to open ``data_dir``'s LMDB store once ``saihm migrate`` moved it (``DIR/migrated``):
+    its log continues in PostgreSQL, and a second continuation here would fork it. Raises
+    :class:`Conflict` naming ``--store``."""
+    marker = Path(data_dir) / MARKER
+    if marker.is_file():
+        try:
+            where = json.loads(marker.read_text()).get("to", "a PostgreSQL store")
+        except (OSError, ValueError, AttributeError):
+            where = "a PostgreSQL store"
+        raise Conflict(
+            f"{data_dir} was migrated to {where}: use --store URL (its LMDB store is "
+            f"kept only as a record; remove {marker} to use it instead)"
+        )
