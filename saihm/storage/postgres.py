@@ -34,7 +34,11 @@ pagination (pages grow from 32 to 1024 rows), so memory stays bounded on any nam
 **Round trips.** Connections come from a ``psycopg_pool.ConnectionPool``; a transaction takes
 one for its life. Hot statements are prepared on each connection; parameters and results
 travel in binary; ``put_many`` sends a batch as two arrays to one ``INSERT ... unnest``
-statement; beginning a transaction is one round trip, as is each get, put and commit.
+statement. Beginning a transaction is one round trip, and so is each get, scan page, ``last``
+and ``count``. The write transaction runs in pipeline mode: a write whose answer is not needed
+(``put``, ``put_many``, ``clear``) is queued and travels with the next statement that answers,
+COMMIT included, so a run of writes costs no round trip of its own; its error is raised by
+that next statement, and a transaction with a failed statement cannot commit.
 
 **Errors.** Every psycopg error becomes :class:`StorageError`; disk full (SQLSTATE 53100)
 becomes :class:`StorageFull`, and :meth:`PostgresStorage.grow` returns False (the database
@@ -45,9 +49,9 @@ grows by itself until its disk is full; only an operator can add room). ``locati
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
@@ -55,9 +59,15 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import TransactionStatus
 from psycopg.types.numeric import Int4
 
+from saihm.storage._pgschema import (
+    SCHEMA_VERSION,
+    Statements,
+    current_schema,
+    lock_key,
+    namespace_ids,
+)
 from saihm.storage._pgurl import safe_location
 from saihm.storage.base import MAX_KEY, Namespace, StorageError, StorageFull, Usage
 
@@ -65,7 +75,6 @@ __all__ = ["SCHEMA_VERSION", "PostgresStorage"]
 
 log = logging.getLogger("saihm.storage")
 
-SCHEMA_VERSION = 1
 _FIRST_PAGE = 32
 _MAX_PAGE = 1024
 _BATCH = 2000  # pairs per put_many statement
@@ -76,12 +85,6 @@ _DISK_FULL = "53100"
 _SESSION_SETUP = (
     "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
 )
-
-
-def _lock_key(purpose: str, schema: str) -> int:
-    """A signed 64-bit advisory lock key for ``purpose`` in ``schema``."""
-    digest = hashlib.sha256(f"saihm:{purpose}:{schema}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _check_key(key: bytes) -> None:
@@ -106,50 +109,6 @@ def _prefix_end(prefix: bytes) -> bytes | None:
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
 
-class _Sql:
-    """The driver's statements, composed once per storage with its schema's table names."""
-
-    def __init__(self, schema: str) -> None:
-        kv = sql.Identifier(schema, "saihm_kv")
-        self.kv = kv
-        self.namespace = sql.Identifier(schema, "saihm_namespace")
-        self.meta = sql.Identifier(schema, "saihm_meta")
-        self.schema = sql.Identifier(schema)
-        q = sql.SQL
-        self.get = q("SELECT v FROM {} WHERE ns = %b AND k = %b").format(kv)
-        self.put = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) "
-            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
-        ).format(kv)
-        self.put_new = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) ON CONFLICT (ns, k) DO NOTHING"
-        ).format(kv)
-        self.put_many = q(
-            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
-            "AS t(k, v) ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
-        ).format(kv)
-        # The append fast path inserts only if nothing at or above its first key exists yet.
-        self.append = q(
-            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
-            "AS t(k, v) WHERE NOT EXISTS (SELECT 1 FROM {} WHERE ns = %b AND k >= %b)"
-        ).format(kv, kv)
-        self.delete = q("DELETE FROM {} WHERE ns = %b AND k = %b").format(kv)
-        self.clear = q("DELETE FROM {} WHERE ns = %b").format(kv)
-        self.count = q("SELECT count(*) FROM {} WHERE ns = %b").format(kv)
-        self.scans: dict[tuple[bool, bool, bool], sql.Composed] = {}
-        for reverse in (False, True):
-            for strict in (False, True):
-                for bounded in (False, True):
-                    low = ">" if strict and not reverse else ">="
-                    where = q("ns = %b AND k {} %b").format(q(low))
-                    if bounded:
-                        where = q("{} AND k < %b").format(where)
-                    order = q("DESC" if reverse else "ASC")
-                    self.scans[reverse, strict, bounded] = q(
-                        "SELECT k, v FROM {} WHERE {} ORDER BY k {} LIMIT %b"
-                    ).format(kv, where, order)
-
-
 class _Read:
     """A read snapshot (also the base of the write transaction)."""
 
@@ -158,28 +117,32 @@ class _Read:
         self._sql = storage._sql
         self._conn: psycopg.Connection[Any] | None = conn
         self._cur = conn.cursor(binary=True)
+        self._failed = False
 
     def _fail(self, err: Exception) -> StorageError:
+        self._failed = True
         return self._storage._error(err)
 
-    def _run(self, query: sql.Composed, params: Sequence[object]) -> psycopg.Cursor[Any]:
+    def _rows(self, query: sql.Composed, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        """Run ``query`` and fetch every row (in a write transaction, after the deferred
+        writes before it: their errors are raised here)."""
         if self._conn is None:
             raise StorageError("the transaction has ended")
         try:
-            return self._cur.execute(query, params, prepare=True)
+            return self._cur.execute(query, params, prepare=True).fetchall()
         except psycopg.Error as err:
             raise self._fail(err) from None
+
+    def _one(self, query: sql.Composed, params: Sequence[object]) -> tuple[Any, ...] | None:
+        rows = self._rows(query, params)
+        return rows[0] if rows else None
 
     def _end(self, commit: bool) -> None:
         conn = self._conn
         if conn is None:
             return
         self._conn = None
-        self._storage._finish(conn, commit=commit, xid=self._xid())
-
-    def _xid(self) -> str | None:
-        """The transaction id of a write transaction; None for a read snapshot."""
-        return None
+        self._storage._finish(conn, commit=False, xid=None)
 
     def close(self) -> None:
         self._end(False)
@@ -198,7 +161,7 @@ class _Read:
     def get(self, key: bytes, *, db: Namespace) -> bytes | None:
         if not _findable(key) or db.handle is None:
             return None
-        row = self._run(self._sql.get, (db.handle, key)).fetchone()
+        row = self._one(self._sql.get, (db.handle, key))
         return None if row is None else bytes(row[0])
 
     def scan(
@@ -229,13 +192,10 @@ class _Read:
             if reverse:
                 # Descending pages: the bound moves down, ``start`` stays the floor.
                 query = self._sql.scans[True, False, stop is not None]
-                params: tuple[object, ...] = (
-                    (ns, start, stop, size) if stop is not None else (ns, start, size)
-                )
             else:
                 query = self._sql.scans[False, strict, stop is not None]
-                params = (ns, start, stop, size) if stop is not None else (ns, start, size)
-            rows = self._run(query, params).fetchall()
+            params = (ns, start, stop, size) if stop is not None else (ns, start, size)
+            rows = self._rows(query, params)
             for key, value in rows:
                 yield bytes(key), bytes(value)
             if len(rows) < size:
@@ -248,34 +208,83 @@ class _Read:
             size = min(size * 2, _MAX_PAGE)
 
     def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
-        if prefix is not None:
-            end = _prefix_end(prefix)
-            start, stop = prefix, end
-        else:
-            start, stop = b"", None
         if db.handle is None:
             return None
+        start, stop = (b"", None) if prefix is None else (prefix, _prefix_end(prefix))
         query = self._sql.scans[True, False, stop is not None]
         params = (db.handle, start, stop, 1) if stop is not None else (db.handle, start, 1)
-        row = self._run(query, params).fetchone()
+        row = self._one(query, params)
         return None if row is None else (bytes(row[0]), bytes(row[1]))
 
     def count(self, db: Namespace) -> int:
         if db.handle is None:
             return 0
-        row = self._run(self._sql.count, (db.handle,)).fetchone()
+        row = self._one(self._sql.count, (db.handle,))
         return int(row[0]) if row else 0
 
 
 class _Write(_Read):
-    """The write transaction: commits when its ``with`` block ends normally."""
+    """The write transaction: commits when its ``with`` block ends normally.
+
+    It runs in psycopg's pipeline mode: a write whose answer nobody needs (``put``,
+    ``put_many``, ``clear``) is sent without waiting for it, and travels with the next
+    statement that returns something (a get, a scan, the COMMIT), so a run of writes costs
+    one round trip. Its error, if any, is raised by that next statement; the transaction is
+    then failed, and committing it raises.
+    """
 
     def __init__(self, storage: PostgresStorage, conn: psycopg.Connection[Any], xid: str) -> None:
         super().__init__(storage, conn)
         self._txid = xid or "0"
+        self._sink = conn.cursor(binary=True)
+        self._mode = ExitStack()
+        self._mode.enter_context(conn.pipeline())
 
-    def _xid(self) -> str | None:
-        return self._txid
+    def _send(self, query: sql.Composed, params: Sequence[object]) -> None:
+        """Queue ``query``; its result is never looked at."""
+        if self._conn is None:
+            raise StorageError("the transaction has ended")
+        try:
+            self._sink.execute(query, params, prepare=True)
+        except psycopg.Error as err:
+            raise self._fail(err) from None
+
+    def _send_commit(self, conn: psycopg.Connection[Any]) -> str:
+        """Send COMMIT after the queued writes and leave pipeline mode; the server's answer
+        (``COMMIT``, or ``ROLLBACK`` for a transaction that had failed)."""
+        done = conn.execute("COMMIT", prepare=False)
+        self._mode.close()
+        return done.statusmessage or ""
+
+    def _end(self, commit: bool) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        self._conn = None
+        storage = self._storage
+        failed = self._failed
+        if commit and not failed:
+            try:
+                # COMMIT goes with every write still queued: one round trip. A server that
+                # answers ROLLBACK found the transaction failed (a queued write's error is
+                # raised here instead).
+                failed = self._send_commit(conn) != "COMMIT"
+            except psycopg.Error as err:
+                with contextlib.suppress(psycopg.Error):
+                    self._mode.close()
+                storage._finish(conn, commit=True, xid=self._txid, error=err)
+                return
+            if not failed:
+                storage._release(conn)
+                return
+        with contextlib.suppress(psycopg.Error):
+            self._mode.close()  # sync: collect what is queued (its errors no longer matter)
+        storage._finish(conn, commit=False, xid=self._txid)
+        if commit:
+            raise StorageError(
+                f"PostgreSQL at {storage.location}: a statement of the transaction failed; "
+                "nothing of it was written"
+            )
 
     def __enter__(self) -> _Write:
         return self
@@ -304,9 +313,9 @@ class _Write(_Read):
         _check_key(key)
         ns = self._handle(db)
         if overwrite:
-            self._run(self._sql.put, (ns, key, value))
+            self._send(self._sql.put, (ns, key, value))
             return True
-        return self._run(self._sql.put_new, (ns, key, value)).rowcount == 1
+        return self._one(self._sql.put_new, (ns, key, value)) is not None
 
     def put_many(
         self, items: Iterable[tuple[bytes, bytes]], *, db: Namespace, append: bool = False
@@ -334,24 +343,24 @@ class _Write(_Read):
             _check_key(key)
             pending[key] = value
             if len(pending) == _BATCH:
-                self._run(self._sql.put_many, (ns, list(pending), list(pending.values())))
+                self._send(self._sql.put_many, (ns, list(pending), list(pending.values())))
                 pending = {}
         if pending:
-            self._run(self._sql.put_many, (ns, list(pending), list(pending.values())))
+            self._send(self._sql.put_many, (ns, list(pending), list(pending.values())))
 
     def _append(self, ns: object, keys: list[bytes], values: list[bytes]) -> None:
-        cur = self._run(self._sql.append, (ns, keys, values, ns, keys[0]))
-        if cur.rowcount != len(keys):
+        row = self._one(self._sql.append, (ns, keys, values, ns, keys[0]))
+        if row is None or row[0] != len(keys):
             raise StorageError("append: keys must ascend above every key present")
 
     def delete(self, key: bytes, *, db: Namespace) -> bool:
         ns = self._handle(db)
         if not _findable(key):
             return False
-        return self._run(self._sql.delete, (ns, key)).rowcount == 1
+        return self._one(self._sql.delete, (ns, key)) is not None
 
     def clear(self, db: Namespace) -> None:
-        self._run(self._sql.clear, (self._handle(db),))
+        self._send(self._sql.clear, (self._handle(db),))
 
 
 class PostgresStorage:
@@ -472,37 +481,36 @@ class PostgresStorage:
                 log.info("PostgreSQL connection found broken; replaced")
         raise AssertionError("unreachable")
 
-    def _finish(self, conn: psycopg.Connection[Any], *, commit: bool, xid: str | None) -> None:
-        """End the transaction on ``conn`` and return it to the pool.
+    def _finish(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        commit: bool,
+        xid: str | None,
+        error: psycopg.Error | None = None,
+    ) -> None:
+        """End the transaction on ``conn`` (out of pipeline mode) and return it to the pool.
 
         A read snapshot (``xid`` None) ends with COMMIT: it wrote nothing, and a ROLLBACK
-        would make psycopg drop the connection's prepared statements. A commit whose
-        connection broke is settled by asking the server what became of ``xid``; a commit
-        after a failed statement raises (PostgreSQL would answer it with a silent rollback).
+        would make psycopg drop the connection's prepared statements. A write transaction
+        ends with ROLLBACK, unless ``commit``: then its COMMIT has failed with ``error``. If
+        the connection broke, the COMMIT may still have reached the server, and the server
+        is asked what became of ``xid``; otherwise a statement failed and nothing was
+        written. Raises the interface's error for ``error`` unless the server committed.
         """
-        failed = conn.info.transaction_status == TransactionStatus.INERROR
         try:
-            if xid is None or (commit and not failed):
+            if xid is None:
                 conn.commit()
-            else:
+            elif not conn.broken:
                 conn.rollback()
         except psycopg.Error as err:
-            broken = conn.broken
-            if not broken:
-                with contextlib.suppress(psycopg.Error):
-                    conn.rollback()
+            log.debug("PostgreSQL transaction not ended cleanly: %s", type(err).__name__)
+        finally:
             self._release(conn)
-            if xid is None or not commit:
+        if commit and error is not None:
+            if conn.broken and xid and self._committed(xid):
                 return
-            if broken and self._committed(xid):
-                return
-            raise self._error(err) from None
-        self._release(conn)
-        if commit and failed:
-            raise StorageError(
-                f"PostgreSQL at {self.location}: a statement of the transaction failed; "
-                "nothing of it was written"
-            )
+            raise self._error(error) from None
 
     def _committed(self, xid: str) -> bool:
         """Whether transaction ``xid`` committed (False when that cannot be learned)."""
@@ -518,80 +526,18 @@ class PostgresStorage:
         try:
             with psycopg.connect(self._url, **self._kwargs) as conn:
                 self._configure(conn)
-                return self._setup_on(conn)
+                self.schema = current_schema(conn, self.location)
+                self._sql = Statements(self.schema)
+                self._write_lock = lock_key("write", self.schema)
+                ids = namespace_ids(
+                    conn, self._sql, self.namespaces, readonly=self.readonly, where=self.location
+                )
         except psycopg.Error as err:
             raise self._error(err) from None
-
-    def _setup_on(self, conn: psycopg.Connection[Any]) -> dict[bytes, Namespace]:
-        row = conn.execute("SELECT current_schema()").fetchone()
-        schema = None if row is None else row[0]
-        if schema is None:
-            raise StorageError(
-                f"PostgreSQL at {self.location}: no schema of the search_path exists"
-            )
-        self.schema = str(schema)
-        self._sql = _Sql(self.schema)
-        self._write_lock = _lock_key("write", self.schema)
-        names = self._namespace_ids(conn)
-        if not self.readonly and (names is None or set(self.namespaces) - set(names)):
-            with conn.transaction():
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s)", (_lock_key("schema", self.schema),)
-                )
-                self._create(conn)
-            names = self._namespace_ids(conn)
-        names = names or {}
         return {
-            name: Namespace(name, None if name not in names else Int4(names[name]))
+            name: Namespace(name, None if name not in ids else Int4(ids[name]))
             for name in self.namespaces
         }
-
-    def _namespace_ids(self, conn: psycopg.Connection[Any]) -> dict[bytes, int] | None:
-        """The numbered namespaces, or None when the tables do not exist yet."""
-        exists = conn.execute(
-            "SELECT to_regclass(%s) IS NOT NULL", (self._sql.namespace.as_string(conn),)
-        ).fetchone()
-        if not exists or not exists[0]:
-            return None
-        row = conn.execute(
-            sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(self._sql.meta)
-        ).fetchone()
-        if row is None or row[0] != str(SCHEMA_VERSION):
-            found = "none" if row is None else row[0]
-            raise StorageError(
-                f"PostgreSQL at {self.location}: schema version {found}, "
-                f"this saihm reads version {SCHEMA_VERSION}"
-            )
-        rows = conn.execute(sql.SQL("SELECT name, id FROM {}").format(self._sql.namespace))
-        return {bytes(name): int(ident) for name, ident in rows}
-
-    def _create(self, conn: psycopg.Connection[Any]) -> None:
-        s = self._sql
-        for statement in (
-            "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS {namespace} ("
-            " id integer GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
-            " name bytea NOT NULL UNIQUE)",
-            "CREATE TABLE IF NOT EXISTS {kv} ("
-            " ns integer NOT NULL,"
-            f" k bytea NOT NULL CHECK (octet_length(k) BETWEEN 1 AND {MAX_KEY}),"
-            " v bytea NOT NULL,"
-            " PRIMARY KEY (ns, k))",
-        ):
-            conn.execute(sql.SQL(statement).format(meta=s.meta, namespace=s.namespace, kv=s.kv))
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING"
-            ).format(s.meta),
-            (str(SCHEMA_VERSION),),
-        )
-        with conn.cursor() as cur:
-            cur.executemany(
-                sql.SQL("INSERT INTO {} (name) VALUES (%s) ON CONFLICT (name) DO NOTHING").format(
-                    s.namespace
-                ),
-                [(name,) for name in self.namespaces],
-            )
 
     def namespace(self, name: bytes) -> Namespace:
         return self._handles[name]

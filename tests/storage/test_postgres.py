@@ -14,7 +14,7 @@ import pytest
 
 from saihm.storage import StorageError, open_storage
 from saihm.storage._pgurl import safe_location
-from saihm.storage.postgres import PostgresStorage
+from saihm.storage.postgres import PostgresStorage, _Write
 from tests.storage.conftest import NS, child
 from tests.support.postgres import fresh_location, require_url, with_schema
 
@@ -247,22 +247,19 @@ def test_a_commit_whose_connection_broke_is_settled_by_the_server(
     assert isinstance(storage, PostgresStorage)
     try:
         main = storage.namespace(b"main")
-        real_commit = psycopg.Connection.commit
+        real = _Write._send_commit
+        lost: list[str] = []
 
-        def commit_then_lose_the_answer(conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
-            real_commit(conn)
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and lose[0]:
-                lose[0] = False
-                conn.pgconn.finish()  # the socket is gone: psycopg sees a broken connection
-                raise psycopg.OperationalError("server closed the connection unexpectedly")
+        def commit_then_lose_the_answer(self: _Write, conn: psycopg.Connection) -> str:  # type: ignore[type-arg]
+            lost.append(real(self, conn))
+            conn.pgconn.finish()  # the socket is gone: psycopg sees a broken connection
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-        lose = [False]
-        monkeypatch.setattr(psycopg.Connection, "commit", commit_then_lose_the_answer)
-        txn = storage.write()
-        txn.put(b"durable", b"1", db=main)
-        lose[0] = True
-        txn.commit()  # no error: the server says it committed
-        assert lose[0] is False
+        monkeypatch.setattr(_Write, "_send_commit", commit_then_lose_the_answer)
+        with storage.write() as txn:
+            txn.put(b"durable", b"1", db=main)
+        assert lost == ["COMMIT"]  # no error above: the server says it committed
+        monkeypatch.undo()
         with storage.read() as snap:
             assert snap.get(b"durable", db=main) == b"1"
     finally:
@@ -276,7 +273,7 @@ def test_a_transaction_the_server_never_committed_is_reported(url: str) -> None:
         main = storage.namespace(b"main")
         txn = storage.write()
         txn.put(b"lost", b"1", db=main)
-        xid = txn._xid()
+        xid = txn._txid  # type: ignore[attr-defined]
         assert xid and xid != "0"
         terminate_sessions(url)
         with pytest.raises(StorageError):

@@ -74,7 +74,8 @@ def main() -> None:
                     refused.append(content)
                 else:
                     done.append(content)
-            print(json.dumps({"done": done, "refused": refused, "map": store.storage.map_size}))
+            map_size = getattr(store.storage, "map_size", None)  # LMDB only
+            print(json.dumps({"done": done, "refused": refused, "map": map_size}))
     finally:
         store.close()
 

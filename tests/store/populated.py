@@ -160,7 +160,10 @@ def clone(template: Populated, template_root: Path, root: Path) -> Populated:
     opened afresh: the same holders, tokens and cells, at the cost of a file copy."""
     import shutil
 
+    from tests.support.postgres import copy_test_store
+
     shutil.copytree(template_root, root, dirs_exist_ok=True)
+    copy_test_store(template_root / "data", root / "data")  # SAIHM_TEST_STORE=postgresql
     return reopened(template, root)
 
 

@@ -27,6 +27,7 @@ from saihm.projections.keys import dumps, loads, u64
 from saihm.projections.seal import TAG_BYTES
 from saihm.storage import WriteTxn
 
+from ..support.postgres import lmdb_only
 from ..support.serve import SAIHM, post, serving
 from .populated import Populated, clone, populate
 
@@ -231,6 +232,7 @@ def test_a_raw_edit_of_access_state_grants_nothing_and_is_found(populated, attac
     assert all(f.database and f.check for f in result.findings)
 
 
+@lmdb_only("`saihm verify --data` reads DATA/lmdb only (saihm/audit/datadir.py)")
 def test_the_issue_attack_through_http_shows_no_plaintext_of_another_holder(tmp_path):
     """Every attack at once on a stopped operator, then a real ``saihm serve`` over HTTP."""
     p = populate(tmp_path)

@@ -23,9 +23,15 @@ from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
 from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
+from tests.support.postgres import lmdb_only
 
 from ..support.serve import SAIHM
 from .populated import Populated, clone, populate, reopened
+
+pytestmark = lmdb_only(
+    "raw edits through lmdb.open, and `saihm verify --data`, whose public checks "
+    "(saihm/audit/datadir.py) read DATA/lmdb only"
+)
 
 Damage = Callable[[Populated, lmdb.Environment], None]
 

@@ -23,8 +23,11 @@ from saihm import cli
 from saihm.errors import SaihmError
 from saihm.operator import Operator
 from saihm.store import Store
+from tests.support.postgres import lmdb_only
 
 from .populated import Populated, named_databases, populate
+
+pytestmark = lmdb_only("its raw edits open DATA/lmdb with lmdb.open")
 
 OPS = ("flip", "delete", "swap", "drop_last")
 SEED = 11

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from saihm.operator import Operator
 from saihm.store import Store
+from tests.support.postgres import lmdb_only
 from tests.support.world import make_world
+
+pytestmark = lmdb_only(
+    "it scans the data directory's files; a PostgreSQL store's rows are on the server"
+)
 
 
 class MarkedEmbedder:

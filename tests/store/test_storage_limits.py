@@ -22,6 +22,9 @@ import pytest
 from saihm.errors import SaihmError, Unavailable
 from saihm.operator import Operator
 from saihm.store import Store
+from tests.support.postgres import lmdb_only
+
+pytestmark = lmdb_only("the LMDB map and its growth")
 
 CHILD = Path(__file__).with_name("_store_child.py")
 SAIHM = str(Path(sys.executable).parent / "saihm")
