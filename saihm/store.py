@@ -53,6 +53,7 @@ from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import rank
 from saihm.storage import Namespace, ReadTxn, Storage, StorageFull, WriteTxn, open_storage
 from saihm.storage.lmdb import LmdbStorage
+from saihm.storeurl import record_store_elsewhere, refuse_migrated
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
 from saihm.translog.witness import append_cosignatures
 
@@ -129,12 +130,16 @@ class Store(GroupCommit, PublicLog):
         self._fault = fault_hook or (lambda step: None)
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.kek_dir = KekDirectory(config.kek_dir)
+        if config.store is None:
+            refuse_migrated(config.data_dir)  # its store is in PostgreSQL: never an empty LMDB
         self.storage: Storage = open_storage(
             config.storage_location,
             STORAGE_NAMES,
             map_size=config.map_size,
             map_size_max=config.map_size_max,
         )
+        if config.store is not None:
+            record_store_elsewhere(config.data_dir, config.store)
         self.tree = TreeStorage(self.storage)
         self.keyring = Keyring(self.storage, self.kek_dir)
         self._memo_key = self.kek_dir.memo_key()

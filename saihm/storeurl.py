@@ -15,7 +15,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 from saihm.errors import Conflict, MalformedInput
 
-__all__ = ["ENV", "MARKER", "check_store_url", "redact", "refuse_migrated", "scrub"]
+__all__ = [
+    "ELSEWHERE",
+    "ENV",
+    "MARKER",
+    "check_store_url",
+    "record_store_elsewhere",
+    "redact",
+    "refuse_migrated",
+    "scrub",
+]
 
 #: The environment variable every command reads when ``--store`` is not given.
 ENV = "SAIHM_STORE"
@@ -76,6 +85,20 @@ def check_store_url(url: str) -> str:
     return url
 
 
+#: Written in a data directory the first time a store opens on a ``postgresql://`` URL with it:
+#: from then on, opening the directory without ``--store`` (an empty LMDB store beside the
+#: real one, where a KEK rotation would find no wrapped key and retire them all) is refused.
+ELSEWHERE = "store-elsewhere"
+
+
+def record_store_elsewhere(data_dir: str | Path, url: str) -> None:
+    """Mark ``data_dir`` as the node-local half of the store at ``url`` (written once; the URL
+    without its password). :func:`refuse_migrated` then refuses its LMDB store."""
+    marker = Path(data_dir) / ELSEWHERE
+    if not marker.exists():
+        marker.write_text(json.dumps({"to": redact(url)}) + "\n")
+
+
 def refuse_migrated(data_dir: str | Path) -> None:
     """Refuse to open ``data_dir``'s LMDB store once ``saihm migrate`` moved it (``DIR/migrated``):
     its log continues in PostgreSQL, and a second continuation here would fork it. Raises
@@ -89,4 +112,14 @@ def refuse_migrated(data_dir: str | Path) -> None:
         raise Conflict(
             f"{data_dir} was migrated to {where}: use --store URL (its LMDB store is "
             f"kept only as a record; remove {marker} to use it instead)"
+        )
+    elsewhere = Path(data_dir) / ELSEWHERE
+    if elsewhere.is_file():
+        try:
+            where = json.loads(elsewhere.read_text()).get("to", "a PostgreSQL store")
+        except (OSError, ValueError, AttributeError):
+            where = "a PostgreSQL store"
+        raise Conflict(
+            f"{data_dir} holds the node-local files of the store at {where}: "
+            "use --store URL (or $SAIHM_STORE)"
         )

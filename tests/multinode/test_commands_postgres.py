@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from saihm.config import Config
 from tests.support.serve import SAIHM, post, serving
 
 
@@ -51,3 +53,29 @@ def test_the_data_commands_work_on_a_postgresql_store(
     published = json.loads(_ok("publish", *store, "--to", str(tmp_path / "out")))
     assert published and (tmp_path / "out" / "checkpoint").is_file()
     assert json.loads(_ok("verify", str(tmp_path / "out"), "--json", "--no-progress"))["ok"]
+
+
+def test_a_data_directory_of_a_postgresql_store_refuses_to_open_without_it(
+    tmp_path: Path, postgres_location: str
+) -> None:
+    """Without --store, a data command on the directory would open an empty LMDB beside the
+    real store, where `kek rotate` finds no wrapped key and retires every KEK: refused."""
+    data = tmp_path / "data"
+    store = ["--data", str(data), "--store", postgres_location]
+    with serving(tmp_path, *store):
+        holder = json.loads(_ok("holder", "create", *store))
+    kek_dir = Config.for_data(data).kek_dir
+    kek = sorted(p.name for p in kek_dir.rglob("*"))
+    assert kek, "the KEK directory holds the keys"
+    password = urlsplit(postgres_location).password
+    for argv in (["kek", "rotate"], ["session", "open", "--holder", holder["holderId"]]):
+        done = subprocess.run(
+            [SAIHM, *argv, "--data", str(data)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode != 0 and done.stdout == ""
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--store" in lines[0], done.stderr
+        assert "Traceback" not in done.stderr
+        assert not password or password not in done.stderr
+    assert not (data / "lmdb").exists(), "no empty LMDB store was created"
+    assert sorted(p.name for p in kek_dir.rglob("*")) == kek, "no KEK was retired"
