@@ -170,7 +170,8 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
     dbs = {name: env.open_db(name) for name in (*TreeStorage.DB_NAMES[1:], b"deks", b"seeds")}
     with env.begin() as txn:
         size = result.tree_size = store.tree.size(txn)
-        result.applied = store.projections.applied(txn)
+        state = store.projections.state(txn)
+        result.applied = state.applied
         if result.applied != size:
             result.add(
                 P.META,
@@ -178,6 +179,14 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
                 "applied index",
                 f"the projections reflect {result.applied} entries, the log holds {size}; "
                 "run `saihm rebuild --data DIR --replace`",
+            )
+        if size and state.format != P.PROJECTION_FORMAT:
+            result.add(
+                P.META,
+                P.FORMAT,
+                "schema version",
+                f"the projections are of format {state.format or 1}, not "
+                f"{P.PROJECTION_FORMAT}; run `saihm rebuild --data DIR --replace`",
             )
         seen = _read_log(store, txn, size, tasks("reading the log", size))
         _check_projections(store, txn, size, result, tasks)

@@ -10,8 +10,7 @@ from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
 from saihm.events import Operation, Proposal
 from saihm.events.details import ProposeDetail, VoteDetail
 from saihm.events.signing import sign_receipt
-from saihm.projections import apply as PJ
-from saihm.projections.keys import loads
+from saihm.projections import Vote
 from saihm.store import Access, Change
 from saihm.toolbase import ToolBase
 
@@ -25,16 +24,22 @@ class GovernanceTools(ToolBase):
 
     def _proposals(self, txn: Any) -> list[dict]:
         out = []
-        for pid, raw in self.store.projections.items(txn, PJ.PROPOSALS):
-            prop = loads(raw)
-            tally = self.store.projection(txn, PJ.TALLIES, bytes(pid)) or {1: 0, 2: 0, 3: 0}
-            out.append({
-                "propId": P.hx(bytes(pid)), "scope": prop[1], "paramKey": prop[2],
-                "proposedValue": prop[3], "opens_ts": P.dec(prop[4]),
-                "closes_ts": P.dec(prop[4] + self.config.voting_window),
-                "tally_for": P.dec(tally[1]), "tally_against": P.dec(tally[2]),
-                "tally_abstain": P.dec(tally[3]),
-            })  # fmt: skip
+        governance = self.store.projections.governance
+        for pid, prop in governance.proposals(txn):
+            tally = governance.tally(txn, pid)
+            out.append(
+                {
+                    "propId": P.hx(pid),
+                    "scope": prop.scope,
+                    "paramKey": prop.param_key,
+                    "proposedValue": prop.proposed_value,
+                    "opens_ts": P.dec(prop.snapshot_epoch),
+                    "closes_ts": P.dec(prop.snapshot_epoch + self.config.voting_window),
+                    "tally_for": P.dec(tally.votes_for),
+                    "tally_against": P.dec(tally.votes_against),
+                    "tally_abstain": P.dec(tally.votes_abstain),
+                }
+            )
         return out
 
     def _propose(self, access: Access, params: object) -> dict:
@@ -86,17 +91,18 @@ class GovernanceTools(ToolBase):
         published vote-weight function, evaluated at the snapshot).
         """
         holder = access.holder_id
+        records = self.store.projections
         with self.store.read_txn() as txn:
-            prop = self.store.projection(txn, PJ.PROPOSALS, proposal_id)
+            prop = records.governance.proposal(txn, proposal_id)
             if prop is None:
                 raise NotFound("no such proposal", code="proposal_not_found")
-            existing = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
-            key_record = self.store.projection(txn, PJ.HOLDERS, holder)
+            existing = records.governance.vote(txn, proposal_id, holder)
+            key_record = records.holders.get(txn, holder)
         if existing is not None:
-            return self._vote_result(proposal_id, holder, existing)
-        if self._now() > prop[4] + self.config.voting_window:
+            return self._recorded_vote(proposal_id, holder, existing)
+        if self._now() > prop.snapshot_epoch + self.config.voting_window:
             raise Conflict("the voting window has closed", code="proposal_closed")
-        if key_record is None or key_record[2] > prop[6]:
+        if key_record is None or key_record.index > prop.index:
             raise NotPermitted("the voter held no key at the snapshot", code="ineligible_voter")
         now = self._now()
         receipt = sign_receipt(
@@ -105,22 +111,31 @@ class GovernanceTools(ToolBase):
         )  # fmt: skip
 
         def guard(txn: Any) -> object:
-            recorded = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
-            return None if recorded is None else self._vote_result(proposal_id, holder, recorded)
+            recorded = records.governance.vote(txn, proposal_id, holder)
+            return None if recorded is None else self._recorded_vote(proposal_id, holder, recorded)
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
         if change.outcome is not None:
             return change.outcome
-        result = self._vote_result(proposal_id, holder, {1: approve, 2: 1, 3: now})
+        result = self._vote_result(proposal_id, holder, approve, 1, now)
         result["receiptId"] = P.hx(receipt.receipt_id)
         return result
 
     @staticmethod
-    def _vote_result(proposal_id: bytes, holder: bytes, vote: dict) -> dict:
+    def _vote_result(
+        proposal_id: bytes, holder: bytes, approve: bool, weight: int, cast_at: int
+    ) -> dict:
         return {
-            "proposalId": P.hx(proposal_id), "voterHash": P.hx(holder), "approve": vote[1],
-            "weight": P.dec(vote[2]), "castAtEpoch": P.dec(vote[3]),
-        }  # fmt: skip
+            "proposalId": P.hx(proposal_id),
+            "voterHash": P.hx(holder),
+            "approve": approve,
+            "weight": P.dec(weight),
+            "castAtEpoch": P.dec(cast_at),
+        }
+
+    @classmethod
+    def _recorded_vote(cls, proposal_id: bytes, holder: bytes, vote: Vote) -> dict:
+        return cls._vote_result(proposal_id, holder, vote.approve, vote.weight, vote.cast_at)
 
     def governance_form(self) -> dict:
         """The governance form the protocol requires an operator to publish."""

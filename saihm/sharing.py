@@ -9,8 +9,7 @@ from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
 from saihm.events import Operation
 from saihm.events.rules import check_contract_terms
 from saihm.events.signing import sign_contract, sign_receipt
-from saihm.projections import Body
-from saihm.projections import apply as PJ
+from saihm.projections import Body, ContractRecord
 from saihm.store import Access, Change
 from saihm.toolbase import ToolBase
 
@@ -59,10 +58,10 @@ class SharingTools(ToolBase):
         )  # fmt: skip
         with self.store.read_txn() as txn:
             for shard in shards:
-                record = self.store.projection(txn, PJ.CELLS, shard)
-                if record is None or 7 in record:
+                record = self.store.projections.cells.get(txn, shard)
+                if record is None or record.erased:
                     raise NotFound("no such cell", code="shard_not_found")
-                if record[1] != access.holder_id:
+                if record.owner != access.holder_id:
                     raise NotPermitted("the caller does not hold this cell", code="not_holder")
         visible = self.store.read(access, cell_ids=shards, include_shared=False)
         if len(visible) != len(set(shards)):
@@ -78,7 +77,7 @@ class SharingTools(ToolBase):
 
         def guard(txn: Any) -> None:
             for shard in shards:
-                if self.store.projection(txn, PJ.ERASURES, shard) is not None:
+                if self.store.projections.cells.is_erased(txn, shard):
                     raise NotFound("a cell was erased", code="shard_not_found")
 
         self._commit(
@@ -105,12 +104,12 @@ class SharingTools(ToolBase):
     def revoke_share(self, access: Access, contract_id: bytes) -> dict:
         """End a contract for every grantee; a repeat answers revoked = true with no receipt."""
         with self.store.read_txn() as txn:
-            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+            record = self.store.projections.contracts.get(txn, contract_id)
         if record is None:
             raise NotFound("no such contract", code="contract_not_found")
-        if record[1] != access.holder_id or not self.contract_in_scope(access, record):
+        if record.holder != access.holder_id or not self.contract_in_scope(access, record):
             raise NotPermitted("the caller does not hold this contract", code="not_holder")
-        if record[9]:
+        if record.revoked:
             return {"revoked": True, "epoch": P.dec(self._now())}
         receipt = sign_receipt(
             self._key(access), subject_id=contract_id, operation=Operation.REVOKE,
@@ -118,7 +117,10 @@ class SharingTools(ToolBase):
         )  # fmt: skip
 
         def guard(txn: Any) -> object:
-            if self.store.projection(txn, PJ.CONTRACTS, contract_id)[9]:
+            now_record = self.store.projections.contracts.get(txn, contract_id)
+            if now_record is None:
+                raise NotFound("no such contract", code="contract_not_found")
+            if now_record.revoked:
                 return {"revoked": True, "epoch": P.dec(self._now())}
             return None
 
@@ -131,7 +133,7 @@ class SharingTools(ToolBase):
             "receiptId": P.hx(receipt.receipt_id),
         }
 
-    def contract_in_scope(self, access: Access, record: dict) -> bool:
+    def contract_in_scope(self, access: Access, record: ContractRecord) -> bool:
         """Whether ``access`` may see (and so act on) the caller's own contract ``record``.
 
         DESIGN.md "Capabilities": a token acts only on what it may see. A holder-wide token
@@ -140,11 +142,11 @@ class SharingTools(ToolBase):
         in its session (the MAC-bound session tag of the cell record; namespace-limited tokens
         cannot tell an erased cell's namespace, so for them an erased shard is out of scope).
         """
-        if record[1] != access.holder_id:
+        if record.holder != access.holder_id:
             return False
         if access.all_sessions and access.namespaces is None:
             return True
-        shards = list(record[3])
+        shards = list(record.shards)
         visible = {
             c.cell.cell_id for c in self.store.read(access, cell_ids=shards, include_shared=False)
         }
@@ -157,13 +159,13 @@ class SharingTools(ToolBase):
             for shard in shards:
                 if shard in visible:
                     continue
-                cell = self.store.projection(txn, PJ.CELLS, shard)
+                cell = self.store.projections.cells.get(txn, shard)
                 erased_here = (
                     cell is not None
-                    and 7 in cell
+                    and cell.erased
                     and access.namespaces is None
                     and tag is not None
-                    and cell[6] == tag
+                    and cell.session_tag == tag
                 )
                 if not erased_here:
                     return False
@@ -183,15 +185,15 @@ class SharingTools(ToolBase):
     def respond(self, access: Access, contract_id: bytes, *, accept: bool) -> dict:
         """A grantee accepts a contract, or declines it (withdrawing an earlier acceptance)."""
         with self.store.read_txn() as txn:
-            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+            record = self.store.projections.contracts.get(txn, contract_id)
         if record is None:
             raise NotFound("no such contract", code="contract_not_found")
-        if access.holder_id not in record[2]:
+        if access.holder_id not in record.grantees:
             raise NotPermitted("the caller is not a grantee", code="not_grantee")
-        if record[9] and accept:
+        if record.revoked and accept:
             raise Conflict("the contract is revoked", code="contract_revoked")
         result = {"contractId": P.hx(contract_id), "accepted": accept}
-        if (access.holder_id in record[10]) == accept:
+        if (access.holder_id in record.accepted) == accept:
             return result
         op = Operation.ACCEPT if accept else Operation.DECLINE
         receipt = sign_receipt(
@@ -199,8 +201,10 @@ class SharingTools(ToolBase):
         )
 
         def guard(txn: Any) -> object:
-            now_record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
-            return result if (access.holder_id in now_record[10]) == accept else None
+            now_record = self.store.projections.contracts.get(txn, contract_id)
+            if now_record is None:
+                raise NotFound("no such contract", code="contract_not_found")
+            return result if (access.holder_id in now_record.accepted) == accept else None
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
         if change.outcome is None:
