@@ -83,54 +83,62 @@ def _map(data: bytes | memoryview, what: str, keys: frozenset[int]) -> dict[int,
     return m
 
 
-def _field(m: dict[int, object], key: int, what: str) -> object:
-    try:
-        return m[key]
-    except KeyError:
-        raise RecordError(f"a stored {what} has no field {key}") from None
+_MAX_U64 = (1 << 64) - 1
+
+# The field readers run for every record a query or a rebuild reads: each is one lookup and one
+# test, and a missing field fails the same test as a wrong one (``m.get`` gives None).
+
+
+def _bad(key: int, what: str, kind: str) -> RecordError:
+    return RecordError(f"field {key} of a stored {what} is missing or not {kind}")
 
 
 def _bytes(m: dict[int, object], key: int, what: str, size: int | None = 32) -> bytes:
-    value = _field(m, key, what)
-    if not isinstance(value, bytes) or (size is not None and len(value) != size):
-        raise RecordError(f"field {key} of a stored {what} is not {size or 'some'} bytes")
-    return value
+    value = m.get(key)
+    if type(value) is bytes and (size is None or len(value) == size):
+        return value
+    raise _bad(key, what, f"{size or 'some'} bytes")
 
 
 def _int(m: dict[int, object], key: int, what: str) -> int:
-    value = _field(m, key, what)
-    if type(value) is not int or not 0 <= value < 1 << 64:
-        raise RecordError(f"field {key} of a stored {what} is not an unsigned integer")
-    return value
+    value = m.get(key)
+    if type(value) is int and 0 <= value <= _MAX_U64:
+        return value
+    raise _bad(key, what, "an unsigned integer")
 
 
 def _bool(m: dict[int, object], key: int, what: str) -> bool:
-    value = _field(m, key, what)
-    if type(value) is not bool:
-        raise RecordError(f"field {key} of a stored {what} is not a boolean")
-    return value
-
-
-def _text(m: dict[int, object], key: int, what: str, *, nullable: bool = False) -> str | None:
-    value = _field(m, key, what)
-    if value is None and nullable:
-        return None
-    if not isinstance(value, str):
-        raise RecordError(f"field {key} of a stored {what} is not text")
-    return value
+    value = m.get(key)
+    if type(value) is bool:
+        return value
+    raise _bad(key, what, "a boolean")
 
 
 def _str(m: dict[int, object], key: int, what: str) -> str:
-    value = _text(m, key, what)
-    assert value is not None
-    return value
+    value = m.get(key)
+    if type(value) is str:
+        return value
+    raise _bad(key, what, "text")
+
+
+def _text(m: dict[int, object], key: int, what: str, *, nullable: bool = False) -> str | None:
+    value = m.get(key, _bad)
+    if value is None and nullable:
+        return None
+    if type(value) is str:
+        return value
+    raise _bad(key, what, "text or null" if nullable else "text")
 
 
 def _ids(m: dict[int, object], key: int, what: str) -> tuple[bytes, ...]:
-    value = _field(m, key, what)
-    if not isinstance(value, list) or not all(isinstance(v, bytes) and len(v) == 32 for v in value):
-        raise RecordError(f"field {key} of a stored {what} is not a list of ids")
-    return tuple(value)
+    value = m.get(key)
+    if type(value) is list:
+        for v in value:
+            if type(v) is not bytes or len(v) != 32:
+                break
+        else:
+            return tuple(value)
+    raise _bad(key, what, "a list of ids")
 
 
 def _keys(*keys: int) -> frozenset[int]:
@@ -146,10 +154,12 @@ class _Encodable(Protocol):
 _R = TypeVar("_R", bound=_Encodable)
 
 
-def _exact(record: _R, data: bytes | memoryview) -> _R:
+def _exact(record: _R, data: bytes | memoryview, authentic: bool = False) -> _R:
     """``record`` if ``data`` is exactly its encoding; a decoder that accepted trailing bytes
-    or a non-canonical map would let two stored forms mean one record."""
-    if record.encode() != data:
+    or a non-canonical map would let two stored forms mean one record. ``authentic``: the bytes
+    passed a record MAC, so this code's ``encode`` wrote them (in the current schema version,
+    which the store checks on open), and the comparison is skipped."""
+    if not authentic and record.encode() != data:
         raise RecordError(f"a stored {record.WHAT} is not in its deterministic encoding")
     return record
 
@@ -179,11 +189,12 @@ class HolderRecord:
         return cbor2.dumps({1: self.public_key, 2: self.index, 3: self.timestamp})
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> HolderRecord:
-        """Read the stored form; raises :class:`RecordError`."""
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> HolderRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
         w = cls.WHAT
         m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bytes(m, 1, w, None), _int(m, 2, w), _int(m, 3, w)), data)
+        return _exact(cls(_bytes(m, 1, w, None), _int(m, 2, w), _int(m, 3, w)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +243,9 @@ class CellRecord:
         return cbor2.dumps(m)
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> CellRecord:
-        """Read the stored form; raises :class:`RecordError`."""
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> CellRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
         w = cls.WHAT
         m = _map(data, w, cls._KEYS)
         tag = _bytes(m, 6, w, None)
@@ -251,6 +263,7 @@ class CellRecord:
                 erased,
             ),
             data,
+            authentic,
         )
 
 
@@ -277,11 +290,12 @@ class RecordHead:
         return cbor2.dumps({1: self.seq, 2: self.cell_id, 3: self.ended})
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> RecordHead:
-        """Read the stored form; raises :class:`RecordError`."""
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RecordHead:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
         w = cls.WHAT
         m = _map(data, w, cls._KEYS)
-        return _exact(cls(_int(m, 1, w), _bytes(m, 2, w), _bool(m, 3, w)), data)
+        return _exact(cls(_int(m, 1, w), _bytes(m, 2, w), _bool(m, 3, w)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,8 +375,9 @@ class ContractRecord:
         )
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> ContractRecord:
-        """Read the stored form; raises :class:`RecordError`."""
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> ContractRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
         w = cls.WHAT
         m = _map(data, w, cls._KEYS)
         return _exact(
@@ -379,6 +394,7 @@ class ContractRecord:
                 _ids(m, 10, w),
             ),
             data,
+            authentic,
         )
 
 
@@ -413,16 +429,19 @@ class GrantRecord:
         )
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> GrantRecord:
-        """Read the stored form; raises :class:`RecordError`."""
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> GrantRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
         w = cls.WHAT
         m = _map(data, w, cls._KEYS)
-        raw = _field(m, 2, w)
-        if raw is not None and not (isinstance(raw, list) and all(isinstance(n, str) for n in raw)):
+        raw = m.get(2, _bad)
+        if raw is not None and not (type(raw) is list and all(type(n) is str for n in raw)):
             raise RecordError(f"field 2 of a stored {w} is not a list of namespaces")
         namespaces = None if raw is None else tuple(raw)
         return _exact(
-            cls(_bytes(m, 1, w), namespaces, _int(m, 3, w), _int(m, 4, w), _bool(m, 5, w)), data
+            cls(_bytes(m, 1, w), namespaces, _int(m, 3, w), _int(m, 4, w), _bool(m, 5, w)),
+            data,
+            authentic,
         )
 
 
@@ -447,11 +466,12 @@ class RevocationRecord:
         return cbor2.dumps({1: self.holder, 2: self.index})
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> RevocationRecord:
-        """Read the stored form; raises :class:`RecordError`."""
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RevocationRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
         w = cls.WHAT
         m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bytes(m, 1, w), _int(m, 2, w)), data)
+        return _exact(cls(_bytes(m, 1, w), _int(m, 2, w)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,6 @@ MAC-bound (saihm/projections/seal.py).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import ClassVar
 
 from saihm.events.records import Body, CellRecord, ErasureRecord, RecordHead, read_u64, u64
@@ -61,7 +60,20 @@ class Cells(Projection):
         record = self.get(txn, cell_id)
         if record is None or record.erased:
             return
-        self.t.put(txn, CELLS, cell_id, replace(record, erased_at=index).encode())
+        self.t.put(
+            txn,
+            CELLS,
+            cell_id,
+            CellRecord(
+                record.owner,
+                record.tier,
+                record.kek_version,
+                record.timestamp,
+                record.index,
+                record.session_tag,
+                index,
+            ).encode(),
+        )
         self.t.delete(txn, BY_HOLDER, record.owner + u64(record.index))
         if record.session_tag:
             self.t.delete(txn, BY_SESSION, record.session_tag + u64(record.index))
@@ -71,7 +83,7 @@ class Cells(Projection):
     def get(self, txn: Txn, cell_id: bytes) -> CellRecord | None:
         """The cell's record, or None (never remembered, or its MAC fails: it offers nothing)."""
         raw = self.t.get(txn, CELLS, cell_id)
-        return None if raw is None else CellRecord.decode(raw)
+        return None if raw is None else CellRecord.decode(raw, authentic=True)
 
     def live_of_holder(self, txn: Txn, holder_id: bytes) -> Iterator[tuple[int, bytes]]:
         """(REMEMBER index, cellId) of the holder's unerased cells, in log order (a hint)."""
@@ -86,7 +98,7 @@ class Cells(Projection):
     def record_head(self, txn: Txn, session_tag: bytes) -> RecordHead | None:
         """The last record cell of the session's chain, or None if it has none."""
         raw = self.t.get(txn, RECORD_HEADS, session_tag)
-        return None if raw is None else RecordHead.decode(raw)
+        return None if raw is None else RecordHead.decode(raw, authentic=True)
 
     def is_erased(self, txn: Txn, cell_id: bytes) -> bool:
         """Whether the erasure list names the cell (any stored entry counts)."""

@@ -7,7 +7,6 @@ All three databases are MAC-bound: a forged contract or index entry shares nothi
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import ClassVar
 
 from saihm.events.records import Body, ContractRecord
@@ -76,7 +75,18 @@ class Contracts(Projection):
             accepted.add(leaf.holder_id)
         elif leaf.operation == "DECLINE":
             accepted.discard(leaf.holder_id)
-        updated = replace(record, revoked=revoked, accepted=tuple(sorted(accepted)))
+        updated = ContractRecord(
+            record.holder,
+            record.grantees,
+            record.shards,
+            record.mode,
+            record.scope,
+            record.expires_at,
+            record.timestamp,
+            record.index,
+            revoked,
+            tuple(sorted(accepted)),
+        )
         self.t.put(txn, CONTRACTS, leaf.subject_id, updated.encode())
 
     # -- queries --------------------------------------------------------------------------
@@ -84,7 +94,7 @@ class Contracts(Projection):
     def get(self, txn: Txn, contract_id: bytes) -> ContractRecord | None:
         """The contract's record, or None (unknown, or its MAC fails: it shares nothing)."""
         raw = self.t.get(txn, CONTRACTS, contract_id)
-        return None if raw is None else ContractRecord.decode(raw)
+        return None if raw is None else ContractRecord.decode(raw, authentic=True)
 
     def _listed(
         self, txn: Txn, index: bytes, holder_id: bytes

@@ -4,7 +4,6 @@ operations, requirements.txt "Capabilities"; docs/formats.md "Session revocation
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 from typing import ClassVar
 
 from saihm.events.records import Body, GrantRecord, RevocationRecord
@@ -58,19 +57,26 @@ class Grants(Projection):
             return
         record = self.get(txn, leaf.subject_id)
         if record is not None and record.holder == leaf.holder_id:
-            self.t.put(txn, GRANTS, leaf.subject_id, replace(record, revoked=True).encode())
+            self.t.put(
+                txn,
+                GRANTS,
+                leaf.subject_id,
+                GrantRecord(
+                    record.holder, record.namespaces, record.expires_at, record.index, True
+                ).encode(),
+            )
 
     # -- queries --------------------------------------------------------------------------
 
     def get(self, txn: Txn, grant_id: bytes) -> GrantRecord | None:
         """The grant's record, or None (unknown, or its MAC fails: it widens nothing)."""
         raw = self.t.get(txn, GRANTS, grant_id)
-        return None if raw is None else GrantRecord.decode(raw)
+        return None if raw is None else GrantRecord.decode(raw, authentic=True)
 
     def revocation(self, txn: Txn, subject: bytes) -> RevocationRecord | None:
         """The authentic revocation filed under ``subject``, or None."""
         raw = self.t.get(txn, REVOKED, subject)
-        return None if raw is None else RevocationRecord.decode(raw)
+        return None if raw is None else RevocationRecord.decode(raw, authentic=True)
 
     def is_revoked(self, txn: Txn, holder_id: bytes, token_or_session_id: bytes) -> bool:
         """Whether tokens of ``holder_id`` carrying this tokenId or sessionId are revoked.

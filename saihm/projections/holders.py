@@ -30,7 +30,7 @@ class Holders(Projection):
     def get(self, txn: Txn, holder_id: bytes) -> HolderRecord | None:
         """The holder's record, or None (unknown, or its MAC fails)."""
         raw = self.t.get(txn, HOLDERS, holder_id)
-        return None if raw is None else HolderRecord.decode(raw)
+        return None if raw is None else HolderRecord.decode(raw, authentic=True)
 
     def known(self, txn: Txn, holder_id: bytes) -> bool:
         """Whether the holder has an authentic record (a KEY receipt)."""

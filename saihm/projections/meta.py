@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from saihm.errors import Unavailable
-from saihm.events.records import SCHEMA_VERSION, read_u64, u64
+from saihm.events.records import SCHEMA_VERSION, RecordError, read_u64, u64
 from saihm.projections.tables import Projection, Txn
 
 META = b"p_meta"  # b"applied" -> u64 leaves applied; b"format" -> u64 schema version
@@ -58,12 +58,20 @@ class Meta(Projection):
     __slots__ = ()
 
     def state(self, txn: Txn) -> ProjectionState:
-        """The applied index and schema version as stored."""
+        """The applied index and schema version as stored; :class:`StaleProjections` when
+        either is not a u64 (the projections cannot be trusted to reflect anything)."""
         applied = self.t.get(txn, META, APPLIED)
         fmt = self.t.get(txn, META, FORMAT)
-        return ProjectionState(
-            0 if applied is None else read_u64(applied), None if fmt is None else read_u64(fmt)
-        )
+        try:
+            return ProjectionState(
+                0 if applied is None else read_u64(applied),
+                None if fmt is None else read_u64(fmt),
+            )
+        except RecordError as err:
+            raise StaleProjections(
+                "the projections' applied index or schema version is damaged; "
+                "run `saihm rebuild --data DIR --replace`"
+            ) from err
 
     def mark_applied(self, txn: Txn, count: int) -> None:
         """Record that the first ``count`` leaves are reflected, in :data:`PROJECTION_FORMAT`
