@@ -103,6 +103,22 @@ FORBIDDEN = {
         "mldsa",
         "mcp",
     },
+    # Framework adapters speak only through the client library: they hold no keys.
+    "saihm.integrations": {
+        "translog",
+        "events",
+        "keyring",
+        "projections",
+        "store",
+        "operator",
+        "authority",
+        "http",
+        "audit",
+        "provider",
+        "cli",
+        "mldsa",
+        "mcp",
+    },
 }
 MCP_FORBIDDEN_THIRD_PARTY = {"cryptography", "lmdb", "pqcrypto", "cbor2"}
 
@@ -139,7 +155,7 @@ def test_imports_point_down(package: str) -> None:
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("package", ["saihm.mcp", "saihm.client"])
+@pytest.mark.parametrize("package", ["saihm.mcp", "saihm.client", "saihm.integrations"])
 def test_mcp_client_does_no_cryptography_and_opens_no_store(package: str) -> None:
     bad = [
         f"{path.name} imports {name}"

@@ -170,16 +170,31 @@ class AsyncClient:
             params["namespace"] = namespace
         return _parse(Remembered, await self.call("saihm_remember", params), "saihm_remember")
 
-    async def recall(self, query: str | None = None) -> list[RecalledCell]:
+    async def recall(
+        self,
+        query: str | None = None,
+        *,
+        namespaces: list[str] | None = None,
+        kinds: list[str] | None = None,
+        limit: int | None = None,
+    ) -> list[RecalledCell]:
         """saihm_recall: own cells in the token's scope and cells of accepted shares.
 
         Memory and the host's record come back together; ``RecalledCell.kind`` tells them
         apart. Cells of another holder are marked ``shared_by_other_holder`` (conformance
         item 9); the caller's holderId is learned from saihm_status first when unknown.
+        ``namespaces``, ``kinds`` and ``limit`` are the operator's extension params
+        (docs/retrieval.md "Extension params"): they only narrow the answer.
         """
         if self.holder_id is None:
             await self.status()
-        params = {} if query is None else {"query": query}
+        params: dict[str, Any] = {} if query is None else {"query": query}
+        if namespaces is not None:
+            params["namespaces"] = list(namespaces)
+        if kinds is not None:
+            params["kinds"] = list(kinds)
+        if limit is not None:
+            params["limit"] = limit
         body = await self.call("saihm_recall", params)
         if not isinstance(body, list):
             raise ClientError(

@@ -146,9 +146,16 @@ class Client:
         """saihm_remember (see :meth:`AsyncClient.remember`)."""
         return self._run(self._async.remember(content, namespace=namespace))
 
-    def recall(self, query: str | None = None) -> list[RecalledCell]:
+    def recall(
+        self,
+        query: str | None = None,
+        *,
+        namespaces: list[str] | None = None,
+        kinds: list[str] | None = None,
+        limit: int | None = None,
+    ) -> list[RecalledCell]:
         """saihm_recall (see :meth:`AsyncClient.recall`)."""
-        return self._run(self._async.recall(query))
+        return self._run(self._async.recall(query, namespaces=namespaces, kinds=kinds, limit=limit))
 
     def forget(self, cell_id: str) -> Forgotten:
         """saihm_forget (see :meth:`AsyncClient.forget`)."""

@@ -1,8 +1,14 @@
 """Framework adapters over :mod:`saihm.client` (issue 15 item 6), each an optional extra.
 
-``saihm.integrations.langchain`` (``pip install 'saihm[langchain]'``): a LangChain
-``BaseRetriever`` over ``saihm_recall``. Adapters hold no keys: they hold an endpoint and an
-``Authorization`` value and call the operator through the client library. Nothing is imported
+- ``saihm.integrations.langchain`` (``pip install 'saihm[langchain]'``): a LangChain
+  ``BaseRetriever`` over ``saihm_recall`` and a ``BaseChatMessageHistory`` over the record.
+- ``saihm.integrations.langgraph`` (``pip install 'saihm[langgraph]'``): a LangGraph
+  ``BaseStore`` whose items are memory cells.
+- ``saihm.integrations.llamaindex`` (``pip install 'saihm[llamaindex]'``): a LlamaIndex
+  ``BaseMemory`` over the record and a ``BaseMemoryBlock`` over memory cells.
+
+Adapters hold no keys: they hold an endpoint and an ``Authorization`` value and call the
+operator through the client library (tests/test_layers.py). Nothing is imported
 here, so a missing framework fails only when its adapter is imported, with one line naming the
 extra (:func:`require`). See docs/integrations.md, "Framework adapters".
 """

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from saihm.integrations import require
@@ -97,7 +98,7 @@ class SaihmRetriever(BaseRetriever):
             return self._select(await client.recall(query or None), k)
 
 
-def _chat_entry(cell: RecalledCell) -> tuple[int, dict] | None:
+def _chat_entry(cell: RecalledCell) -> tuple[int, dict[str, Any]] | None:
     """(ordering stamp, message dict) of a cell this history wrote, else None."""
     if cell.kind != "said" or cell.shared_by_other_holder:
         return None
@@ -117,20 +118,30 @@ class SaihmChatMessageHistory(BaseChatMessageHistory):
     """Chat messages as the host's record in one SAIHM session (see the module)."""
 
     def __init__(
-        self, endpoint: str, auth_header: str, *, ca_file: str | None = None,
+        self,
+        endpoint: str,
+        auth_header: str,
+        *,
+        ca_file: str | None = None,
         tls_pin_sha256: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._endpoint = endpoint
         self._auth = SecretStr(auth_header)
-        self._kwargs = {"ca_file": ca_file, "tls_pin_sha256": tls_pin_sha256}
+        self._ca_file = ca_file
+        self._pin = tls_pin_sha256
 
     def __repr__(self) -> str:
         return "SaihmChatMessageHistory(...)"
 
     def _client(self) -> Client:
-        return Client(self._endpoint, self._auth.get_secret_value(), **self._kwargs)
+        return Client(
+            self._endpoint,
+            self._auth.get_secret_value(),
+            ca_file=self._ca_file,
+            tls_pin_sha256=self._pin,
+        )
 
-    def _entries(self, client: Client) -> list[tuple[int, str, dict]]:
+    def _entries(self, client: Client) -> list[tuple[int, str, dict[str, Any]]]:
         found = []
         for cell in client.recall(CHAT_MARK):
             entry = _chat_entry(cell)
@@ -144,7 +155,7 @@ class SaihmChatMessageHistory(BaseChatMessageHistory):
         with self._client() as client:
             return messages_from_dict([m for _, _, m in self._entries(client)])
 
-    def add_messages(self, messages: list[BaseMessage]) -> None:
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append ``messages`` as ``saihm_record`` ``said`` cells, in order."""
         with self._client() as client:
             for message in messages:

@@ -75,3 +75,36 @@ def test_chat_history_round_trips_in_order_and_clear_erases(tmp_path) -> None:
         with Client(url, auth) as client:  # the remembered look-alike is untouched
             assert len(client.recall("saihm-chat")) == 1
         assert auth.split()[1] not in repr(history)
+
+
+def test_chat_history_changes_are_logged_never_edited_in_place(tmp_path) -> None:
+    """A chat history is never edited in place: adding is a new record entry (REMEMBER
+    receipt), clearing erases each entry (FORGET receipt, listed in /log/v1/erasures)."""
+    import json
+
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from saihm.integrations.langchain import SaihmChatMessageHistory
+    from tests.support.serve import fetch
+
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data)) as (_, url):
+        auth = f"Bearer {holder_create(data)['token']}"
+        history = SaihmChatMessageHistory(url, auth)
+        history.add_messages([HumanMessage("tea?"), AIMessage("green")])
+        with Client(url, auth) as client:
+            cells = {c.cell_id for c in client.recall(kinds=["said"])}
+            holder_id = client.status().agent_id_hash_hex
+        history.clear()
+        _, raw = fetch(url + f"log/v1/receipts?holderId={holder_id}&limit=1000")
+        ops = [
+            (e["receipt"]["operation"], e["receipt"]["subjectId"])
+            for e in json.loads(raw)["receipts"]
+        ]
+        changes = [(op, s) for op, s in ops if op in ("REMEMBER", "FORGET")]
+        assert [op for op, _ in changes] == ["REMEMBER", "REMEMBER", "FORGET", "FORGET"]
+        assert {s for op, s in changes if op == "REMEMBER"} == cells
+        assert {s for op, s in changes if op == "FORGET"} == cells
+        _, raw = fetch(url + "log/v1/erasures")
+        assert cells <= set(json.loads(raw)["cellIds"])
+        assert history.messages == []
