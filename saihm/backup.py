@@ -26,10 +26,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import lmdb
-
 from saihm.config import Config
 from saihm.errors import Conflict, MalformedInput, SaihmError, Unavailable
+from saihm.storage import ReadTxn, StorageError, is_url
+from saihm.storage.base import Namespace
+from saihm.storage.lmdb import LmdbStorage
 
 __all__ = ["BackupReport", "backup", "main"]
 
@@ -59,16 +60,10 @@ class BackupReport:
         }
 
 
-def _last_u64(txn: lmdb.Transaction, env: lmdb.Environment, name: bytes) -> int | None:
-    """The last key (u64 big-endian) of database ``name`` in ``txn``, or None if empty/absent."""
-    try:
-        db = env.open_db(name, txn=txn, create=False)
-    except lmdb.NotFoundError:
-        return None
-    with txn.cursor(db=db) as cursor:
-        if not cursor.last():
-            return None
-        return int.from_bytes(cursor.key(), "big")
+def _last_u64(txn: ReadTxn, db: Namespace) -> int | None:
+    """The last key (u64 big-endian) of namespace ``db`` in ``txn``, or None if empty/absent."""
+    last = txn.last(db)
+    return None if last is None else int.from_bytes(last[0], "big")
 
 
 def _inside(path: Path, parent: Path) -> bool:
@@ -110,9 +105,14 @@ def backup(config: Config, dest: str | Path) -> BackupReport:
     Preconditions: ``dest`` does not exist (or is an empty directory) and is not inside the
     data directory. Raises :class:`MalformedInput` for a bad ``dest``, :class:`Conflict` when
     ``dest`` holds anything, :class:`Unavailable` when LMDB cannot be read or the copy cannot be
-    written (nothing is left at ``dest`` then). Safe while a server writes to the same
-    directory: the copy is one read snapshot.
+    written (nothing is left at ``dest`` then), and for a store that is not in LMDB (the hot
+    copy is LMDB's; a PostgreSQL store is backed up with PostgreSQL's own tools). Safe while a
+    server writes to the same directory: the copy is one read snapshot.
     """
+    if is_url(config.storage_location):
+        raise Unavailable(
+            "saihm backup copies an LMDB store; back up a PostgreSQL store with pg_dump"
+        )
     dest = Path(dest).absolute()
     if _inside(dest.resolve(), config.data_dir.resolve()):
         raise MalformedInput(f"{dest} is inside the data directory; back up to another place")
@@ -139,19 +139,19 @@ def backup(config: Config, dest: str | Path) -> BackupReport:
 def _write(config: Config, staging: Path, dest: Path) -> BackupReport:
     (staging / "lmdb").mkdir(mode=0o700)
     try:
-        env = lmdb.open(str(config.lmdb_dir), readonly=True, max_dbs=64, lock=True)
-    except lmdb.Error as err:
+        storage = LmdbStorage(config.lmdb_dir, (LEAVES, CHECKPOINTS), readonly=True)
+    except StorageError as err:
         raise Unavailable(f"cannot open {config.lmdb_dir}: {err}") from err
     try:
-        with env.begin() as txn:
-            leaves = _last_u64(txn, env, LEAVES)
-            checkpoint = _last_u64(txn, env, CHECKPOINTS)
+        with storage.read() as txn:
+            leaves = _last_u64(txn, storage.namespace(LEAVES))
+            checkpoint = _last_u64(txn, storage.namespace(CHECKPOINTS))
             try:
-                env.copy(str(staging / "lmdb"), compact=True, txn=txn)
-            except lmdb.Error as err:
+                storage.copy_to(staging / "lmdb", compact=True, snapshot=txn)
+            except StorageError as err:
                 raise Unavailable(f"cannot write the backup: {err}") from err
     finally:
-        env.close()
+        storage.close()
     data_file = staging / "lmdb" / "data.mdb"
     data_file.chmod(0o600)  # ciphertext and wrapped keys: the owner's only
     _fsync(data_file)

@@ -42,8 +42,7 @@ from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import Ranked, collection_stats, rank
 
 if TYPE_CHECKING:
-    import lmdb
-
+    from saihm.storage.base import ReadTxn
     from saihm.translog import TreeStorage
 
 __all__ = ["CellCache", "CellHeader", "OpenedCell", "Page"]
@@ -123,7 +122,7 @@ class _Entry:
 @dataclass(slots=True)
 class _Holder:
     """One holder's live cells (cellId -> leaf index, log order) and the index over the ones
-    in the cache. ``cells`` is None until a holder-wide read lists them from LMDB."""
+    in the cache. ``cells`` is None until a holder-wide read lists them from the storage."""
 
     cells: dict[bytes, int] | None = None
     index: TermIndex = field(default_factory=TermIndex)
@@ -217,7 +216,7 @@ class CellCache:
 
     # -- following the log ----------------------------------------------------------------
 
-    def sync(self, txn: lmdb.Transaction, tree: TreeStorage, kek_version: int) -> int:
+    def sync(self, txn: ReadTxn, tree: TreeStorage, kek_version: int) -> int:
         """Apply every leaf appended since the last sync, as seen in ``txn``; return the size.
 
         The caller holds :attr:`lock`. See the module docstring for what each leaf drops.
@@ -241,7 +240,7 @@ class CellCache:
         self._synced = size
         return size
 
-    def _apply(self, txn: lmdb.Transaction, index: int, leaf: LeafView) -> None:
+    def _apply(self, txn: ReadTxn, index: int, leaf: LeafView) -> None:
         op = leaf.operation
         if op == "REMEMBER":
             holder = self._holders.get(leaf.holder_id)
@@ -298,20 +297,18 @@ class CellCache:
     # -- reading --------------------------------------------------------------------------
 
     @contextmanager
-    def reading(
-        self, txn: lmdb.Transaction, tree: TreeStorage, kek_version: int
-    ) -> Iterator[CacheView]:
+    def reading(self, txn: ReadTxn, tree: TreeStorage, kek_version: int) -> Iterator[CacheView]:
         """Hold the lock, sync to ``txn``, and yield a view for one read."""
         with self.lock:
             size = self.sync(txn, tree, kek_version)
             yield CacheView(self, txn, size)
 
-    def _erased_set(self, txn: lmdb.Transaction) -> set[bytes]:
+    def _erased_set(self, txn: ReadTxn) -> set[bytes]:
         if self._erased is None:
             self._erased = self._projections.cells.erased_ids(txn)
         return self._erased
 
-    def _holder_cells(self, txn: lmdb.Transaction, holder_id: bytes) -> _Holder:
+    def _holder_cells(self, txn: ReadTxn, holder_id: bytes) -> _Holder:
         holder = self._holders.setdefault(holder_id, _Holder())
         if holder.cells is None:
             cells: dict[bytes, int] = {
@@ -374,7 +371,7 @@ class CellCache:
 class CacheView:
     """The cache as one read sees it: synced to the read's transaction, under the lock."""
 
-    def __init__(self, cache: CellCache, txn: lmdb.Transaction, size: int) -> None:
+    def __init__(self, cache: CellCache, txn: ReadTxn, size: int) -> None:
         self.cache = cache
         self.txn = txn
         self.size = size
@@ -412,7 +409,7 @@ class CacheView:
         return self.cache._put(opened)
 
     def holder(self, holder_id: bytes) -> _Holder:
-        """The holder's live cell list (built from LMDB on first use) and index."""
+        """The holder's live cell list (built from the storage on first use) and index."""
         return self.cache._holder_cells(self.txn, holder_id)
 
     def query_vector(self, query: Query) -> tuple[float, ...] | None:

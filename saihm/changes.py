@@ -2,7 +2,7 @@
 
 saihm-protocol "Order of effect and receipt": an operation arrives as a :class:`Change` whose
 receipts are already signed (signing happens outside any transaction). Concurrent changes are
-grouped into one LMDB write transaction, in which each change's guard re-checks its rule against
+grouped into one write transaction, in which each change's guard re-checks its rule against
 current state, its receipts become leaves, its private parts (cells, contracts, wrapped keys)
 are stored and the projections apply. Effect and receipt commit together or not at all.
 """
@@ -15,9 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-import lmdb
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
@@ -25,11 +24,11 @@ from saihm.jobs import JobBoard, error_code
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
+from saihm.storage.base import Namespace, Storage, StorageError, StorageFull, WriteTxn
 
 if TYPE_CHECKING:
     from saihm.config import Config
     from saihm.keyring import Keyring
-    from saihm.lmdbenv import Environment
     from saihm.projections import Projections
     from saihm.translog import TreeStorage
 
@@ -55,7 +54,7 @@ class Change:
     seeds: list[tuple[bytes, bytes]] = field(default_factory=list)
     destroy: list[bytes] = field(default_factory=list)
     memo: list[tuple[bytes, bytes]] = field(default_factory=list)
-    guard: Callable[[lmdb.Transaction], object] | None = None
+    guard: Callable[[WriteTxn], object] | None = None
     outcome: object = None
     error: BaseException | None = None
     done: bool = False
@@ -65,15 +64,15 @@ class Change:
 
 class GroupCommit:
     """The store's one write path (mixed into :class:`saihm.store.Store`, which owns the
-    environment and every attribute used here)."""
+    storage and every attribute used here)."""
 
-    env: Environment
+    storage: Storage
     config: Config
     clock: Callable[[], float]
     tree: TreeStorage
     keyring: Keyring
     projections: Projections
-    _db: dict[bytes, object]
+    _db: dict[bytes, Namespace]
     _cv: threading.Condition
     _queue: list[Change]
     _committing: bool
@@ -122,10 +121,11 @@ class GroupCommit:
         """Commit ``batch`` in one write transaction, then run the post-commit work.
 
         Refuses the whole batch (``Unavailable``, nothing written) when the data volume is
-        below the free-disk floor. A batch that fills the LMDB map is aborted, the map grown
-        (up to ``map_size_max``) and the batch tried once more from the start; at the ceiling
-        it is refused. Work after the commit (the fault hook, the checkpoint) is logged and
-        recorded, never raised: a committed change is answered as committed.
+        below the free-disk floor. A batch that does not fit (``StorageFull``: the LMDB map is
+        full) is aborted, the storage grown (``Storage.grow``: the map up to ``map_size_max``)
+        and the batch tried once more from the start; at the ceiling it is refused. Work after
+        the commit (the fault hook, the checkpoint) is logged and recorded, never raised: a
+        committed change is answered as committed.
         """
         try:
             refusal = self._storage_refusal()
@@ -145,7 +145,7 @@ class GroupCommit:
         if floor <= 0:
             return None
         try:
-            free = shutil.disk_usage(self.config.lmdb_dir).free
+            free = shutil.disk_usage(self._data_volume()).free
         except OSError as err:
             log.error("cannot read free disk space: %s", type(err).__name__)
             return Unavailable("storage unavailable: free disk space unknown")
@@ -154,6 +154,12 @@ class GroupCommit:
             return Unavailable("storage unavailable: the data volume is below its free floor")
         return None
 
+    def _data_volume(self) -> Path:
+        """A path on the volume the data is written to: the LMDB directory, else DATA."""
+        if self.storage.kind == "lmdb":
+            return Path(self.storage.location)
+        return self.config.data_dir
+
     def _commit_batch(self, batch: list[Change]) -> list[Change]:
         """Write ``batch``; return the changes that took effect (their receipts are logged)."""
         for attempt in (0, 1):
@@ -161,17 +167,17 @@ class GroupCommit:
                 change.error, change.outcome, change.indexes = None, None, []
             try:
                 return self._try_batch(batch)
-            except lmdb.MapFullError:
-                # LMDB aborted the transaction: nothing of the batch is stored, so a retry
+            except StorageFull:
+                # The transaction was aborted: nothing of the batch is stored, so a retry
                 # after growing cannot apply any change twice.
                 if attempt == 0 and self._grow_map():
                     continue
-                ceiling = self.env.ceiling
-                log.error("write refused: the LMDB map is full at its ceiling (%d bytes)", ceiling)
+                ceiling = self.storage.usage().limit
+                log.error("write refused: the storage is full at its ceiling (%s bytes)", ceiling)
                 self._refuse(batch, [], Unavailable("storage unavailable: the map is full"))
                 return []
             except Exception as err:
-                # LMDB aborts a transaction that fails, so nothing of the batch should be there;
+                # A transaction that fails is aborted, so nothing of the batch should be there;
                 # the protocol still says to look a receipt up before answering when unsure.
                 log.error("write transaction failed: %s", type(err).__name__)
                 applied = [c for c in batch if c.indexes and self._receipts_written(c)]
@@ -181,9 +187,9 @@ class GroupCommit:
 
     def _grow_map(self) -> bool:
         try:
-            return self.env.grow()
+            return self.storage.grow()
         except SaihmError as err:
-            log.error("cannot grow the LMDB map: %s", err.code)
+            log.error("cannot grow the storage: %s", err.code)
             return False
 
     @staticmethod
@@ -197,7 +203,7 @@ class GroupCommit:
 
     def _try_batch(self, batch: list[Change]) -> list[Change]:
         applied: list[Change] = []
-        with self.env.begin(write=True) as txn:
+        with self.storage.write() as txn:
             # Guards and projections read projections, never the tree: each change is
             # applied before the next guard runs, and all leaves go into the tree at once.
             first = self.tree.size(txn)
@@ -236,17 +242,17 @@ class GroupCommit:
         """Whether ``change``'s receipts are in the log (saihm-protocol "Order of effect and
         receipt": "it MUST look the receipt up by its receiptId before answering")."""
         try:
-            with self.env.begin() as txn:
+            with self.storage.read() as txn:
                 db = self.projections.db[RECEIPT_IDS]
                 found = [txn.get(r.receipt_id, db=db) for r in change.receipts]
-        except lmdb.Error:
+        except StorageError:
             return False
         if all(found):
             change.indexes = [int.from_bytes(raw, "big") for raw in found]
             return True
         return False
 
-    def _write_change(self, txn: lmdb.Transaction, change: Change, first: int) -> list[bytes]:
+    def _write_change(self, txn: WriteTxn, change: Change, first: int) -> list[bytes]:
         """Store ``change``'s private parts and apply its receipts, numbered from ``first``, to
         the projections; return its leaves for the caller to append to the tree."""
         for subject_id, body in change.bodies.items():
@@ -267,7 +273,7 @@ class GroupCommit:
             change.indexes.append(first + offset)
         return leaves
 
-    def _count_calls(self, txn: lmdb.Transaction, applied: list[Change]) -> None:
+    def _count_calls(self, txn: WriteTxn, applied: list[Change]) -> None:
         """Count the batch's calls, and those within the service window, for ``prs``."""
         now = time.monotonic()
         window = self.config.service_window_ms / 1000

@@ -2,9 +2,9 @@
 
 ``saihm verify`` (saihm/audit) checks the public log and needs nothing the operator keeps
 private. This module sits above the store (DESIGN.md "Layers": audit/ may not import the store,
-the keyring or the projections) and checks, in one read snapshot of the LMDB environment and
-with the KEK directory, everything a person with direct database access could damage or forge
-(docs/operations.md "What `verify --data` checks"):
+the keyring or the projections) and checks, in one read snapshot of the storage (any driver:
+saihm/storage) and with the KEK directory, everything a person with direct database access
+could damage or forge (docs/operations.md "What `verify --data` checks"):
 
 1. the projections reflect the whole log (the applied index equals the tree size), in the
    current schema version (saihm/events/records.py);
@@ -21,7 +21,8 @@ with the KEK directory, everything a person with direct database access could da
    its holder made (GRANT) and has not withdrawn (UNGRANT);
 8. no wrapped DEK, memo, body or seed exists for something the log does not name.
 
-Each finding names the database, the key (hex) and the check. Nothing here writes to LMDB.
+Each finding names the database, the key (hex) and the check. Nothing here writes to the
+store's storage (recomputations go into scratch LMDB storages in temporary directories).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import cbor2
-import lmdb
 
 from saihm.changes import BODIES, MEMO
 from saihm.config import Config
@@ -45,6 +45,7 @@ from saihm.events.identity import HolderKey
 from saihm.keyring.errors import KekUnavailable
 from saihm.projections import Body, LeafView, Projections, ProjectionState, StaleProjections
 from saihm.projections import apply as P
+from saihm.storage.base import Namespace, ReadTxn
 from saihm.store import PENDING, RebuildFailed, Store
 from saihm.translog import TreeStorage
 
@@ -94,7 +95,7 @@ class FsckResult:
 
 
 def differences(
-    live: Projections, live_txn: lmdb.Transaction, fresh: Projections, fresh_txn: lmdb.Transaction
+    live: Projections, live_txn: ReadTxn, fresh: Projections, fresh_txn: ReadTxn
 ) -> list[tuple[bytes, bytes, str]]:
     """Every (database, key, how) where the live projections differ from a fresh rebuild:
     ``"not in a rebuild"``, ``"missing"`` (the rebuild has it) or ``"value differs"``."""
@@ -134,7 +135,7 @@ class _Log:
     ungranted: set[bytes] = field(default_factory=set)
 
 
-def _read_log(store: Store, txn: lmdb.Transaction, size: int, advance: Advance) -> _Log:
+def _read_log(store: Store, txn: ReadTxn, size: int, advance: Advance) -> _Log:
     seen = _Log()
     chunk = 4096
     for start in range(0, size, chunk):
@@ -165,11 +166,10 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
     """Run every private check of the module docstring on ``store`` in one read snapshot."""
     tasks = tasks or (lambda name, total: lambda n: None)
     result = FsckResult()
-    env = store.env
-    # Every database is opened before the snapshot is taken (opening one starts a transaction).
-    bodies, memo, pending = (env.open_db(name) for name in (BODIES, MEMO, PENDING))
-    dbs = {name: env.open_db(name) for name in (*TreeStorage.DB_NAMES[1:], b"deks", b"seeds")}
-    with env.begin() as txn:
+    storage = store.storage
+    bodies, memo, pending = (storage.namespace(name) for name in (BODIES, MEMO, PENDING))
+    dbs = {name: storage.namespace(name) for name in (*TreeStorage.DB_NAMES[1:], b"deks", b"seeds")}
+    with storage.read() as txn:
         size = result.tree_size = store.tree.size(txn)
         try:
             state = store.projections.state(txn)
@@ -209,7 +209,7 @@ def _check_meta(state: ProjectionState, size: int, result: FsckResult) -> None:
 
 
 def _check_projections(
-    store: Store, txn: lmdb.Transaction, size: int, result: FsckResult, tasks: Tasks
+    store: Store, txn: ReadTxn, size: int, result: FsckResult, tasks: Tasks
 ) -> None:
     seal = store.record_seal
     for name in sorted(P.SEALED):
@@ -223,47 +223,47 @@ def _check_projections(
                     "the record MAC is missing or wrong: the record was forged or edited",
                 )
     with tempfile.TemporaryDirectory(prefix="saihm-fsck-") as tmp:
-        fresh_env = store.scratch_env(Path(tmp) / "projections")
+        scratch = store.scratch_storage(Path(tmp) / "projections")
         try:
-            fresh = Projections(fresh_env, seal)
+            fresh = Projections(scratch, seal)
             try:
                 store.rebuild_from(txn, fresh, size, tasks("rebuilding projections", size))
             except RebuildFailed as err:
                 result.add(BODIES, "", "rebuild", f"the projections cannot be rebuilt: {err}")
                 return
-            with fresh_env.begin() as fresh_txn:
+            with scratch.read() as fresh_txn:
                 for name, key, how in differences(store.projections, txn, fresh, fresh_txn):
                     result.add(name, key, "rebuild", how)
         finally:
-            fresh_env.close()
+            scratch.close()
 
 
 def _check_tree(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: ReadTxn,
     size: int,
-    dbs: dict[bytes, object],
+    dbs: dict[bytes, Namespace],
     result: FsckResult,
     tasks: Tasks,
 ) -> None:
-    """Recompute every tile and node from the leaves in a scratch environment; compare."""
+    """Recompute every tile and node from the leaves in a scratch LMDB storage; compare."""
     with tempfile.TemporaryDirectory(prefix="saihm-fsck-tree-") as tmp:
-        scratch = store.scratch_env(Path(tmp) / "tree")
+        scratch = store.scratch_storage(Path(tmp) / "tree", TreeStorage.DB_NAMES)
         try:
             fresh = TreeStorage(scratch)
             advance = tasks("recomputing tiles", size)
             chunk = 16384
             for start in range(0, size, chunk):
                 leaves = store.tree.leaves(txn, start, min(size, start + chunk))
-                with scratch.begin(write=True) as wtxn:
+                with scratch.write() as wtxn:
                     fresh.append(wtxn, leaves)
                 advance(len(leaves))
             names = TreeStorage.DB_NAMES[1:]
-            fresh_dbs = {name: scratch.open_db(name) for name in names}
-            with scratch.begin() as ftxn:
+            fresh_dbs = {name: scratch.namespace(name) for name in names}
+            with scratch.read() as ftxn:
                 for name in names:
-                    a = dict(_items(txn.cursor(db=dbs[name]).iternext()))
-                    b = dict(_items(ftxn.cursor(db=fresh_dbs[name]).iternext()))
+                    a = dict(_items(txn.scan(dbs[name])))
+                    b = dict(_items(ftxn.scan(fresh_dbs[name])))
                     for key in sorted(a.keys() | b.keys()):
                         if a.get(key) != b.get(key):
                             result.add(
@@ -278,12 +278,12 @@ def _check_tree(
 
 def _check_cells(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: ReadTxn,
     seen: _Log,
-    bodies: object,
-    memo: object,
-    pending: object,
-    deks: object,
+    bodies: Namespace,
+    memo: Namespace,
+    pending: Namespace,
+    deks: Namespace,
     result: FsckResult,
     tasks: Tasks,
 ) -> None:
@@ -339,19 +339,17 @@ def _check_cells(
                 f"the DEK does not unwrap or open the cell: {_why(err)}",
             )
     pending_cells = _pending_cell_ids(txn, pending)
-    with txn.cursor(db=deks) as cursor:
-        for key in cursor.iternext(values=False):
-            key = bytes(key)
-            if key not in seen.remembered and key not in pending_cells:
-                result.add(b"deks", key, "orphan", "a wrapped DEK for no cell of the log")
+    for key, _ in txn.scan(deks):
+        key = bytes(key)
+        if key not in seen.remembered and key not in pending_cells:
+            result.add(b"deks", key, "orphan", "a wrapped DEK for no cell of the log")
     for name, db, known in (
         (MEMO, memo, seen.remembered),
         (BODIES, bodies, seen.remembered.keys() | seen.shared),
     ):
-        with txn.cursor(db=db) as cursor:
-            for key in cursor.iternext(values=False):
-                if bytes(key) not in known:
-                    result.add(name, bytes(key), "orphan", "an entry for nothing the log names")
+        for key, _ in txn.scan(db):
+            if bytes(key) not in known:
+                result.add(name, bytes(key), "orphan", "an entry for nothing the log names")
     for contract_id in seen.shared:
         raw = txn.get(contract_id, db=bodies)
         try:
@@ -363,22 +361,21 @@ def _check_cells(
             result.add(BODIES, contract_id, "contract", f"the stored contract: {_why(err)}")
 
 
-def _pending_cell_ids(txn: lmdb.Transaction, pending: object) -> set[bytes]:
+def _pending_cell_ids(txn: ReadTxn, pending: Namespace) -> set[bytes]:
     ids: set[bytes] = set()
-    with txn.cursor(db=pending) as cursor:
-        for value in cursor.iternext(keys=False):
-            try:
-                ids.add(cbor2.loads(cbor2.loads(bytes(value))[1])[1])
-            except (ValueError, KeyError, TypeError, IndexError, cbor2.CBORDecodeError):
-                continue
+    for _, value in txn.scan(pending):
+        try:
+            ids.add(cbor2.loads(cbor2.loads(bytes(value))[1])[1])
+        except (ValueError, KeyError, TypeError, IndexError, cbor2.CBORDecodeError):
+            continue
     return ids
 
 
 def _check_seeds(
     store: Store,
-    txn: lmdb.Transaction,
+    txn: ReadTxn,
     seen: _Log,
-    seeds: object,
+    seeds: Namespace,
     result: FsckResult,
     tasks: Tasks,
 ) -> None:
@@ -401,17 +398,15 @@ def _check_seeds(
                 "seed",
                 "the seed does not derive the public key of the KEY receipt",
             )
-    with txn.cursor(db=seeds) as cursor:
-        for key in cursor.iternext(values=False):
-            if bytes(key) not in seen.keys:
-                result.add(b"seeds", bytes(key), "orphan", "a seed for no holder of the log")
+    for key, _ in txn.scan(seeds):
+        if bytes(key) not in seen.keys:
+            result.add(b"seeds", bytes(key), "orphan", "a seed for no holder of the log")
 
 
 def _check_pending(
-    store: Store, txn: lmdb.Transaction, seen: _Log, pending: object, result: FsckResult
+    store: Store, txn: ReadTxn, seen: _Log, pending: Namespace, result: FsckResult
 ) -> None:
-    with txn.cursor(db=pending) as cursor:
-        entries = [(bytes(k), bytes(v)) for k, v in cursor.iternext()]
+    entries = [(bytes(k), bytes(v)) for k, v in txn.scan(pending)]
     for proposal_id, raw in entries:
         result.pending += 1
         try:
@@ -455,14 +450,20 @@ def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> Fsck
     """Open the store of ``opts.data`` (with ``opts.kek_dir``, ``opts.log_keys_dir``) without
     the applied-index refusal, run :func:`check_store`, close it without writing.
 
-    Raises ``NotFound`` when what the private checks need is absent: the LMDB environment, the
-    KEK directory (never created here) or the log keys (a restored backup holds no KEKs, and a
-    verifier without them can run only the public checks).
+    Raises ``NotFound`` when what the private checks need is absent: the LMDB environment (for
+    a store in ``DATA/lmdb``; ``opts.store`` may name another storage), the KEK directory
+    (never created here) or the log keys (a restored backup holds no KEKs, and a verifier
+    without them can run only the public checks). The checks read through the storage
+    interface only, so they run on any driver.
     """
     config = Config.for_data(
-        opts.data, getattr(opts, "kek_dir", None), None, getattr(opts, "log_keys_dir", None)
+        opts.data,
+        getattr(opts, "kek_dir", None),
+        None,
+        getattr(opts, "log_keys_dir", None),
+        store=getattr(opts, "store", None),
     )
-    if not (config.lmdb_dir / "data.mdb").exists():
+    if config.store is None and not (config.lmdb_dir / "data.mdb").exists():
         raise NotFound(f"no LMDB environment in {config.data_dir}")
     if not (config.kek_dir / "state.json").exists():
         raise NotFound(f"no KEK directory at {config.kek_dir} (give --kek-dir)")
@@ -472,7 +473,7 @@ def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> Fsck
     try:
         return check_store(store, tasks)
     finally:
-        store.env.close()
+        store.storage.close()
 
 
 def private_check(

@@ -1,4 +1,4 @@
-"""The store: sole owner of the LMDB environment, one write path, one checked read path.
+"""The store: sole owner of the storage, one write path, one checked read path.
 
 Write path (saihm-protocol "Order of effect and receipt"): :mod:`saihm.changes` — signed
 :class:`Change` objects grouped into one write transaction per batch, effect and receipt
@@ -7,9 +7,9 @@ committed together or not at all. Public reads of the log: :mod:`saihm.publiclog
 Read path (requirements.txt): every read of a cell goes through :meth:`Store.read`, which takes
 an :class:`Access` that only :meth:`Store.authenticate` makes from an authority-signed token,
 and checks each item against it after verifying the cell and decrypting its sealed label.
-Candidate indexes are hints; the label decides. This module is the only one that opens an LMDB
-environment for the operator and the only one outside ``saihm.events`` that decrypts
-(tests/store/test_single_read_path.py).
+Candidate indexes are hints; the label decides. This module is the only one that opens the
+operator's storage (:func:`saihm.storage.open_storage`: LMDB in ``DATA/lmdb`` or PostgreSQL)
+and the only one outside ``saihm.events`` that decrypts (tests/store/test_single_read_path.py).
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
-
-import lmdb
 
 from saihm.cellcache import CacheView, CellCache, CellHeader, OpenedCell, Page
 from saihm.changes import BODIES, MEMO, STATS, Change, GroupCommit
@@ -44,7 +43,6 @@ from saihm.events.identity import HolderKey
 from saihm.events.signing import verify_capability
 from saihm.jobs import JobBoard
 from saihm.keyring import KekDirectory, Keyring, KeyringError, RotationBusy
-from saihm.lmdbenv import Environment
 from saihm.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 from saihm.projections import (
     Body,
@@ -62,6 +60,8 @@ from saihm.publiclog import CHECKPOINTS, PublicLog
 from saihm.retrieval import Embedder, Query, analyse_query, load_embedder
 from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import rank
+from saihm.storage import Namespace, ReadTxn, Storage, StorageFull, WriteTxn, open_storage
+from saihm.storage.lmdb import LmdbStorage
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
 from saihm.translog.witness import append_cosignatures
 
@@ -73,9 +73,18 @@ CHECKPOINT_JOB = "checkpoint"
 KEK_JOB = "kek_rotation"
 JOBS = (CHECKPOINT_JOB, KEK_JOB)
 
+#: Every namespace the store opens its storage with.
+STORAGE_NAMES: tuple[bytes, ...] = (
+    *TreeStorage.DB_NAMES,
+    *Keyring.DB_NAMES,
+    *Projections.DB_NAMES,
+    *OWN_DBS,
+)
+
 FaultHook = Callable[[str], None]
 Narrow = Callable[[SealedPayload], bool] | None
 _BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
+_COPY_CHUNK = 4096  # pairs per put_many when copying rebuilt projections into the live storage
 
 
 class RebuildFailed(VerificationFailed):
@@ -105,7 +114,7 @@ class Access:
 
 
 class Store(GroupCommit, PublicLog):
-    """The LMDB environment, the log, the keyring and the projections of one data directory."""
+    """The storage, the log, the keyring and the projections of one data directory."""
 
     def __init__(
         self,
@@ -123,25 +132,25 @@ class Store(GroupCommit, PublicLog):
         self.config = config
         self.clock = clock
         self._fault = fault_hook or (lambda step: None)
-        config.lmdb_dir.mkdir(parents=True, exist_ok=True)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
         self.kek_dir = KekDirectory(config.kek_dir)
-        names = (*TreeStorage.DB_NAMES, *Keyring.DB_NAMES, *Projections.DB_NAMES, *OWN_DBS)
-        env = lmdb.open(
-            str(config.lmdb_dir), max_dbs=len(names) + 4, map_size=config.map_size,
-            max_readers=256,
-        )  # fmt: skip
-        self.env = Environment(env, ceiling=config.map_size_max)
-        self.tree = TreeStorage(self.env)
-        self.keyring = Keyring(self.env, self.kek_dir)
+        self.storage: Storage = open_storage(
+            config.storage_location,
+            STORAGE_NAMES,
+            map_size=config.map_size,
+            map_size_max=config.map_size_max,
+        )
+        self.tree = TreeStorage(self.storage)
+        self.keyring = Keyring(self.storage, self.kek_dir)
         self._memo_key = self.kek_dir.memo_key()
         self.record_seal = RecordSeal(derive_record_key(self._memo_key))
-        self.projections = Projections(self.env, self.record_seal)
-        self._db = {name: self.env.open_db(name) for name in OWN_DBS}
+        self.projections = Projections(self.storage, self.record_seal)
+        self._db: dict[bytes, Namespace] = {name: self.storage.namespace(name) for name in OWN_DBS}
         if check_applied:
             try:
                 self._check_applied()
             except StaleProjections:
-                self.env.close()
+                self.storage.close()
                 raise
         self._access_key = secrets.token_bytes(32)
         self.log_keys = LogKeys.load(config.log_keys_dir)
@@ -176,7 +185,7 @@ class Store(GroupCommit, PublicLog):
         Raises :class:`StaleProjections` naming ``saihm rebuild --replace``. A fresh store
         (empty log, no projections) passes.
         """
-        with self.env.begin() as txn:
+        with self.storage.read() as txn:
             size = self.tree.size(txn)
             state = self.projections.state(txn)
         state.require_current(size)
@@ -195,7 +204,7 @@ class Store(GroupCommit, PublicLog):
         KekDirectory(config.kek_dir)
 
     def close(self) -> None:
-        """Sign a final checkpoint if the log grew, stop the checkpointer, close LMDB.
+        """Sign a final checkpoint if the log grew, stop the checkpointer, close the storage.
 
         A failing final checkpoint is logged and recorded (:meth:`job_health`), not raised:
         what was committed stays committed, and the next open's checkpoint covers it.
@@ -206,7 +215,7 @@ class Store(GroupCommit, PublicLog):
         try:
             self.jobs.run(CHECKPOINT_JOB, self.checkpoint_now, self.config.checkpoint_interval)
         finally:
-            self.env.close()
+            self.storage.close()
 
     def __enter__(self) -> Store:
         return self
@@ -218,7 +227,7 @@ class Store(GroupCommit, PublicLog):
 
     def checkpoint_now(self) -> bytes:
         """Sign a checkpoint for the current size if none exists yet; return the latest note."""
-        with self.env.begin() as txn:
+        with self.storage.read() as txn:
             size = self.tree.size(txn)
             latest = self._latest_checkpoint(txn)
             if latest is not None and latest[0] >= size:
@@ -226,7 +235,7 @@ class Store(GroupCommit, PublicLog):
             root = self.tree.root(txn, size)
         stamp = int(self.clock())
         note = self.log_keys.sign(Checkpoint(self.origin, size, root), timestamp=stamp)
-        with self.env.begin(write=True) as txn:
+        with self.storage.write() as txn:
             txn.put(u64(size), note, db=self._db[CHECKPOINTS], overwrite=False)
             self._fault("checkpoint")
         self._last_checkpoint = self.clock()
@@ -239,7 +248,7 @@ class Store(GroupCommit, PublicLog):
         The caller has verified them (saihm/witness/submit.py). Raises ``NotFound`` if no
         checkpoint of that size is stored, ``NoteError`` for a malformed line.
         """
-        with self.env.begin(write=True) as txn:
+        with self.storage.write() as txn:
             note = txn.get(u64(size), db=self._db[CHECKPOINTS])
             if note is None:
                 raise NotFound("no checkpoint of that size")
@@ -333,7 +342,7 @@ class Store(GroupCommit, PublicLog):
             raise Unauthenticated("expired capability")
         scope = cap.scope
         records = self.projections
-        with self.env.begin() as txn:
+        with self.storage.read() as txn:
             if not records.holders.known(txn, cap.holder_id):
                 raise Unauthenticated("unknown holder")
             # A revocation record is honoured even if its MAC fails: it can only refuse.
@@ -423,7 +432,7 @@ class Store(GroupCommit, PublicLog):
                 )
 
         with (
-            self.env.begin() as txn,
+            self.storage.read() as txn,
             self._cache.reading(txn, self.tree, self.kek_dir.current_version) as view,
         ):
             fast = (
@@ -444,7 +453,7 @@ class Store(GroupCommit, PublicLog):
 
     def _read_checked(
         self,
-        txn: lmdb.Transaction,
+        txn: ReadTxn,
         view: CacheView,
         access: Access,
         q: Query,
@@ -551,7 +560,7 @@ class Store(GroupCommit, PublicLog):
 
     def _read_holder_wide(
         self,
-        txn: lmdb.Transaction,
+        txn: ReadTxn,
         view: CacheView,
         access: Access,
         q: Query,
@@ -643,7 +652,7 @@ class Store(GroupCommit, PublicLog):
 
     def _candidates(
         self,
-        txn: lmdb.Transaction,
+        txn: ReadTxn,
         access: Access,
         cell_ids: Iterable[bytes] | None,
         include_shared: bool,
@@ -686,7 +695,7 @@ class Store(GroupCommit, PublicLog):
                     shared.append((record.index, cell_id, sharer))
         return own, shared
 
-    def _covered_cells(self, txn: lmdb.Transaction, grantee: bytes, now: int) -> dict[bytes, bytes]:
+    def _covered_cells(self, txn: ReadTxn, grantee: bytes, now: int) -> dict[bytes, bytes]:
         """Cells of other holders covered by a contract active for ``grantee``, each with the
         holder of the contract that covers it.
 
@@ -704,7 +713,7 @@ class Store(GroupCommit, PublicLog):
 
     def _open_checked(
         self,
-        txn: lmdb.Transaction,
+        txn: ReadTxn,
         access: Access,
         cell_id: bytes,
         sharer: bytes | None,
@@ -757,7 +766,7 @@ class Store(GroupCommit, PublicLog):
             return False
         return access.all_sessions or payload.session_id == access.session_id
 
-    def check_opens(self, txn: lmdb.Transaction, cell: Cell) -> None:
+    def check_opens(self, txn: ReadTxn, cell: Cell) -> None:
         """Raise unless ``cell``'s wrapped DEK unwraps under a live KEK generation and opens
         its ciphertext (saihm-protocol "Encryption envelope"); for ``saihm verify --data``.
 
@@ -766,7 +775,7 @@ class Store(GroupCommit, PublicLog):
         """
         decrypt(cell, self.keyring.dek(txn, cell.cell_id))
 
-    def memo_matches(self, txn: lmdb.Transaction, cell_id: bytes, cell_bytes: bytes) -> bool:
+    def memo_matches(self, txn: ReadTxn, cell_id: bytes, cell_bytes: bytes) -> bool:
         """False when a verified-cell memo is stored for ``cell_id`` and is not the memo of
         ``cell_bytes`` (an absent memo only means the signature is checked on every read)."""
         memo = txn.get(cell_id, db=self._db[MEMO])
@@ -781,30 +790,29 @@ class Store(GroupCommit, PublicLog):
         """The custodied signing key of ``holder_id`` (cached; derived from the wrapped seed)."""
         key = self._holder_keys.get(holder_id)
         if key is None:
-            with self.env.begin() as txn:
+            with self.storage.read() as txn:
                 seed = self.keyring.seed(txn, holder_id)
             key = HolderKey.from_seed(seed)
             self._holder_keys[holder_id] = key
         return key
 
-    def read_txn(self) -> lmdb.Transaction:
+    def read_txn(self) -> ReadTxn:
         """A read-only snapshot (use as a context manager)."""
-        return self.env.begin()
+        return self.storage.read()
 
     def stats_since(self, start: int) -> tuple[int, int]:
         """(calls, calls within the service window) counted since ``start``."""
         calls = ok = 0
-        with self.env.begin() as txn, txn.cursor(db=self._db[STATS]) as cursor:
-            if cursor.set_range(u64(start // 86_400)):
-                for _, value in cursor.iternext():
-                    c, k = loads(value)
-                    calls += c
-                    ok += k
+        with self.storage.read() as txn:
+            for _, value in txn.scan(self._db[STATS], u64(start // 86_400)):
+                c, k = loads(value)
+                calls += c
+                ok += k
         return calls, ok
 
     def body(self, subject_id: bytes) -> Body | None:
         """The private body stored for a subject (ciphertext and metadata only)."""
-        with self.env.begin() as txn:
+        with self.storage.read() as txn:
             raw = txn.get(subject_id, db=self._db[BODIES])
         return None if raw is None else Body.decode(raw)
 
@@ -831,8 +839,8 @@ class Store(GroupCommit, PublicLog):
                     return self.keyring.rotate(
                         wait=wait, due=due, issued_at=issued_at, hook=self._rotation_step
                     )
-                except lmdb.MapFullError:
-                    if attempt or not self.env.grow():
+                except StorageFull:
+                    if attempt or not self.storage.grow():
                         raise Unavailable("storage full: the KEK re-wrap did not fit") from None
                     due = None  # the first attempt issued a generation: finish it regardless
             return None  # pragma: no cover
@@ -851,7 +859,7 @@ class Store(GroupCommit, PublicLog):
         emptied instead, which is always safe.
         """
         try:
-            with self.env.begin() as txn, self._cache.lock:
+            with self.storage.read() as txn, self._cache.lock:
                 self._cache.sync(txn, self.tree, self.kek_dir.current_version)
         except Exception as err:  # a committed change must still be acknowledged
             log.error("cache sync after commit failed (%s); cache emptied", type(err).__name__)
@@ -861,31 +869,31 @@ class Store(GroupCommit, PublicLog):
         self,
         target: Path,
         progress: Callable[[int], None] | None = None,
-        compare: Callable[[Projections, lmdb.Transaction, Projections, lmdb.Transaction], object]
-        | None = None,
+        compare: Callable[[Projections, ReadTxn, Projections, ReadTxn], object] | None = None,
     ) -> dict:
-        """Rebuild every projection from the log into a fresh environment and compare bytewise.
+        """Rebuild every projection from the log into a fresh scratch storage and compare
+        bytewise.
 
         Returns ``{"events", "seconds", "identical", "difference"}``; the comparison runs on
-        one read snapshot of the live environment, at the size the rebuild covered. With
+        one read snapshot of the live storage, at the size the rebuild covered. With
         ``compare``, its result over (live, live txn, fresh, fresh txn) is also returned, as
         ``"compared"`` (the fsck lists every difference this way).
         """
-        fresh_env = self.scratch_env(target)
+        scratch = self.scratch_storage(target)
         compared = None
         try:
-            fresh = Projections(fresh_env, self.record_seal)
+            fresh = Projections(scratch, self.record_seal)
             started = time.perf_counter()
-            with self.env.begin() as live_txn:
+            with self.storage.read() as live_txn:
                 size = self.tree.size(live_txn)
                 self.rebuild_from(live_txn, fresh, size, progress)
                 seconds = time.perf_counter() - started
-                with fresh_env.begin() as fresh_txn:
+                with scratch.read() as fresh_txn:
                     difference = P.first_difference(self.projections, live_txn, fresh, fresh_txn)
                     if compare is not None:
                         compared = compare(self.projections, live_txn, fresh, fresh_txn)
         finally:
-            fresh_env.close()
+            scratch.close()
         return {
             "events": size,
             "seconds": seconds,
@@ -899,67 +907,66 @@ class Store(GroupCommit, PublicLog):
     ) -> dict:
         """Repair the projections from the log (``saihm rebuild --replace``), atomically.
 
-        The log is replayed into a scratch environment at ``target`` from a read snapshot;
-        then one write transaction of the live environment (holding LMDB's write lock, so a
-        running server's writes wait, and see either the old or the new projections) empties
-        every projection database, copies the rebuilt ones in, and applies any leaves appended
-        since the snapshot. Returns ``{"events", "seconds", "replaced", "caughtUp"}``.
+        The log is replayed into a scratch LMDB storage at ``target`` (a temporary directory)
+        from a read snapshot; then one write transaction of the live storage (whatever its
+        driver; it excludes every other writer, so a running server's writes wait, and see
+        either the old or the new projections) empties every projection namespace, copies the
+        rebuilt ones in, and applies any leaves appended since the snapshot. Returns
+        ``{"events", "seconds", "replaced", "caughtUp"}``.
         """
-        fresh_env = self.scratch_env(target)
+        scratch = self.scratch_storage(target)
         try:
-            fresh = Projections(fresh_env, self.record_seal)
+            fresh = Projections(scratch, self.record_seal)
             started = time.perf_counter()
-            with self.env.begin() as live_txn:
+            with self.storage.read() as live_txn:
                 size = self.tree.size(live_txn)
                 self.rebuild_from(live_txn, fresh, size, progress)
             replaced = 0
-            with self.env.begin(write=True) as txn, fresh_env.begin() as fresh_txn:
+            with self.storage.write() as txn, scratch.read() as fresh_txn:
                 for name in Projections.DB_NAMES:
                     db = self.projections.db[name]
-                    txn.drop(db, delete=False)
-                    with fresh_txn.cursor(db=fresh.db[name]) as cursor:
-                        for key, value in cursor.iternext():
-                            txn.put(key, value, db=db, append=True)
-                            replaced += 1
+                    txn.clear(db)
+                    pairs = fresh_txn.scan(fresh.db[name])
+                    while chunk := list(islice(pairs, _COPY_CHUNK)):
+                        txn.put_many(chunk, db=db, append=True)
+                        replaced += len(chunk)
                 grown = self.tree.size(txn)
                 self.rebuild_from(txn, self.projections, grown, None, start=size, live=txn)
             seconds = time.perf_counter() - started
         finally:
-            fresh_env.close()
+            scratch.close()
         caught_up = grown - size
         return {"events": grown, "seconds": seconds, "replaced": replaced, "caughtUp": caught_up}
 
-    def scratch_env(self, target: Path) -> lmdb.Environment:
-        """A fresh, non-durable LMDB environment at ``target`` sized for the projections."""
+    def scratch_storage(
+        self, target: Path, names: Sequence[bytes] = Projections.DB_NAMES
+    ) -> LmdbStorage:
+        """A fresh, non-durable LMDB storage at ``target`` (a new directory) with ``names``,
+        its map sized for a copy of the live storage's data, whatever the live driver."""
         target.mkdir(parents=True, exist_ok=False)
-        # The scratch environment is compared or copied, then thrown away: it needs no durable
+        usage = self.storage.usage()
+        size = max(self.config.map_size, usage.capacity or 0, 2 * usage.used)
+        # The scratch storage is compared or copied, then thrown away: it needs no durable
         # commits.
-        return lmdb.open(
-            str(target),
-            max_dbs=len(Projections.DB_NAMES) + 2,
-            map_size=max(self.config.map_size, self.env.map_size),
-            sync=False,
-            metasync=False,
-            writemap=True,
-        )
+        return LmdbStorage(target, names, map_size=size, sync=False, writemap=True)
 
     def rebuild_from(
         self,
-        live_txn: lmdb.Transaction,
+        live_txn: ReadTxn,
         into: Projections,
         size: int,
         progress: Callable[[int], None] | None,
         *,
         start: int = 0,
-        live: lmdb.Transaction | None = None,
+        live: WriteTxn | None = None,
     ) -> None:
         """Apply leaves ``start..size`` of the live log to ``into``: in chunks of fresh write
-        transactions of ``into``'s environment, or all in ``live`` (a live write txn)."""
+        transactions of ``into``'s storage, or all in ``live`` (a live write txn)."""
         bodies = self._db[BODIES]
         chunk = 16384
         for first in range(start, size, chunk):
             leaves = self.tree.leaves(live_txn, first, min(size, first + chunk))
-            txn = live if live is not None else into.env.begin(write=True)
+            txn = live if live is not None else into.storage.write()
             try:
                 for offset, leaf in enumerate(leaves):
                     try:
@@ -998,7 +1005,7 @@ class Store(GroupCommit, PublicLog):
     # deletes the entry and destroys the wrapped DEK. Pending cells are in no projection, so the
     # checked read path never offers them.
 
-    def _pending(self) -> object:
+    def _pending(self) -> Namespace:
         return self._db[PENDING]
 
     def pending_put(
@@ -1017,10 +1024,9 @@ class Store(GroupCommit, PublicLog):
         then changes nothing.
         """
         db = self._pending()
-        with self.env.begin(write=True) as txn:
+        with self.storage.write() as txn:
             if admit is not None:
-                with txn.cursor(db=db) as cursor:
-                    held = [(bytes(k), loads(v)[2]) for k, v in cursor.iternext()]
+                held = [(bytes(k), loads(v)[2]) for k, v in txn.scan(db)]
                 for dropped in admit(held):
                     raw = txn.get(dropped, db=db)
                     if raw is not None:
@@ -1034,10 +1040,10 @@ class Store(GroupCommit, PublicLog):
     def pending_items(self) -> list[tuple[bytes, Cell, bytes]]:
         """Every held proposal: (proposalId, prepared cell, meta), by proposalId."""
         db = self._pending()
-        with self.env.begin() as txn, txn.cursor(db=db) as cursor:
+        with self.storage.read() as txn:
             return [
                 (bytes(key), Cell.from_cbor(loads(value)[1]), loads(value)[2])
-                for key, value in cursor.iternext()
+                for key, value in txn.scan(db)
             ]
 
     def pending_open(self, proposal_id: bytes) -> tuple[Cell, bytes, SealedPayload]:
@@ -1046,7 +1052,7 @@ class Store(GroupCommit, PublicLog):
         Raises :class:`NotFound` if no such proposal is held.
         """
         db = self._pending()
-        with self.env.begin() as txn:
+        with self.storage.read() as txn:
             raw = txn.get(proposal_id, db=db)
             if raw is None:
                 raise NotFound("no such pending proposal", code="proposal_not_found")
@@ -1060,7 +1066,7 @@ class Store(GroupCommit, PublicLog):
             payload = decrypt(cell, self.keyring.dek(txn, cell.cell_id))
         return cell, entry[2], payload
 
-    def pending_take_guard(self, proposal_id: bytes) -> Callable[[lmdb.Transaction], object]:
+    def pending_take_guard(self, proposal_id: bytes) -> Callable[[WriteTxn], object]:
         """A :class:`Change` guard that removes the proposal inside the commit's transaction.
 
         The cell then becomes live in the same transaction that logs its REMEMBER receipt, or
@@ -1068,7 +1074,7 @@ class Store(GroupCommit, PublicLog):
         """
         db = self._pending()
 
-        def guard(txn: lmdb.Transaction) -> object:
+        def guard(txn: WriteTxn) -> object:
             if not txn.delete(proposal_id, db=db):
                 raise NotFound("no such pending proposal", code="proposal_not_found")
             return None
@@ -1078,7 +1084,7 @@ class Store(GroupCommit, PublicLog):
     def pending_reject(self, proposal_id: bytes) -> bool:
         """Drop a proposal and destroy its wrapped DEK; False if it was not held."""
         db = self._pending()
-        with self.env.begin(write=True) as txn:
+        with self.storage.write() as txn:
             raw = txn.get(proposal_id, db=db)
             if raw is None:
                 return False

@@ -1,4 +1,5 @@
-"""Read a data directory's public state straight from LMDB, read-only, without the store.
+"""Read a data directory's public state straight from its LMDB storage, read-only, without
+the store (saihm/storage/lmdb.py opened read-only).
 
 The audit layer may not import ``saihm.store`` or ``saihm.projections`` (DESIGN.md "Layers"):
 a verifier must not depend on the code it checks. The stored records it reads (the erasure
@@ -19,11 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import cbor2
-import lmdb
 
 from saihm.audit.bundle import Bundle
 from saihm.errors import MalformedInput, NotFound
 from saihm.events.records import Body, ErasureRecord, RecordError, Tally, read_u64
+from saihm.storage.base import ReadTxn, StorageError
+from saihm.storage.lmdb import LmdbStorage
 
 __all__ = ["DataView", "public_view", "read_data_dir"]
 
@@ -40,47 +42,41 @@ CHECKPOINTS = b"checkpoints"  # u64 BE size -> signed checkpoint note
 # saihm/projections/cells.py, saihm/projections/governance.py
 ERASURES = b"p_erasures"  # cellId -> ErasureRecord
 TALLIES = b"p_tallies"  # proposalId -> Tally
-_MAX_DBS = 64
+
+_NAMES = (LEAVES, BODIES, CHECKPOINTS, ERASURES, TALLIES)
 
 
-def _open(path: Path) -> lmdb.Environment:
-    """Open the environment read-only; with reader locks when possible (a server may run)."""
+def _open(path: Path) -> LmdbStorage:
+    """Open the storage read-only; with reader locks when possible (a server may run). A
+    namespace never written reads as empty."""
     if not (path / "data.mdb").exists():
         raise NotFound(f"no LMDB environment at {path}")
     try:
-        return lmdb.open(str(path), readonly=True, lock=True, max_dbs=_MAX_DBS, max_readers=256)
-    except lmdb.Error:
-        return lmdb.open(str(path), readonly=True, lock=False, max_dbs=_MAX_DBS)
-
-
-def _db(env: lmdb.Environment, name: bytes) -> object | None:
-    try:
-        return env.open_db(name, create=False)
-    except lmdb.NotFoundError:
-        return None
+        return LmdbStorage(path, _NAMES, readonly=True)
+    except StorageError:
+        return LmdbStorage(path, _NAMES, readonly=True, lock=False)
 
 
 class DataView:
-    """The public state of a data directory inside one LMDB read transaction (``public_view``).
+    """The public state of a data directory inside one read snapshot (``public_view``).
 
-    Every iterator reads with a cursor, so nothing is loaded whole: this is what a streaming
-    export reads (``bundle.stream_bundle``).
+    Every iterator reads with a range scan, so nothing is loaded whole: this is what a
+    streaming export reads (``bundle.stream_bundle``).
     """
 
-    def __init__(self, txn: lmdb.Transaction, dbs: dict, log_keys: list[str], authority: bytes):
-        self.txn, self._dbs, self.log_keys, self.authority = txn, dbs, log_keys, authority
+    def __init__(
+        self, txn: ReadTxn, storage: LmdbStorage, log_keys: list[str], authority: bytes
+    ) -> None:
+        self.txn, self._storage, self.log_keys, self.authority = txn, storage, log_keys, authority
         self.origin = log_keys[0].split("+", 1)[0] if log_keys else ""
 
     def count(self, name: bytes) -> int:
         """How many records the named database holds (0 if it does not exist)."""
-        db = self._dbs[name]
-        return 0 if db is None else self.txn.stat(db)["entries"]
+        return self.txn.count(self._storage.namespace(name))
 
     def _items(self, name: bytes) -> Iterator[tuple[bytes, bytes]]:
-        db = self._dbs[name]
-        if db is not None:
-            for key, value in self.txn.cursor(db=db).iternext():
-                yield bytes(key), bytes(value)
+        for key, value in self.txn.scan(self._storage.namespace(name)):
+            yield bytes(key), bytes(value)
 
     def leaves(self) -> Iterator[tuple[int, bytes]]:
         """(index, leaf) in key order; the index as stored (-1 for a key that is not a u64)."""
@@ -126,17 +122,16 @@ def public_view(data_dir: str | Path) -> Iterator[DataView]:
         authority = (data / AUTHORITY_PUB).read_bytes()
     except FileNotFoundError as err:
         raise NotFound(f"{data} is not a saihm data directory: {err.filename}") from err
-    env = _open(data / LMDB_SUBDIR)
+    storage = _open(data / LMDB_SUBDIR)
     try:
-        dbs = {name: _db(env, name) for name in (LEAVES, BODIES, CHECKPOINTS, ERASURES, TALLIES)}
-        with env.begin() as txn:
-            yield DataView(txn, dbs, log_keys, authority)
+        with storage.read() as txn:
+            yield DataView(txn, storage, log_keys, authority)
     finally:
-        env.close()
+        storage.close()
 
 
 def read_data_dir(data_dir: str | Path, *, with_cells: bool = False) -> Bundle:
-    """Build a :class:`Bundle` from a data directory, read in one LMDB read transaction.
+    """Build a :class:`Bundle` from a data directory, read in one read snapshot.
 
     Leaves are read in key order; a gap in the indexes (a deleted leaf) is recorded in
     ``read_problems`` and the bundle carries the leaves that are there, so verification fails.

@@ -24,9 +24,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Generic, TypeVar
 
-import lmdb
-
 from saihm.errors import Unavailable
+from saihm.storage.base import Namespace, ReadTxn, StorageError, WriteTxn
+from saihm.storage.lmdb import LmdbStorage
 
 __all__ = ["LmdbMap", "MirrorState"]
 
@@ -36,12 +36,12 @@ DIRNAME = ".saihm-mirror"
 
 
 class LmdbMap(MutableMapping[bytes, V], Generic[V]):
-    """A mapping over one named database inside one open write transaction."""
+    """A mapping over one namespace inside one open write transaction."""
 
     def __init__(
         self,
-        txn: lmdb.Transaction,
-        db: object,
+        txn: WriteTxn,
+        db: Namespace,
         encode: Callable[[V], bytes],
         decode: Callable[[bytes], V],
     ) -> None:
@@ -61,11 +61,11 @@ class LmdbMap(MutableMapping[bytes, V], Generic[V]):
             raise KeyError(key)
 
     def __iter__(self) -> Iterator[bytes]:
-        for key in self._txn.cursor(db=self._db).iternext(values=False):
+        for key, _ in self._txn.scan(self._db):
             yield bytes(key)
 
     def __len__(self) -> int:
-        return self._txn.stat(self._db)["entries"]
+        return self._txn.count(self._db)
 
 
 def _u64(n: int) -> bytes:
@@ -88,13 +88,13 @@ class MirrorState:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = (self.dir / "lock").open("a")
         fcntl.flock(self._lock, fcntl.LOCK_EX)
+        names = (b"meta", b"holders", b"receipts", b"erasures")
         try:
-            self.env = lmdb.open(str(self.dir / "lmdb"), map_size=map_size, max_dbs=8)
-        except lmdb.Error as err:
+            self.storage = LmdbStorage(self.dir / "lmdb", names, map_size=map_size)
+        except StorageError as err:
             self._lock.close()
             raise Unavailable(f"cannot open the mirror state in {self.dir}: {err}") from err
-        names = (b"meta", b"holders", b"receipts", b"erasures")
-        self._dbs = {name: self.env.open_db(name) for name in names}
+        self._dbs = {name: self.storage.namespace(name) for name in names}
 
     def __enter__(self) -> MirrorState:
         return self
@@ -108,31 +108,31 @@ class MirrorState:
         self.close()
 
     def close(self) -> None:
-        """Close the environment and release the lock."""
-        self.env.close()
+        """Close the storage and release the lock."""
+        self.storage.close()
         self._lock.close()
 
-    def begin(self) -> lmdb.Transaction:
+    def begin(self) -> WriteTxn:
         """A write transaction (commit it with the tiles it accounts for)."""
-        return self.env.begin(write=True)
+        return self.storage.write()
 
-    def meta(self, txn: lmdb.Transaction, key: bytes) -> bytes | None:
+    def meta(self, txn: ReadTxn, key: bytes) -> bytes | None:
         value = txn.get(key, db=self._dbs[b"meta"])
         return None if value is None else bytes(value)
 
-    def set_meta(self, txn: lmdb.Transaction, key: bytes, value: bytes | None) -> None:
+    def set_meta(self, txn: WriteTxn, key: bytes, value: bytes | None) -> None:
         if value is None:
             txn.delete(key, db=self._dbs[b"meta"])
         else:
             txn.put(key, value, db=self._dbs[b"meta"])
 
-    def holders(self, txn: lmdb.Transaction) -> LmdbMap[bytes]:
+    def holders(self, txn: WriteTxn) -> LmdbMap[bytes]:
         return LmdbMap(txn, self._dbs[b"holders"], _same, _same)
 
-    def receipts(self, txn: lmdb.Transaction) -> LmdbMap[int]:
+    def receipts(self, txn: WriteTxn) -> LmdbMap[int]:
         return LmdbMap(txn, self._dbs[b"receipts"], _u64, _from_u64)
 
-    def erasures(self, txn: lmdb.Transaction) -> LmdbMap[int]:
+    def erasures(self, txn: WriteTxn) -> LmdbMap[int]:
         return LmdbMap(txn, self._dbs[b"erasures"], _u64, _from_u64)
 
     def keys(self) -> list[str] | None:

@@ -23,14 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-import lmdb
-
 from saihm.audit.bundle import read_bundle
 from saihm.audit.derive import Derived
 from saihm.audit.progress import progress
 from saihm.errors import SaihmError, message
 from saihm.events import Operation, Receipt
 from saihm.helpformat import DefaultsFormatter
+from saihm.storage.base import StorageError
+from saihm.storage.lmdb import LmdbStorage
 
 __all__ = ["main", "receipt_json"]
 
@@ -86,21 +86,20 @@ class _Jsonl:
 class _Lmdb:
     def __init__(self, out: Path, size_hint: int) -> None:
         out.mkdir(parents=True, exist_ok=False)
-        self.env = lmdb.open(str(out), max_dbs=16, map_size=max(1 << 26, size_hint * 64))
-        self.db = {
-            n: self.env.open_db(n.encode())
-            for n in (
-                "receipts",
-                "by_subject",
-                "by_holder",
-                "by_operation",
-                "holders",
-                "erasures",
-                "tallies",
-                "events",
-            )
-        }
-        self.txn = self.env.begin(write=True)
+        names = (
+            "receipts",
+            "by_subject",
+            "by_holder",
+            "by_operation",
+            "holders",
+            "erasures",
+            "tallies",
+            "events",
+        )
+        size = max(1 << 26, size_hint * 64)
+        self.storage = LmdbStorage(out, [n.encode() for n in names], map_size=size)
+        self.db = {n: self.storage.namespace(n.encode()) for n in names}
+        self.txn = self.storage.write()
 
     def receipt(self, index: int, r: Receipt, doc: dict) -> None:
         idx, value, put = _U64.pack(index), json.dumps(doc).encode(), self.txn.put
@@ -122,7 +121,7 @@ class _Lmdb:
             doc = {"for": f, "against": a, "abstain": b}
             put(pid, json.dumps(doc).encode(), db=self.db["tallies"])
         self.txn.commit()
-        self.env.close()
+        self.storage.close()
 
 
 def main(argv: list[str]) -> int:
@@ -142,7 +141,7 @@ def main(argv: list[str]) -> int:
         bundle = read_bundle(opts.bundle)
         out = Path(opts.out)
         sink = _Lmdb(out, len(bundle.leaves)) if opts.format == "lmdb" else _Jsonl(out)
-    except (SaihmError, OSError, lmdb.Error) as err:
+    except (SaihmError, OSError, StorageError) as err:
         print(f"saihm replay: {message(err)}", file=sys.stderr)
         return 2
     started = time.perf_counter()

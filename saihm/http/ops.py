@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import lmdb
 from aiohttp import web
 
 from saihm import __version__
+from saihm.storage.base import StorageError
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -46,7 +46,7 @@ __all__ = [
 #: Consecutive failures of one background job after which the operator is not ready.
 JOB_FAILURES = 3
 REASONS = {
-    "store_unavailable": "the LMDB environment does not answer a read",
+    "store_unavailable": "the storage does not answer a read",
     "checkpointer_stopped": "the background checkpoint thread is not running",
     "checkpoint_stale": "entries have waited longer than the staleness bound for a checkpoint",
     "kek_rotation_overdue": "the KEK generation in force is older than the rotation schedule "
@@ -68,7 +68,8 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 @dataclass(frozen=True)
 class OpsFigures:
-    """What the store says about itself, read in one LMDB read transaction."""
+    """What the store says about itself, read in one read snapshot of its storage, and the
+    storage's space in use and the limit it may grow to (``Storage.usage``; None: no limit)."""
 
     log_size: int
     checkpoint_size: int
@@ -77,20 +78,23 @@ class OpsFigures:
     checkpoint_age_seconds: float
     checkpointer_alive: bool
     caches: dict[str, int]
+    storage_used_bytes: int = 0
+    storage_limit_bytes: int | None = None
 
 
 def figures(store: Store, now: float | None = None) -> OpsFigures:
-    """Read the figures behind readiness and metrics; raises ``lmdb.Error`` when the store does
-    not answer.
+    """Read the figures behind readiness and metrics; raises ``StorageError`` when the store
+    does not answer.
 
     ``checkpoint_age_seconds`` is 0 while the latest checkpoint covers the whole log, and
     otherwise the time since this process last signed a checkpoint: how long the public head
     has lagged the log.
     """
     now = time.time() if now is None else now
-    with store.env.begin() as txn:
+    with store.storage.read() as txn:
         size = store.tree.size(txn)
         latest = store._latest_checkpoint(txn)
+    usage = store.storage.usage()
     checkpoint_size = 0 if latest is None else latest[0]
     kek_version = store.kek_dir.current_version
     kek_age = max(0.0, now - store.kek_dir.issued_at(kek_version))
@@ -109,6 +113,8 @@ def figures(store: Store, now: float | None = None) -> OpsFigures:
         checkpoint_age_seconds=lag_age,
         checkpointer_alive=thread is not None and thread.is_alive(),
         caches=caches,
+        storage_used_bytes=usage.used,
+        storage_limit_bytes=usage.limit,
     )
 
 
@@ -122,7 +128,7 @@ def not_ready_reason(store: Store, now: float | None = None) -> str | None:
 
     try:
         got = figures(store, now)
-    except (lmdb.Error, SaihmError):
+    except SaihmError:  # StorageError is one
         return "store_unavailable"
     health = store.job_health()
     if any(job["consecutive_failures"] >= JOB_FAILURES for job in health.values()):  # type: ignore[operator]
@@ -208,7 +214,7 @@ class _StoreCollector:
         yield InfoMetricFamily("saihm_build", "The running saihm.", value={"version": __version__})
         try:
             got = self._figures()
-        except lmdb.Error:
+        except StorageError:
             yield GaugeMetricFamily("saihm_store_up", "1 when the store answers a read.", 0)
             return
         yield GaugeMetricFamily("saihm_store_up", "1 when the store answers a read.", 1)
@@ -237,7 +243,20 @@ class _StoreCollector:
                 "1 while the background checkpoint thread runs.",
                 int(got.checkpointer_alive),
             ),
+            (
+                "saihm_storage_used_bytes",
+                "Space the storage uses (Storage.usage).",
+                got.storage_used_bytes,
+            ),
         ]
+        if got.storage_limit_bytes is not None:
+            gauges.append(
+                (
+                    "saihm_storage_limit_bytes",
+                    "Space the storage may grow to (the LMDB map ceiling, map_size_max).",
+                    got.storage_limit_bytes,
+                )
+            )
         for name, text, value in gauges:
             yield GaugeMetricFamily(name, text, value)
         cache = GaugeMetricFamily(

@@ -1,7 +1,7 @@
 """saihm.keyring: KEK generations, wrapped DEKs and holder seeds, rotation and destruction.
 
-Imports only ``saihm.errors`` from saihm (DESIGN.md "Layers"); the Store owns the LMDB
-environment and passes it, or a transaction, in.
+Imports only ``saihm.errors`` and the storage interface (``saihm.storage.base``) from saihm
+(DESIGN.md "Layers"); the Store owns the storage and passes it, or a transaction, in.
 """
 
 from saihm.keyring.errors import KekUnavailable, KeyringError, RotationBusy, UnwrapError

@@ -1,6 +1,6 @@
-"""Wrapped DEKs and holder seeds in LMDB (DESIGN.md "Data at rest"; saihm-protocol "Erasure").
+"""Wrapped DEKs and holder seeds (DESIGN.md "Data at rest"; saihm-protocol "Erasure").
 
-Named databases in an environment the Store owns (the Keyring never opens one):
+Namespaces of a storage the Store owns (saihm/storage; the Keyring never opens one):
 
 - ``deks``:  cellId (32 bytes) → kekVersion_be32 || RFC 3394 wrap of the 32-byte DEK;
 - ``seeds``: holderId (32 bytes) → kekVersion_be32 || RFC 3394 wrap of the 32-byte holder seed.
@@ -8,7 +8,7 @@ Named databases in an environment the Store owns (the Keyring never opens one):
 The kekVersion stored here names the generation that wrapped the key; it changes on re-wrap,
 unlike the cell's own kekVersion. Deleting a ``deks`` entry is the erasure; it becomes complete
 when the generation in force at that moment is retired (``rotate``), because every older copy of
-the wrapped DEK (LMDB free pages, backups, replicas) was wrapped under a retired generation.
+the wrapped DEK (free pages, backups, replicas) was wrapped under a retired generation.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from saihm.errors import Conflict, MalformedInput, NotFound
 from saihm.keyring.errors import KeyringError, UnwrapError
 from saihm.keyring.kekdir import KekDirectory
 from saihm.keyring.lock import rotation_lock
 from saihm.keyring.wrap import unwrap, wrap
+from saihm.storage.base import Namespace, ReadTxn, Storage, WriteTxn
 
 __all__ = ["Keyring", "new_dek", "new_holder_seed", "rotate"]
 
 _KEY_BYTES = 32
+_REWRAP_CHUNK = 4096  # re-wrapped values written per scan (bounds memory on a large keyring)
 log = logging.getLogger("saihm.keyring")
 
 
@@ -47,20 +48,20 @@ def _check32(value: bytes, what: str) -> None:
 
 
 class Keyring:
-    """Key storage over an LMDB environment owned by someone else; every method takes a txn.
+    """Key storage over a storage owned by someone else; every method takes a transaction.
 
-    Construct it, and call ``rotate``, outside any open transaction of the same thread: both
-    start their own (LMDB allows one write transaction at a time).
+    Call ``rotate`` outside any open transaction of the same thread: it begins its own write
+    transactions (the storage allows one at a time).
     """
 
     DB_NAMES: tuple[bytes, ...] = (b"deks", b"seeds")
 
-    def __init__(self, env: Any, kek_dir: KekDirectory) -> None:
-        self._env = env
+    def __init__(self, storage: Storage, kek_dir: KekDirectory) -> None:
+        """Use the namespaces of ``DB_NAMES`` in ``storage`` (opened with them)."""
+        self._storage = storage
         self.kek_dir = kek_dir
-        create = not env.flags().get("readonly", False)
-        self._deks = env.open_db(b"deks", create=create)
-        self._seeds = env.open_db(b"seeds", create=create)
+        self._deks = storage.namespace(b"deks")
+        self._seeds = storage.namespace(b"seeds")
 
     def __repr__(self) -> str:
         return f"Keyring({self.kek_dir!r})"
@@ -82,7 +83,7 @@ class Keyring:
 
     # DEKs -------------------------------------------------------------------------------------
 
-    def put_dek(self, txn: Any, cell_id: bytes, dek: bytes) -> None:
+    def put_dek(self, txn: WriteTxn, cell_id: bytes, dek: bytes) -> None:
         """Store ``dek`` wrapped under the current generation; raises ``Conflict`` if the cell
         already has one."""
         _check32(cell_id, "cellId")
@@ -90,7 +91,7 @@ class Keyring:
         if not txn.put(cell_id, self._wrap(dek), db=self._deks, overwrite=False):
             raise Conflict("cell already has a wrapped DEK")
 
-    def dek(self, txn: Any, cell_id: bytes) -> bytes:
+    def dek(self, txn: ReadTxn, cell_id: bytes) -> bytes:
         """The unwrapped DEK of ``cell_id``.
 
         Raises ``NotFound(code="erased")`` if no wrapped DEK is stored (destroyed or never
@@ -101,24 +102,24 @@ class Keyring:
             raise NotFound("no wrapped DEK for this cell", code="erased")
         return self._unwrap(bytes(value))
 
-    def has_dek(self, txn: Any, cell_id: bytes) -> bool:
+    def has_dek(self, txn: ReadTxn, cell_id: bytes) -> bool:
         """Whether a wrapped DEK is stored for ``cell_id``."""
         return txn.get(cell_id, db=self._deks) is not None
 
-    def destroy(self, txn: Any, cell_id: bytes) -> bool:
+    def destroy(self, txn: WriteTxn, cell_id: bytes) -> bool:
         """Delete the wrapped DEK of ``cell_id``; False if there was none (already erased)."""
         return bool(txn.delete(cell_id, db=self._deks))
 
     # Seeds ------------------------------------------------------------------------------------
 
-    def put_seed(self, txn: Any, holder_id: bytes, seed: bytes) -> None:
+    def put_seed(self, txn: WriteTxn, holder_id: bytes, seed: bytes) -> None:
         """Store a holder seed wrapped under the current generation; ``Conflict`` if present."""
         _check32(holder_id, "holderId")
         _check32(seed, "holder seed")
         if not txn.put(holder_id, self._wrap(seed), db=self._seeds, overwrite=False):
             raise Conflict("holder already has a seed")
 
-    def seed(self, txn: Any, holder_id: bytes) -> bytes:
+    def seed(self, txn: ReadTxn, holder_id: bytes) -> bytes:
         """The holder seed; raises ``NotFound`` for an unknown holder."""
         value = txn.get(holder_id, db=self._seeds)
         if value is None:
@@ -127,13 +128,12 @@ class Keyring:
 
     # Rotation ---------------------------------------------------------------------------------
 
-    def _entries(self, txn: Any) -> Iterator[tuple[Any, bytes, bytes]]:
+    def _entries(self, txn: ReadTxn) -> Iterator[tuple[Namespace, bytes, bytes]]:
         for db in (self._deks, self._seeds):
-            with txn.cursor(db=db) as cur:
-                for key, value in cur:
-                    yield db, bytes(key), bytes(value)
+            for key, value in txn.scan(db):
+                yield db, bytes(key), bytes(value)
 
-    def versions_in_use(self, txn: Any) -> dict[int, int]:
+    def versions_in_use(self, txn: ReadTxn) -> dict[int, int]:
         """How many wrapped keys name each generation (a value too short to name one counts
         under -1)."""
         counts: dict[int, int] = {}
@@ -142,7 +142,7 @@ class Keyring:
             counts[v] = counts.get(v, 0) + 1
         return counts
 
-    def rewrap_all(self, txn: Any, to_version: int, damaged: list[bytes] | None = None) -> int:
+    def rewrap_all(self, txn: WriteTxn, to_version: int, damaged: list[bytes] | None = None) -> int:
         """Re-wrap every stored DEK and seed not under ``to_version``; returns how many.
 
         ``txn`` must be a write transaction. A stored value that does not unwrap (wrong length,
@@ -155,9 +155,18 @@ class Keyring:
         prefix = struct.pack(">I", to_version)
         count = 0
         for db in (self._deks, self._seeds):
-            with txn.cursor(db=db) as cur:
-                for key, value in cur:
-                    value = bytes(value)
+            start: bytes | None = b""
+            while start is not None:
+                # A chunk of re-wrapped values is collected, then written: a scan is not
+                # promised to survive writes into the namespace it walks.
+                rewrapped: list[tuple[bytes, bytes]] = []
+                after = start
+                start = None
+                for key, raw in txn.scan(db, after):
+                    if len(rewrapped) == _REWRAP_CHUNK:
+                        start = key
+                        break
+                    value = bytes(raw)
                     if value[:4] == prefix:
                         continue
                     try:
@@ -166,8 +175,10 @@ class Keyring:
                         if damaged is not None:
                             damaged.append(bytes(key))
                         continue
-                    cur.put(bytes(key), prefix + wrap(target, key_bytes))
-                    count += 1
+                    rewrapped.append((bytes(key), prefix + wrap(target, key_bytes)))
+                for key, value in rewrapped:
+                    txn.put(key, value, db=db)
+                count += len(rewrapped)
         return count
 
     def rotate(
@@ -189,7 +200,7 @@ class Keyring:
         new generation's issue time. ``hook(step)`` runs after each step: "locked", "issued",
         "rewrapped", "retire_recorded" (per retired generation), "retired".
 
-        A generation is retired only after a check, inside an LMDB write transaction (so no
+        A generation is retired only after a check, inside a write transaction (so no
         writer can wrap meanwhile), that no wrapped DEK or seed names it. Crash-safe at every
         step: the re-wrap commits in one transaction before any retirement; a crash leaves every
         key under a live generation, and the next rotation retires what this one did not.
@@ -204,7 +215,7 @@ class Keyring:
             version = self.kek_dir.new_generation(issued_at)
             step("issued")
             damaged: list[bytes] = []
-            with self._env.begin(write=True) as txn:
+            with self._storage.write() as txn:
                 self.rewrap_all(txn, version, damaged)
             step("rewrapped")
             stale = self.retire_unused(hook=step)
@@ -221,7 +232,7 @@ class Keyring:
     def retire_unused(self, hook: Callable[[str], None] | None = None) -> dict[int, int]:
         """Retire every live generation older than the one in force that wraps no key.
 
-        Call it under the rotation lock. The check and the retirements happen inside one LMDB
+        Call it under the rotation lock. The check and the retirements happen inside one
         write transaction, which excludes every writer for their duration, and every writer
         reads the generation in force inside its own write transaction
         (``KekDirectory.current_kek``): a key wrapped under a generation is therefore either
@@ -229,7 +240,7 @@ class Keyring:
         still named by a stored key (none after a complete re-wrap; a damaged entry the re-wrap
         could not open keeps its generation here) with their key counts; those are not retired.
         """
-        with self._env.begin(write=True) as txn:
+        with self._storage.write() as txn:
             in_use = self.versions_in_use(txn)
             current = self.kek_dir.current_version
             live = self.kek_dir.live_versions()
@@ -243,9 +254,9 @@ class Keyring:
         return stale
 
 
-def rotate(env: Any, kek_dir: KekDirectory) -> int:
-    """``Keyring(env, kek_dir).rotate()``: what ``saihm kek rotate`` runs."""
-    version = Keyring(env, kek_dir).rotate()
+def rotate(storage: Storage, kek_dir: KekDirectory) -> int:
+    """``Keyring(storage, kek_dir).rotate()``: what ``saihm kek rotate`` runs."""
+    version = Keyring(storage, kek_dir).rotate()
     if version is None:  # pragma: no cover - only a ``due`` predicate returns None
         raise KeyringError("rotation did not run")
     return version

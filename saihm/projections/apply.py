@@ -14,7 +14,6 @@ so byte order is log order within one id.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from saihm.events.records import Body
 from saihm.projections.cells import BY_HOLDER, BY_SESSION, CELLS, ERASURES, RECORD_HEADS, Cells
@@ -41,6 +40,7 @@ from saihm.projections.receipts import (
 )
 from saihm.projections.seal import RecordSeal
 from saihm.projections.tables import Projection, Tables, Txn
+from saihm.storage.base import Namespace, Storage
 
 __all__ = [
     "APPLIED",
@@ -139,10 +139,10 @@ class Projections:
     governance: Governance
     meta: Meta
 
-    def __init__(self, env: Any, seal: RecordSeal) -> None:
-        self.env = env
+    def __init__(self, storage: Storage, seal: RecordSeal) -> None:
+        self.storage = storage
         self.seal = seal
-        self.db: dict[bytes, Any] = {name: env.open_db(name) for name in DB_NAMES}
+        self.db: dict[bytes, Namespace] = {name: storage.namespace(name) for name in DB_NAMES}
         self.tables = Tables(self.db, seal, SEALED)
         handlers: dict[str, list[_Handler]] = {}
         for attribute, kind in REGISTRY.items():

@@ -2,8 +2,7 @@
 
 Every projection module reads and writes through a :class:`Tables`: ``get``/``put`` (with the
 record MAC for the :data:`SEALED` databases, saihm/projections/seal.py), ``delete`` and key-order
-``scan``. Keeping the storage calls in one place is what lets the projections move to another
-storage driver (saihm/storage/base.py) by changing this file alone.
+``scan``, over a transaction of the storage interface (saihm/storage/base.py).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any, ClassVar
 
 from saihm.projections.seal import RecordSeal
 
-#: A transaction of the environment (read snapshot or the write transaction).
+#: A transaction of the storage (a read snapshot, or the write transaction for the writers).
 Txn = Any
 
 
@@ -61,22 +60,15 @@ class Tables:
         """Keys and values of ``name`` whose key starts with ``prefix``, in key order; records
         of a sealed database whose MAC fails are skipped (and logged)."""
         sealed = name in self.sealed
-        with txn.cursor(db=self.db[name]) as cursor:
-            if not cursor.set_range(prefix):
-                return
-            for key, raw in cursor.iternext():
-                if not key.startswith(prefix):
-                    break
-                key = bytes(key)
-                value = self.seal.open(name, key, raw) if sealed else bytes(raw)
-                if value is not None:
-                    yield key, value
+        for key, raw in txn.scan(self.db[name], prefix=prefix):
+            value = self.seal.open(name, key, raw) if sealed else bytes(raw)
+            if value is not None:
+                yield key, value
 
     def items(self, txn: Txn, name: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Every stored (key, value) of ``name`` in key order, as stored (MACs included)."""
-        with txn.cursor(db=self.db[name]) as cursor:
-            for key, value in cursor.iternext(keys=True, values=True):
-                yield bytes(key), bytes(value)
+        for key, value in txn.scan(self.db[name]):
+            yield bytes(key), bytes(value)
 
 
 class Projection:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any, cast
 
 import lmdb
 
@@ -153,10 +154,11 @@ class _Read:
         self._end(False)
 
     def get(self, key: bytes, *, db: Namespace) -> bytes | None:
-        if db.handle is None:
+        handle: Any = db.handle
+        if handle is None:
             return None
         try:
-            value: bytes | None = self._txn.get(key, db=db.handle)
+            value = cast("bytes | None", self._txn.get(key, db=handle))
         except lmdb.Error as err:
             raise _error(err) from None
         return value
@@ -180,14 +182,16 @@ class _Read:
         return self._scan(db.handle, start, stop, reverse)
 
     def _scan(
-        self, handle: object, start: bytes, stop: bytes | None, reverse: bool
+        self, handle: Any, start: bytes, stop: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
+        # The environment is opened without buffers=True: keys and values are bytes.
         try:
             with self._txn.cursor(db=handle) as cur:
                 if not reverse:
                     if not (cur.set_range(start) if start else cur.first()):
                         return
-                    for key, value in cur.iternext():
+                    pairs = cast(Iterator[tuple[bytes, bytes]], cur.iternext())
+                    for key, value in pairs:
                         if stop is not None and key >= stop:
                             return
                         yield key, value
@@ -195,7 +199,7 @@ class _Read:
                 found = cur.last() if stop is None or not cur.set_range(stop) else cur.prev()
                 if not found:
                     return
-                for key, value in cur.iterprev():
+                for key, value in cast(Iterator[tuple[bytes, bytes]], cur.iterprev()):
                     if key < start:
                         return
                     yield key, value
@@ -208,10 +212,11 @@ class _Read:
         return None
 
     def count(self, db: Namespace) -> int:
-        if db.handle is None:
+        handle: Any = db.handle
+        if handle is None:
             return 0
         try:
-            return int(self._txn.stat(db.handle)["entries"])
+            return int(self._txn.stat(handle)["entries"])
         except lmdb.Error as err:
             raise _error(err) from None
 
@@ -238,7 +243,7 @@ class _Write(_Read):
     def abort(self) -> None:
         self._end(False)
 
-    def _handle(self, db: Namespace) -> object:
+    def _handle(self, db: Namespace) -> Any:
         if db.handle is None:
             raise StorageError("the storage is open read-only")
         return db.handle
@@ -280,7 +285,9 @@ class LmdbStorage:
 
     ``map_size`` is the map to open with; :meth:`grow` doubles it up to ``map_size_max``
     (never below the map opened with). ``readonly`` opens without write access (a missing
-    namespace then reads as empty); ``lock=False`` only for a copy no process writes.
+    namespace then reads as empty); ``lock=False`` only for a copy no process writes;
+    ``sync=False`` and ``writemap=True`` only for a scratch storage that is thrown away
+    (commits are then not durable).
     """
 
     kind = "lmdb"
@@ -295,11 +302,12 @@ class LmdbStorage:
         readonly: bool = False,
         lock: bool = True,
         sync: bool = True,
+        writemap: bool = False,
         max_readers: int = 256,
     ) -> None:
         self.path = Path(path)
         self.location = str(self.path)
-        self.namespaces = tuple(namespaces)
+        self.namespaces: Sequence[bytes] = tuple(namespaces)
         self.readonly = readonly
         if not readonly:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -313,6 +321,7 @@ class LmdbStorage:
                 lock=lock,
                 sync=sync,
                 metasync=sync,
+                writemap=writemap,
                 create=not readonly,
             )
         except lmdb.Error as err:
@@ -335,6 +344,13 @@ class LmdbStorage:
 
     def namespace(self, name: bytes) -> Namespace:
         return self._handles[name]
+
+    @property
+    def env(self) -> lmdb.Environment:
+        """The raw ``lmdb.Environment``, for tests and tools that inspect or tamper with raw
+        records (in one process LMDB allows one handle per file). The store never uses it:
+        transactions begun on it bypass the resize gate."""
+        return self._env
 
     @property
     def map_size(self) -> int:
@@ -400,10 +416,15 @@ class LmdbStorage:
         used = (int(info["last_pgno"]) + 1) * int(self._env.stat()["psize"])
         return Usage(used=used, capacity=int(info["map_size"]), limit=self.ceiling)
 
-    def copy_to(self, path: Path, *, compact: bool = True) -> None:
-        """A consistent copy of the environment into the empty directory ``path`` (backup)."""
+    def copy_to(self, path: Path, *, compact: bool = True, snapshot: _Read | None = None) -> None:
+        """A consistent copy of the environment into the empty directory ``path`` (backup).
+
+        With ``snapshot`` (a read of this storage) the copy is of that snapshot, so what the
+        caller read in it describes the copy exactly.
+        """
+        txn = None if snapshot is None else snapshot._txn
         try:
-            self._env.copy(str(path), compact=compact)
+            self._env.copy(str(path), compact=compact, txn=txn)
         except lmdb.Error as err:
             raise _error(err) from None
 

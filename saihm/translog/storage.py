@@ -1,4 +1,4 @@
-"""The RFC 6962 log inside an LMDB environment that someone else owns.
+"""The RFC 6962 log inside a storage (saihm/storage) that someone else owns.
 
 Layout (docs/formats.md §1; three named databases, ``TreeStorage.DB_NAMES``):
 
@@ -13,12 +13,12 @@ Layout (docs/formats.md §1; three named databases, ``TreeStorage.DB_NAMES``):
 
 So every complete-subtree hash costs one read (of a tile or a block, cached per call), and any
 root or proof for any historical size costs O(log n) reads and no recomputation. Entry bundles
-are assembled from ``leaves`` by a cursor scan
+are assembled from ``leaves`` by one range scan
 (deterministic, byte-exact) rather than stored twice.
 
 There is no in-memory state: the tree size is the last key of ``leaves`` plus one, read inside
-the caller's transaction, so several processes may share the environment; LMDB's writer lock
-serialises appends.
+the caller's transaction, so several processes may share the storage; the storage's single
+writer (saihm/storage/base.py) serialises appends.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from collections.abc import Sequence
 from hashlib import sha256
 from itertools import islice
 
-import lmdb
-
 from saihm.errors import MalformedInput, NotFound, TooLarge, VerificationFailed
+from saihm.storage.base import ReadTxn, Storage, WriteTxn
 from saihm.translog.hashing import EMPTY_ROOT, HASH_SIZE
 from saihm.translog.tiles import encode_entry_bundle
 
@@ -58,34 +57,31 @@ def _largest_power_below(n: int) -> int:
 
 
 class TreeStorage:
-    """An append-only Merkle tree over the named databases of a caller's LMDB environment.
+    """An append-only Merkle tree over the namespaces of a caller's storage.
 
-    Every method takes an open ``lmdb.Transaction`` first; writes need a write transaction and
-    become visible when the caller commits it.
+    Every method takes an open transaction of that storage first (:class:`ReadTxn`); writes
+    need the write transaction (:class:`WriteTxn`) and become visible when the caller commits
+    it.
     """
 
     DB_NAMES: tuple[bytes, ...] = (b"leaves", b"tree", b"tree_nodes")
 
-    def __init__(self, env: lmdb.Environment) -> None:
-        """Open (creating if needed) the databases of ``DB_NAMES`` in ``env``.
-
-        Call before starting any transaction in this thread: LMDB opens named databases in a
-        transaction of its own.
-        """
-        self._leaves = env.open_db(b"leaves")
-        self._tiles = env.open_db(b"tree")
-        self._nodes = env.open_db(b"tree_nodes")
+    def __init__(self, storage: Storage) -> None:
+        """Use the namespaces of ``DB_NAMES`` in ``storage`` (opened with them)."""
+        self._leaves = storage.namespace(b"leaves")
+        self._tiles = storage.namespace(b"tree")
+        self._nodes = storage.namespace(b"tree_nodes")
 
     # -- reads --------------------------------------------------------------------------------
 
-    def size(self, txn: lmdb.Transaction) -> int:
+    def size(self, txn: ReadTxn) -> int:
         """Return the number of leaves in the tree as seen by ``txn``."""
-        cur = txn.cursor(db=self._leaves)
-        if not cur.last():
+        last = txn.last(self._leaves)
+        if last is None:
             return 0
-        return _U64.unpack(cur.key())[0] + 1
+        return _U64.unpack(last[0])[0] + 1
 
-    def leaf(self, txn: lmdb.Transaction, index: int) -> bytes:
+    def leaf(self, txn: ReadTxn, index: int) -> bytes:
         """Return leaf ``index``; raise ``NotFound`` if it does not exist."""
         if index < 0:
             raise MalformedInput("leaf index must be non-negative")
@@ -94,8 +90,8 @@ class TreeStorage:
             raise NotFound(f"no leaf {index}")
         return bytes(value)
 
-    def leaves(self, txn: lmdb.Transaction, start: int, end: int) -> list[bytes]:
-        """Return leaves ``start`` to ``end`` (exclusive) by one cursor scan.
+    def leaves(self, txn: ReadTxn, start: int, end: int) -> list[bytes]:
+        """Return leaves ``start`` to ``end`` (exclusive) by one range scan.
 
         Raises ``MalformedInput`` unless ``0 <= start <= end`` and ``NotFound`` if ``end`` is
         beyond the tree.
@@ -106,11 +102,10 @@ class TreeStorage:
             raise NotFound(f"leaf range ends beyond the tree at {end}")
         if start == end:
             return []
-        cur = txn.cursor(db=self._leaves)
-        cur.set_key(_U64.pack(start))
-        return [bytes(v) for v in islice(cur.iternext(keys=False, values=True), end - start)]
+        pairs = txn.scan(self._leaves, _U64.pack(start), _U64.pack(end))
+        return [bytes(v) for _, v in islice(pairs, end - start)]
 
-    def node(self, txn: lmdb.Transaction, height: int, index: int) -> bytes:
+    def node(self, txn: ReadTxn, height: int, index: int) -> bytes:
         """Return the hash of the complete subtree of ``2**height`` leaves from ``index << height``.
 
         Raises ``NotFound`` if that subtree is not complete yet.
@@ -133,18 +128,18 @@ class TreeStorage:
             acc = sha256(b"\x01" + parts.pop() + acc).digest()
         return acc
 
-    def _check_size(self, txn: lmdb.Transaction, size: int) -> None:
+    def _check_size(self, txn: ReadTxn, size: int) -> None:
         if size < 0:
             raise MalformedInput("tree size must be non-negative")
         if size > self.size(txn):
             raise NotFound(f"tree size {size} is beyond the current tree")
 
-    def root(self, txn: lmdb.Transaction, size: int) -> bytes:
+    def root(self, txn: ReadTxn, size: int) -> bytes:
         """Return MTH of the first ``size`` leaves (RFC 9162 §2.1.1); ``EMPTY_ROOT`` for 0."""
         self._check_size(txn, size)
         return EMPTY_ROOT if size == 0 else self._subtree(_Reader(self, txn), 0, size)
 
-    def inclusion_proof(self, txn: lmdb.Transaction, index: int, size: int) -> list[bytes]:
+    def inclusion_proof(self, txn: ReadTxn, index: int, size: int) -> list[bytes]:
         """Return PATH(index, D[0:size]) of RFC 9162 §2.1.3.1, leaf-side hash first.
 
         Raises ``MalformedInput`` unless ``0 <= index < size`` and ``NotFound`` if ``size`` is
@@ -167,7 +162,7 @@ class TreeStorage:
         proof.reverse()
         return proof
 
-    def consistency_proof(self, txn: lmdb.Transaction, size1: int, size2: int) -> list[bytes]:
+    def consistency_proof(self, txn: ReadTxn, size1: int, size2: int) -> list[bytes]:
         """Return PROOF(size1, D[0:size2]) of RFC 9162 §2.1.4.1.
 
         Raises ``MalformedInput`` unless ``0 < size1 <= size2`` (the proof between equal sizes is
@@ -193,9 +188,7 @@ class TreeStorage:
         proof.reverse()
         return proof
 
-    def tile(
-        self, txn: lmdb.Transaction, level: int, index: int, width: int | None = None
-    ) -> bytes:
+    def tile(self, txn: ReadTxn, level: int, index: int, width: int | None = None) -> bytes:
         """Return the byte-exact C2SP tile ``tile/<level>/<index>[.p/<width>]``.
 
         ``width=None`` asks for the full tile of 256 hashes. Raises ``MalformedInput`` for a
@@ -209,10 +202,10 @@ class TreeStorage:
             raise NotFound(f"no tile {level}/{index} of width {want}")
         return bytes(value[: want * HASH_SIZE])
 
-    def entry_bundle(self, txn: lmdb.Transaction, index: int, width: int | None = None) -> bytes:
+    def entry_bundle(self, txn: ReadTxn, index: int, width: int | None = None) -> bytes:
         """Return the byte-exact entry bundle ``tile/entries/<index>[.p/<width>]``.
 
-        Assembled from ``leaves`` by one cursor scan. Raises as ``tile`` does.
+        Assembled from ``leaves`` by one range scan. Raises as ``tile`` does.
         """
         want = HASHES_PER_TILE if width is None else width
         if not 0 < want <= HASHES_PER_TILE or index < 0:
@@ -222,7 +215,7 @@ class TreeStorage:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def append(self, txn: lmdb.Transaction, leaves: Sequence[bytes]) -> int:
+    def append(self, txn: WriteTxn, leaves: Sequence[bytes]) -> int:
         """Append ``leaves`` inside the caller's write transaction; return the first new index.
 
         Writes the leaves, then the tiles and interior-node blocks that gained hashes. Raises
@@ -235,8 +228,8 @@ class TreeStorage:
                 raise TooLarge("a log leaf must be under 65,536 bytes")
         first = self.size(txn)
         pack = _U64.pack
-        cur = txn.cursor(db=self._leaves)
-        cur.putmulti([(pack(first + i), leaf) for i, leaf in enumerate(leaves)], append=True)
+        items = [(pack(first + i), leaf) for i, leaf in enumerate(leaves)]
+        txn.put_many(items, db=self._leaves, append=True)
         reader = _Reader(self, txn)
         blocks: dict[bytes, bytearray] = {}
         level = [sha256(b"\x00" + leaf).digest() for leaf in leaves]
@@ -257,13 +250,12 @@ class TreeStorage:
             start >>= 1
             height += 1
         if blocks:
-            items = [(key, bytes(value)) for key, value in blocks.items()]
-            txn.cursor(db=self._nodes).putmulti(items)
+            txn.put_many([(key, bytes(value)) for key, value in blocks.items()], db=self._nodes)
         return first
 
     def _write_block(
         self,
-        txn: lmdb.Transaction,
+        txn: WriteTxn,
         blocks: dict[bytes, bytearray],
         tile_level: int,
         rel: int,
@@ -289,9 +281,7 @@ class TreeStorage:
             )
             pos = stop
 
-    def _write_tiles(
-        self, txn: lmdb.Transaction, level: int, start: int, hashes: list[bytes]
-    ) -> None:
+    def _write_tiles(self, txn: WriteTxn, level: int, start: int, hashes: list[bytes]) -> None:
         """Extend the tiles at ``level`` with ``hashes`` of indices ``start`` onward."""
         data = b"".join(hashes)
         end = start + len(hashes)
@@ -309,7 +299,7 @@ class TreeStorage:
                 chunk = bytes(prefix) + chunk
             items.append((key, chunk))
             pos = stop
-        txn.cursor(db=self._tiles).putmulti(items)
+        txn.put_many(items, db=self._tiles)
 
 
 class _Reader:
@@ -321,7 +311,7 @@ class _Reader:
 
     __slots__ = ("_cache", "_nodes", "_tiles", "_txn")
 
-    def __init__(self, storage: TreeStorage, txn: lmdb.Transaction) -> None:
+    def __init__(self, storage: TreeStorage, txn: ReadTxn) -> None:
         self._txn = txn
         self._tiles = storage._tiles
         self._nodes = storage._nodes

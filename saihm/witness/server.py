@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-import lmdb
 from aiohttp import web
 
 from saihm.errors import MalformedInput, SaihmError
+from saihm.storage.base import StorageError
 from saihm.translog import Checkpoint, NoteError, ProofError, verify_consistency
 from saihm.translog.checkpoint import verifier_from_key
 from saihm.translog.note import Verifier, open_note
@@ -171,7 +171,7 @@ async def _add_checkpoint(request: web.Request) -> web.Response:
         lines = await asyncio.to_thread(witness.add_checkpoint, body)
     except Refused as refusal:
         return refusal.response()
-    except lmdb.Error as err:
+    except StorageError as err:
         # A full disk or map: nothing was stored and nothing is cosigned; the log retries.
         print(f"saihm witness: state unavailable ({type(err).__name__})", file=sys.stderr)
         return web.json_response({"error": "witness_storage_unavailable"}, status=503)

@@ -2,7 +2,8 @@
 checkpoint (c2sp.org/tlog-witness: "the witness is only required to keep track of the latest
 checkpoint it observed and verified").
 
-The record lives in an LMDB environment in the state directory. LMDB serialises write
+The record lives in an LMDB storage (saihm/storage/lmdb.py) in the state directory. LMDB
+serialises write
 transactions across processes and syncs each commit to disk before it returns, so
 :meth:`WitnessState.advance` checks the old size and stores the new checkpoint atomically, as
 the spec requires ("checking the old size against the latest checkpoint and persisting the new
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import lmdb
+from saihm.storage.lmdb import LmdbStorage
 
 __all__ = ["Head", "WitnessState"]
 
@@ -54,13 +55,13 @@ class WitnessState:
         for ``saihm bench witness`` only: a witness must persist before it answers."""
         path = Path(directory) / "lmdb"
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.env = lmdb.open(str(path), max_dbs=4, map_size=map_size, sync=sync, metasync=sync)
-        self._heads = self.env.open_db(_HEADS)
-        self._evidence = self.env.open_db(_EVIDENCE)
+        self.storage = LmdbStorage(path, (_HEADS, _EVIDENCE), map_size=map_size, sync=sync)
+        self._heads = self.storage.namespace(_HEADS)
+        self._evidence = self.storage.namespace(_EVIDENCE)
 
     def close(self) -> None:
-        """Close the environment."""
-        self.env.close()
+        """Close the storage."""
+        self.storage.close()
 
     @staticmethod
     def _key(origin: str) -> bytes:
@@ -68,14 +69,14 @@ class WitnessState:
 
     def head(self, origin: str) -> Head | None:
         """The latest cosigned checkpoint of ``origin``, or None if never cosigned."""
-        with self.env.begin() as txn:
+        with self.storage.read() as txn:
             raw = txn.get(self._key(origin), db=self._heads)
         return None if raw is None else Head.decode(bytes(raw))
 
     def advance(self, origin: str, decide: Callable[[Head | None], Head]) -> Head:
         """Call ``decide(current head)`` inside one write transaction and store what it
         returns; if it raises, nothing is stored. The commit is on disk when this returns."""
-        with self.env.begin(write=True) as txn:
+        with self.storage.write() as txn:
             raw = txn.get(self._key(origin), db=self._heads)
             current = None if raw is None else Head.decode(bytes(raw))
             new = decide(current)
@@ -85,15 +86,14 @@ class WitnessState:
     def record_evidence(self, body: bytes) -> None:
         """Keep a refused, validly signed request (tlog-witness: "MAY log the request even if
         the consistency proof doesn't verify ... as it might be proof of log misbehavior")."""
-        with self.env.begin(write=True) as txn:
-            stat = txn.stat(self._evidence)
-            if stat["entries"] >= _MAX_EVIDENCE:
+        with self.storage.write() as txn:
+            if txn.count(self._evidence) >= _MAX_EVIDENCE:
                 return
-            with txn.cursor(db=self._evidence) as cursor:
-                last = struct.unpack(">Q", cursor.key())[0] + 1 if cursor.last() else 0
+            newest = txn.last(self._evidence)
+            last = 0 if newest is None else struct.unpack(">Q", newest[0])[0] + 1
             txn.put(struct.pack(">Q", last), body, db=self._evidence)
 
     def evidence(self) -> list[bytes]:
         """Every refused request kept as evidence, oldest first."""
-        with self.env.begin() as txn, txn.cursor(db=self._evidence) as cursor:
-            return [bytes(v) for _, v in cursor.iternext()]
+        with self.storage.read() as txn:
+            return [bytes(v) for _, v in txn.scan(self._evidence)]

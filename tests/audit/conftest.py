@@ -101,8 +101,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict:
         op.call(tok["b"], "saihm_remember", {"content": "bravo memory"})["cellId"]
     )
     op.store.checkpoint_now()
-    with op.store.env.begin() as txn:
-        old_dek = bytes(txn.get(cells["gamma"], db=op.store.env.open_db(b"deks", txn=txn)))
+    with op.store.storage.read() as txn:
+        old_dek = bytes(txn.get(cells["gamma"], db=op.store.storage.namespace(b"deks")))
     op.call(tok["a1"], "saihm_forget", {"id": cells["gamma"].hex()})
     op.store.rotate_kek()
     proposal = op.call(

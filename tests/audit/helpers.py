@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import struct
+import tempfile
 from pathlib import Path
 
 import cbor2
 import lmdb
 
 from saihm.audit import cli
+from saihm.storage.lmdb import LmdbStorage
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
 
 _U64 = struct.Struct(">Q")
@@ -50,14 +52,25 @@ def rewrite_log(env: lmdb.Environment, data_dir: Path, new_leaves: list[bytes]) 
     """The full-access attacker: replace the leaves, recompute every tile and node, and re-sign
     checkpoints for the new sizes with the log keys found in the data directory."""
     keys = LogKeys.load(data_dir / "log-keys")
-    tree = TreeStorage(env)
     cps = env.open_db(b"checkpoints")
-    with env.begin(write=True) as txn:
-        old_sizes = [_U64.unpack(k)[0] for k, _ in txn.cursor(db=cps).iternext()]
-        for name in TreeStorage.DB_NAMES:
-            txn.drop(env.open_db(name, txn=txn), delete=False)
-        txn.drop(cps, delete=False)
-        tree.append(txn, new_leaves)
-        for size in sorted({min(s, len(new_leaves)) for s in old_sizes}):
-            note = keys.sign(Checkpoint(keys.origin, size, tree.root(txn, size)))
-            txn.put(_U64.pack(size), note, db=cps)
+    with tempfile.TemporaryDirectory() as tmp:
+        # The tree is recomputed in a scratch storage (LMDB allows one handle per file in a
+        # process), then its raw records are written over the log's.
+        scratch = LmdbStorage(Path(tmp), TreeStorage.DB_NAMES, map_size=1 << 30)
+        try:
+            tree = TreeStorage(scratch)
+            with scratch.write() as stxn:
+                tree.append(stxn, new_leaves)
+            with scratch.read() as stxn, env.begin(write=True) as txn:
+                old_sizes = [_U64.unpack(k)[0] for k, _ in txn.cursor(db=cps).iternext()]
+                for name in TreeStorage.DB_NAMES:
+                    db = env.open_db(name, txn=txn)
+                    txn.drop(db, delete=False)
+                    for key, value in stxn.scan(scratch.namespace(name)):
+                        txn.put(key, value, db=db)
+                txn.drop(cps, delete=False)
+                for size in sorted({min(s, len(new_leaves)) for s in old_sizes}):
+                    note = keys.sign(Checkpoint(keys.origin, size, tree.root(stxn, size)))
+                    txn.put(_U64.pack(size), note, db=cps)
+        finally:
+            scratch.close()

@@ -61,7 +61,7 @@ def test_a_checkpoint_lagging_past_its_bound_is_not_ready(tmp_path, make_holder)
         store.checkpoint_now()
         assert not_ready_reason(store) is None
         operator.call(holder.token, "saihm_remember", {"content": "waits for a checkpoint"})
-        with store.env.begin() as txn:
+        with store.storage.read() as txn:
             assert store._latest_checkpoint(txn)[0] < store.size()
         # Entries are uncovered; only once they have waited past the bound is it not ready.
         assert not_ready_reason(store) is None

@@ -1,11 +1,11 @@
-"""Fixtures: an LMDB environment (the Store's job in production) and a KEK directory."""
+"""Fixtures: an LMDB storage (the Store's job in production) and a KEK directory."""
 
 from __future__ import annotations
 
-import lmdb
 import pytest
 
 from saihm.keyring import KekDirectory, Keyring
+from saihm.storage.lmdb import LmdbStorage
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def kek_dir(tmp_path):
 
 @pytest.fixture
 def env(data_dir):
-    e = lmdb.open(str(data_dir), max_dbs=len(Keyring.DB_NAMES), map_size=1 << 24)
+    e = LmdbStorage(data_dir, Keyring.DB_NAMES, map_size=1 << 24)
     yield e
     e.close()
 

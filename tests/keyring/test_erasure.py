@@ -36,30 +36,28 @@ def test_destroyed_dek_is_unrecoverable_after_one_rotation(
         content="forget me", session_id=b"\x01" * 32, namespace="memory", kind="memory"
     )
     cells = []
-    with env.begin(write=True) as txn:
+    with env.write() as txn:
         for _ in range(20):
             cell, dek = seal(payload, key=holder, kek_version=1, tier="STANDARD", timestamp=NOW)
             keyring.put_dek(txn, cell.cell_id, dek)
             cells.append((cell, dek))
-    deks_db = env.open_db(b"deks")
+    deks_db = env.namespace(b"deks")
     target, target_dek = cells[7]
 
     # Every wrapped value the target's DEK ever had: now, and after a first rotation.
     wrapped_values = []
-    with env.begin() as txn:
+    with env.read() as txn:
         wrapped_values.append(bytes(txn.get(target.cell_id, db=deks_db)))
     keyring.rotate()
-    with env.begin() as txn:
+    with env.read() as txn:
         wrapped_values.append(bytes(txn.get(target.cell_id, db=deks_db)))
-    env.sync(True)
     backup = tmp_path / "backup"
-    shutil.copytree(env.path(), backup)  # a backup taken before the erasure
+    shutil.copytree(env.location, backup)  # a backup taken before the erasure
     assert wrapped_values[1] in _all_bytes(backup)
 
-    with env.begin(write=True) as txn:
+    with env.write() as txn:
         assert keyring.destroy(txn, target.cell_id)
     keyring.rotate()  # retires the generation in force when the DEK was destroyed
-    env.sync(True)
 
     # The search: each stale wrapped value found anywhere unwraps under no surviving key.
     haystack = _all_bytes(data_dir) + _all_bytes(backup) + _all_bytes(kek_dir.path)
@@ -77,7 +75,7 @@ def test_destroyed_dek_is_unrecoverable_after_one_rotation(
     # Without the DEK no one opens the cell; the other cells still open.
     with pytest.raises(DecryptError):
         open_cell(target, os.urandom(32), holder.public_key)
-    with env.begin() as txn:
+    with env.read() as txn:
         for cell, _dek in cells:
             if cell is not target:
                 assert open_cell(cell, keyring.dek(txn, cell.cell_id), holder.public_key)
@@ -86,9 +84,9 @@ def test_destroyed_dek_is_unrecoverable_after_one_rotation(
 def test_before_retirement_a_stale_copy_still_unwraps(env, keyring, kek_dir):
     """Why erasure is complete only at retirement: a copy made before destroy still unwraps
     while its generation is live."""
-    with env.begin(write=True) as txn:
+    with env.write() as txn:
         cell_id, dek = os.urandom(32), os.urandom(32)
         keyring.put_dek(txn, cell_id, dek)
-        stale = bytes(txn.get(cell_id, db=env.open_db(b"deks", txn=txn)))
+        stale = bytes(txn.get(cell_id, db=env.namespace(b"deks")))
         keyring.destroy(txn, cell_id)
     assert unwrap(kek_dir.kek(1), stale[4:]) == dek

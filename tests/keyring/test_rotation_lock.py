@@ -20,14 +20,14 @@ WAIT = 30.0  # seconds: the bound on every wait for a condition that must happen
 
 def _fill(env, keyring: Keyring, n: int = 20) -> dict[bytes, bytes]:
     deks = {os.urandom(32): new_dek() for _ in range(n)}
-    with env.begin(write=True) as txn:
+    with env.write() as txn:
         for cell_id, dek in deks.items():
             keyring.put_dek(txn, cell_id, dek)
     return deks
 
 
 def _all_readable(env, keyring: Keyring, deks: dict[bytes, bytes]) -> bool:
-    with env.begin() as txn:
+    with env.read() as txn:
         return all(keyring.dek(txn, c) == d for c, d in deks.items())
 
 
@@ -75,7 +75,7 @@ def test_a_wrap_in_a_write_transaction_open_across_the_issue_is_rewrapped(env, k
     cell_id, dek = os.urandom(32), new_dek()
 
     def writer() -> None:
-        with env.begin(write=True) as txn:
+        with env.write() as txn:
             keyring.put_dek(txn, cell_id, dek)
             wrapped.set()
             assert commit.wait(WAIT)
@@ -83,7 +83,7 @@ def test_a_wrap_in_a_write_transaction_open_across_the_issue_is_rewrapped(env, k
     w = threading.Thread(target=writer)
     w.start()
     assert wrapped.wait(WAIT)
-    with env.begin() as txn:
+    with env.read() as txn:
         assert keyring.versions_in_use(txn) == {}  # not committed yet
 
     def hook(step: str) -> None:
@@ -92,7 +92,7 @@ def test_a_wrap_in_a_write_transaction_open_across_the_issue_is_rewrapped(env, k
 
     assert keyring.rotate(hook=hook) == 2
     w.join(WAIT)
-    with env.begin() as txn:
+    with env.read() as txn:
         assert keyring.versions_in_use(txn) == {2: 1}
         assert keyring.dek(txn, cell_id) == dek
     assert kek_dir.live_versions() == [2]
@@ -112,9 +112,9 @@ def test_a_writer_with_a_stale_cached_state_wraps_under_the_new_generation(env, 
     writer_dir._state = old_state  # the cache says generation 1 is in force and live
     writer_dir._state_sig = (st.st_ino, st.st_mtime_ns, st.st_size)
     cell_id, dek = os.urandom(32), new_dek()
-    with env.begin(write=True) as txn:
+    with env.write() as txn:
         writer.put_dek(txn, cell_id, dek)
-    with env.begin() as txn:
+    with env.read() as txn:
         assert writer.versions_in_use(txn) == {2: 1}
         assert Keyring(env, rotator).dek(txn, cell_id) == dek
 
@@ -125,12 +125,12 @@ def test_a_generation_still_wrapping_a_key_is_not_retired(env, keyring, kek_dir)
     the rotation says so, and the next rotation re-wraps it and retires 1."""
     deks = _fill(env, keyring, 5)
     planted, planted_dek = os.urandom(32), new_dek()
-    deks_db = env.open_db(b"deks")
+    deks_db = env.namespace(b"deks")
     kek1 = kek_dir.kek(1)
 
     def hook(step: str) -> None:
         if step == "rewrapped":
-            with env.begin(write=True) as txn:
+            with env.write() as txn:
                 txn.put(planted, struct.pack(">I", 1) + wrap(kek1, planted_dek), db=deks_db)
 
     with pytest.raises(KeyringError):
@@ -169,11 +169,11 @@ def test_a_writer_cannot_wrap_while_a_generation_is_being_retired(env, keyring, 
     retiring, wrote = threading.Event(), threading.Event()
     cell_id, dek = os.urandom(32), new_dek()
     version: dict[str, int] = {}
-    deks_db = env.open_db(b"deks")
+    deks_db = env.namespace(b"deks")
 
     def writer() -> None:
         assert retiring.wait(WAIT)
-        with env.begin(write=True) as txn:
+        with env.write() as txn:
             keyring.put_dek(txn, cell_id, dek)
             raw = bytes(txn.get(cell_id, db=deks_db))
             version["v"] = struct.unpack(">I", raw[:4])[0]
@@ -199,10 +199,10 @@ def test_damaged_wrapped_keys_do_not_stop_rotation_or_other_retirements(env, key
     too short, naming a generation never issued, or failing the integrity check are left as
     they are; only a live generation still named by one is kept."""
     deks = _fill(env, keyring, 4)
-    deks_db = env.open_db(b"deks")
+    deks_db = env.namespace(b"deks")
     flipped = bytearray(struct.pack(">I", 1) + wrap(kek_dir.kek(1), new_dek()))
     flipped[-1] ^= 1
-    with env.begin(write=True) as txn:
+    with env.write() as txn:
         txn.put(b"s" * 32, b"\x00\x01", db=deks_db)
         txn.put(b"n" * 32, struct.pack(">I", 0xFFFFFFF0) + os.urandom(40), db=deks_db)
         txn.put(b"f" * 32, bytes(flipped), db=deks_db)
@@ -210,7 +210,7 @@ def test_damaged_wrapped_keys_do_not_stop_rotation_or_other_retirements(env, key
         keyring.rotate()
     assert kek_dir.live_versions() == [1, 2]  # 1 is kept: a stored value still names it
     assert _all_readable(env, keyring, deks)
-    with env.begin(write=True) as txn:
+    with env.write() as txn:
         keyring.destroy(txn, b"f" * 32)  # what a forget of that cell does
     assert keyring.rotate() == 3
     assert kek_dir.live_versions() == [3] and kek_dir.retired_versions() == [1, 2]

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import cbor2
-import lmdb
 import pytest
 
 from saihm.events.records import (
@@ -28,6 +27,7 @@ from saihm.events.records import (
 )
 from saihm.projections import Body, LeafView, Projections, RecordSeal, derive_record_key
 from saihm.projections import apply as P
+from saihm.storage.lmdb import LmdbStorage
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "projections"
 BODY_OPERATIONS = {"REMEMBER", "SHARE"}  # saihm/store.py: the events with a private body
@@ -42,11 +42,11 @@ def _fixture() -> tuple[list[bytes], dict[bytes, bytes], bytes, dict[str, list[l
 
 
 @pytest.fixture
-def rebuilt(tmp_path: Path) -> Iterator[tuple[Projections, lmdb.Environment]]:
+def rebuilt(tmp_path: Path) -> Iterator[tuple[Projections, LmdbStorage]]:
     leaves, bodies, memo, _ = _fixture()
-    env = lmdb.open(str(tmp_path / "p"), max_dbs=len(P.DB_NAMES) + 2, map_size=1 << 26)
-    projections = Projections(env, RecordSeal(derive_record_key(memo)))
-    with env.begin(write=True) as txn:
+    storage = LmdbStorage(tmp_path / "p", P.DB_NAMES, map_size=1 << 26)
+    projections = Projections(storage, RecordSeal(derive_record_key(memo)))
+    with storage.write() as txn:
         for index, leaf in enumerate(leaves):
             view = LeafView.from_leaf(leaf)
             body = None
@@ -54,8 +54,8 @@ def rebuilt(tmp_path: Path) -> Iterator[tuple[Projections, lmdb.Environment]]:
                 body = Body.decode(bodies[view.subject_id])
             projections.apply(txn, index, view, body, record_applied=False)
         projections.mark_applied(txn, len(leaves))
-    yield projections, env
-    env.close()
+    yield projections, storage
+    storage.close()
 
 
 def test_the_fixture_exercises_every_operation_with_projection_state() -> None:
@@ -81,23 +81,23 @@ def test_the_fixture_exercises_every_operation_with_projection_state() -> None:
 
 
 def test_rebuild_of_the_fixture_log_is_byte_identical(
-    rebuilt: tuple[Projections, lmdb.Environment],
+    rebuilt: tuple[Projections, LmdbStorage],
 ) -> None:
-    projections, env = rebuilt
+    projections, storage = rebuilt
     _, _, _, expected = _fixture()
-    with env.begin() as txn:
+    with storage.read() as txn:
         for name in P.DB_NAMES:
             got = [[k, v] for k, v in projections.items(txn, name)]
             assert got == expected[name.decode()], f"{name.decode()} differs from the fixture"
 
 
 def test_the_rebuilt_fixture_reads_back_through_the_typed_queries(
-    rebuilt: tuple[Projections, lmdb.Environment],
+    rebuilt: tuple[Projections, LmdbStorage],
 ) -> None:
     """Every stored record decodes, and re-encodes to the bytes that are stored."""
-    projections, env = rebuilt
+    projections, storage = rebuilt
     leaves, _, _, expected = _fixture()
-    with env.begin() as txn:
+    with storage.read() as txn:
         state = projections.state(txn)
         assert (state.applied, state.format) == (len(leaves), P.PROJECTION_FORMAT)
         state.require_current(len(leaves))

@@ -55,7 +55,7 @@ def test_pending_is_sealed_at_rest(world):
     agent = world.consumer("agent", ["notes"], "write")
     marker = "PLAINTEXT-MARKER-7f3a"
     _propose(agent, content={"fact": marker})
-    world.store.env.sync(True)
+    world.store.storage.env.sync(True)
     lmdb_dir = world.config.lmdb_dir
     for path in lmdb_dir.iterdir():
         assert marker.encode() not in path.read_bytes()

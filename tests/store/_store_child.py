@@ -73,7 +73,7 @@ def main() -> None:
                     refused.append(content)
                 else:
                     done.append(content)
-            print(json.dumps({"done": done, "refused": refused, "map": store.env.map_size}))
+            print(json.dumps({"done": done, "refused": refused, "map": store.storage.map_size}))
     finally:
         store.close()
 

@@ -140,7 +140,7 @@ def _grant_id(token: str) -> bytes:
 def raw_env(world: World) -> lmdb.Environment:
     """The store's own environment: in one process LMDB allows one handle per file, and an
     attacker's raw write is the same bytes whichever handle makes it."""
-    return world.store.env
+    return world.store.storage.env
 
 
 def named_databases(env: lmdb.Environment) -> list[bytes]:

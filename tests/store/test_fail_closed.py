@@ -17,7 +17,6 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import lmdb
 import pytest
 
 from saihm.errors import SaihmError
@@ -25,22 +24,23 @@ from saihm.fsck import check_store
 from saihm.projections import apply as PJ
 from saihm.projections.keys import dumps, loads, u64
 from saihm.projections.seal import TAG_BYTES
+from saihm.storage import WriteTxn
 
 from ..support.serve import SAIHM, post, serving
 from .populated import Populated, clone, populate
 
-Attack = Callable[[Populated, lmdb.Transaction], None]
+Attack = Callable[[Populated, WriteTxn], None]
 
 
 def _db(p: Populated, name: bytes) -> object:
     return p.world.store.projections.db[name]
 
 
-def _value(txn: lmdb.Transaction, p: Populated, name: bytes, key: bytes) -> object:
+def _value(txn: WriteTxn, p: Populated, name: bytes, key: bytes) -> object:
     return loads(bytes(txn.get(key, db=_db(p, name)))[:-TAG_BYTES])
 
 
-def _edit(p: Populated, txn: lmdb.Transaction, name: bytes, key: bytes, change) -> None:
+def _edit(p: Populated, txn: WriteTxn, name: bytes, key: bytes, change) -> None:
     """Decode a record, change it and store it back with its old MAC (an attacker cannot make a
     new one without the KEK directory)."""
     raw = bytes(txn.get(key, db=_db(p, name)))
@@ -49,7 +49,7 @@ def _edit(p: Populated, txn: lmdb.Transaction, name: bytes, key: bytes, change) 
     txn.put(key, dumps(record) + raw[-TAG_BYTES:], db=_db(p, name))
 
 
-def forge_contract(p: Populated, txn: lmdb.Transaction) -> None:
+def forge_contract(p: Populated, txn: WriteTxn) -> None:
     """The issue's attack: two raw entries, a contract record and its grantee index entry, with
     no receipt, body or signature, offering alice's unshared cell to bob."""
     contract_id = b"\x42" * 32
@@ -70,7 +70,7 @@ def forge_contract(p: Populated, txn: lmdb.Transaction) -> None:
     txn.put(bob + contract_id, b"", db=_db(p, PJ.BY_GRANTEE))
 
 
-def forge_contract_with_copied_macs(p: Populated, txn: lmdb.Transaction) -> None:
+def forge_contract_with_copied_macs(p: Populated, txn: WriteTxn) -> None:
     """The same, reusing MACs taken from authentic records of the same databases."""
     real = p.contracts["accepted"]
     raw = bytes(txn.get(real, db=_db(p, PJ.CONTRACTS)))
@@ -82,7 +82,7 @@ def forge_contract_with_copied_macs(p: Populated, txn: lmdb.Transaction) -> None
     txn.put(p.holders["bob"] + contract_id, index_mac, db=_db(p, PJ.BY_GRANTEE))
 
 
-def widen_shards(p: Populated, txn: lmdb.Transaction) -> None:
+def widen_shards(p: Populated, txn: WriteTxn) -> None:
     _edit(
         p,
         txn,
@@ -92,7 +92,7 @@ def widen_shards(p: Populated, txn: lmdb.Transaction) -> None:
     )
 
 
-def widen_grantees(p: Populated, txn: lmdb.Transaction) -> None:
+def widen_grantees(p: Populated, txn: WriteTxn) -> None:
     """Add carol to the accepted contract (grantees and acceptances) and index her."""
 
     def change(record: dict) -> None:
@@ -104,7 +104,7 @@ def widen_grantees(p: Populated, txn: lmdb.Transaction) -> None:
     txn.put(p.holders["carol"] + p.contracts["accepted"], mac, db=_db(p, PJ.BY_GRANTEE))
 
 
-def forge_acceptance(p: Populated, txn: lmdb.Transaction) -> None:
+def forge_acceptance(p: Populated, txn: WriteTxn) -> None:
     """Carol never accepted the offered contract; mark her as having accepted it."""
     _edit(
         p,
@@ -115,54 +115,51 @@ def forge_acceptance(p: Populated, txn: lmdb.Transaction) -> None:
     )
 
 
-def unrevoke_contract(p: Populated, txn: lmdb.Transaction) -> None:
+def unrevoke_contract(p: Populated, txn: WriteTxn) -> None:
     _edit(p, txn, PJ.CONTRACTS, p.contracts["revoked"], lambda r: r.__setitem__(9, False))
 
 
-def unrevoke_grant(p: Populated, txn: lmdb.Transaction) -> None:
+def unrevoke_grant(p: Populated, txn: WriteTxn) -> None:
     _edit(p, txn, PJ.GRANTS, p.grants["withdrawn"], lambda r: r.__setitem__(5, False))
 
 
-def extend_grant_expiry(p: Populated, txn: lmdb.Transaction) -> None:
+def extend_grant_expiry(p: Populated, txn: WriteTxn) -> None:
     _edit(p, txn, PJ.GRANTS, p.grants["all"], lambda r: r.__setitem__(3, 2**40))
 
 
-def forge_grant(p: Populated, txn: lmdb.Transaction) -> None:
+def forge_grant(p: Populated, txn: WriteTxn) -> None:
     """Replace the withdrawn grant's record by a fresh unsigned one."""
     record = {1: p.holders["alice"], 2: None, 3: 2**40, 4: 1, 5: False}
     txn.put(p.grants["withdrawn"], dumps(record), db=_db(p, PJ.GRANTS))
 
 
-def copy_cells_to_bob(p: Populated, txn: lmdb.Transaction) -> None:
+def copy_cells_to_bob(p: Populated, txn: WriteTxn) -> None:
     """Copy alice's holder-index entries under bob's prefix, and move a cell record's owner."""
     alice, bob = p.holders["alice"], p.holders["bob"]
-    with txn.cursor(db=_db(p, PJ.BY_HOLDER)) as cursor:
-        entries = [(bytes(k), bytes(v)) for k, v in cursor.iternext() if k.startswith(alice)]
+    entries = [(bytes(k), bytes(v)) for k, v in txn.scan(_db(p, PJ.BY_HOLDER), prefix=alice)]
     for key, value in entries:
         txn.put(bob + key[32:], value, db=_db(p, PJ.BY_HOLDER))
     _edit(p, txn, PJ.CELLS, p.cells["a1"], lambda r: r.__setitem__(1, bob))
 
 
-def copy_session_index(p: Populated, txn: lmdb.Transaction) -> None:
+def copy_session_index(p: Populated, txn: WriteTxn) -> None:
     """Copy every session-index entry under the prefix of alice's first session."""
     tag = p.world.store.session_tag(p.holders["alice"], _session_of(p, "a1"))
-    with txn.cursor(db=_db(p, PJ.BY_SESSION)) as cursor:
-        entries = [(bytes(k), bytes(v)) for k, v in cursor.iternext()]
+    entries = [(bytes(k), bytes(v)) for k, v in txn.scan(_db(p, PJ.BY_SESSION))]
     for n, (_, value) in enumerate(entries):
         txn.put(tag + u64(10_000 + n), value, db=_db(p, PJ.BY_SESSION))
 
 
-def move_holder_record(p: Populated, txn: lmdb.Transaction) -> None:
+def move_holder_record(p: Populated, txn: WriteTxn) -> None:
     """Give bob's holder record alice's public key (so alice's signatures pass as bob's)."""
     alice = bytes(txn.get(p.holders["alice"], db=_db(p, PJ.HOLDERS)))
     txn.put(p.holders["bob"], alice, db=_db(p, PJ.HOLDERS))
 
 
-def drop_session_revocation_mac(p: Populated, txn: lmdb.Transaction) -> None:
+def drop_session_revocation_mac(p: Populated, txn: WriteTxn) -> None:
     """Edit the revoked session's revocation record (its MAC then fails): still revoked."""
-    with txn.cursor(db=_db(p, PJ.REVOKED)) as cursor:
-        key, value = next(iter(cursor.iternext()))
-        txn.put(bytes(key), bytes(value)[:-1] + b"\x00", db=_db(p, PJ.REVOKED))
+    key, value = next(txn.scan(_db(p, PJ.REVOKED)))
+    txn.put(bytes(key), bytes(value)[:-1] + b"\x00", db=_db(p, PJ.REVOKED))
 
 
 def _session_of(p: Populated, name: str) -> bytes:
@@ -216,7 +213,7 @@ def _no_wider(p: Populated, after: dict) -> None:
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_a_raw_edit_of_access_state_grants_nothing_and_is_found(populated, attack, caplog):
     p = populated
-    with p.world.store.env.begin(write=True) as txn:
+    with p.world.store.storage.write() as txn:
         ATTACKS[attack](p, txn)
     p.world.reopen()
     with caplog.at_level(logging.WARNING, logger="saihm.store"):
@@ -237,7 +234,7 @@ def test_the_issue_attack_through_http_shows_no_plaintext_of_another_holder(tmp_
     """Every attack at once on a stopped operator, then a real ``saihm serve`` over HTTP."""
     p = populate(tmp_path)
     baseline = p.views()
-    with p.world.store.env.begin(write=True) as txn:
+    with p.world.store.storage.write() as txn:
         for attack in ATTACKS.values():
             attack(p, txn)
     p.world.store.close()

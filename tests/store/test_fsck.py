@@ -181,7 +181,7 @@ def test_rollback_to_an_older_authentic_record_passes_the_mac_but_not_the_fsck(p
         before = bytes(txn.get(grant, db=db))
     p.world.operator.ungrant(grant)
     assert p.recall("a_all") is None
-    with store.env.begin(write=True) as txn:
+    with store.storage.write() as txn:
         txn.put(grant, before, db=db)
     assert p.recall("a_all") == p.baseline["a_all"]  # type: ignore[attr-defined]
     store.close()
@@ -230,7 +230,7 @@ def test_the_store_refuses_to_open_when_the_applied_index_is_not_the_tree_size(p
 def test_rebuild_replace_repairs_forged_and_lagging_projections(populated, capsys):
     p = populated
     store = p.world.store
-    with store.env.begin(write=True) as txn:
+    with store.storage.write() as txn:
         txn.put(b"\x42" * 32, b"forged", db=store.projections.db[PJ.CONTRACTS])
         txn.delete(p.holders["bob"], db=store.projections.db[PJ.HOLDERS])
     store.close()

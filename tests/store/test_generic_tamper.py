@@ -92,7 +92,7 @@ def _views(p: Populated) -> dict[str, frozenset[str] | None]:
     try:
         return p.views()
     finally:
-        store.env.close()  # no closing checkpoint: nothing may be written between cases
+        store.storage.close()  # no closing checkpoint: nothing may be written between cases
 
 
 def test_every_raw_edit_of_every_database_is_detected_or_harmless(populated, capsys) -> None:

@@ -64,7 +64,7 @@ def test_a_damaged_statistics_counter_does_not_refuse_writes(world):
 
     alice = world.holder()
     day = u64(int(world.clock()) // 86_400)
-    with world.store.env.begin(write=True) as txn:
+    with world.store.storage.write() as txn:
         txn.put(day, b"\xff not cbor", db=world.store._db[STATS])
     assert world.call(alice, "saihm_remember", content="counted afresh")["cellId"]
     assert world.store.stats_since(int(world.clock()))[0] == 1
@@ -167,8 +167,8 @@ def test_a_rotation_kept_from_retiring_by_a_damaged_key_is_not_retried_every_tic
     world.call(alice, "saihm_remember", content="fine")
     damaged = bytearray(struct.pack(">I", 1) + wrap(kek_dir.kek(1), b"k" * 32))
     damaged[-1] ^= 1
-    deks = store.env.open_db(b"deks")
-    with store.env.begin(write=True) as txn:
+    deks = store.storage.namespace(b"deks")
+    with store.storage.write() as txn:
         txn.put(b"d" * 32, bytes(damaged), db=deks)
     world.clock.now = kek_dir.issued_at(1) + 25 * 3600
     assert not store.jobs.run("kek_rotation", store.rotate_kek_if_due, 0.0)

@@ -83,13 +83,12 @@ def _lost_keys(world: World) -> tuple[int, int, dict[int, int]]:
     keys = lost = 0
     with store.read_txn() as txn:
         for name in (b"deks", b"seeds"):
-            with txn.cursor(db=store.env.open_db(name)) as cursor:
-                for _key, value in cursor:
-                    keys += 1
-                    try:
-                        store.keyring._unwrap(bytes(value))
-                    except (KeyringError, UnwrapError):
-                        lost += 1
+            for _key, value in txn.scan(store.storage.namespace(name)):
+                keys += 1
+                try:
+                    store.keyring._unwrap(bytes(value))
+                except (KeyringError, UnwrapError):
+                    lost += 1
         in_use = store.keyring.versions_in_use(txn)
     return keys, lost, in_use
 
@@ -181,7 +180,7 @@ def _scene(world: World) -> dict:
     doomed = world.call(alice, "saihm_remember", content="alice forgets")["cellId"]
     store = world.store
     with store.read_txn() as txn:
-        stale = bytes(txn.get(bytes.fromhex(doomed), db=store.env.open_db(b"deks")))
+        stale = bytes(txn.get(bytes.fromhex(doomed), db=store.storage.namespace(b"deks")))
     assert world.call(alice, "saihm_forget", id=doomed)["success"] is True
     payload = SealedPayload(
         content="proposed", session_id=alice.session_id, namespace="memory", kind="memory"

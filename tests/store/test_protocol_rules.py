@@ -220,7 +220,7 @@ def test_recall_omits_and_logs_a_cell_that_fails_verification(world, caplog) -> 
     body = world.store.body(cell_id)
     tampered = bytearray(body.object_cbor)
     tampered[-40] ^= 1
-    with world.store.env.begin(write=True) as txn:
+    with world.store.storage.write() as txn:
         new = Body(bytes(tampered), body.session_tag).encode()
         txn.put(cell_id, new, db=world.store._db[BODIES])
     with caplog.at_level("WARNING", logger="saihm.store"):
@@ -657,7 +657,7 @@ def test_rebuild_names_the_first_difference_when_a_projection_was_edited(world, 
     """rebuild "says where they differ if not"."""
     alice = world.holder()
     cell = bytes.fromhex(world.call(alice, "saihm_remember", content="x")["cellId"])
-    with world.store.env.begin(write=True) as txn:
+    with world.store.storage.write() as txn:
         txn.put(cell, b"\x00", db=world.store.projections.db[PJ.ERASURES])
     report = world.store.rebuild_into(tmp_path / "rebuilt")
     assert not report["identical"]
@@ -725,37 +725,36 @@ def test_the_kek_is_rotated_on_its_schedule_and_old_generations_retired(world) -
 def test_when_unsure_whether_a_receipt_was_written_the_store_looks_it_up(world) -> None:
     """ "If the operator cannot tell whether a receipt write succeeded, it MUST look the receipt
     up by its receiptId before answering, and treats a receipt it finds as written." """
-    import lmdb
+    from saihm.storage import StorageError, WriteTxn
 
     alice = world.holder()
-    real_env = world.store.env
+    real_storage = world.store.storage
 
     class LostAcknowledgement:
         """Commits for real, then reports a failure, as a lost acknowledgement would."""
 
-        def __init__(self, txn: lmdb.Transaction) -> None:
+        def __init__(self, txn: WriteTxn) -> None:
             self.txn = txn
 
-        def __enter__(self) -> lmdb.Transaction:
+        def __enter__(self) -> WriteTxn:
             return self.txn.__enter__()
 
         def __exit__(self, *exc: object) -> None:
-            self.txn.__exit__(*exc)
-            raise lmdb.Error("commit acknowledgement lost")
+            self.txn.__exit__(*exc)  # type: ignore[arg-type]
+            raise StorageError("commit acknowledgement lost")
 
-    class Env:
+    class Storage:
         def __getattr__(self, name: str) -> object:
-            return getattr(real_env, name)
+            return getattr(real_storage, name)
 
-        def begin(self, write: bool = False, **kw: object) -> object:
-            txn = real_env.begin(write=write, **kw)
-            return LostAcknowledgement(txn) if write else txn
+        def write(self) -> object:
+            return LostAcknowledgement(real_storage.write())
 
-    world.store.env = Env()
+    world.store.storage = Storage()
     try:
         result = world.call(alice, "saihm_remember", content="written after all")
     finally:
-        world.store.env = real_env
+        world.store.storage = real_storage
     index, _ = world.store.receipt(bytes.fromhex(result["receiptId"]))
     assert index == world.store.size() - 1
     assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["written after all"]

@@ -240,7 +240,7 @@ def test_a_read_of_an_older_snapshot_adds_nothing_to_the_cache(world: World) -> 
     a = world.holder()
     cid = bytes.fromhex(world.call(a, "saihm_remember", content="old snapshot")["cellId"])
     store = world.store
-    with store.env.begin() as old:
+    with store.storage.read() as old:
         world.call(a, "saihm_forget", id=cid.hex())
         with store._cache.reading(old, store.tree, store.kek_dir.current_version) as view:
             assert not view.current
@@ -255,7 +255,7 @@ def test_a_forged_index_entry_does_not_serve_another_holders_cell(world: World) 
     b_wide = world.grant_token(b.holder_id)
     assert ids(world, b_wide) == [theirs.hex()]  # cached, verified, owned by B
     store = world.store
-    with store.env.begin(write=True) as txn:
+    with store.storage.write() as txn:
         txn.put(a.holder_id + u64(10**6), theirs, db=store.projections.db[P.BY_HOLDER])
     store._cache.clear()
     ids(world, b_wide)  # B's cell is in the cache again before A's holder-wide read

@@ -30,8 +30,9 @@ from saihm.store import Access
 PACKAGE = Path(saihm.__file__).parent
 STORE = "saihm/store.py"
 
-# Modules other than the store allowed to open an LMDB environment, and why.
+# Modules other than the store allowed to open a storage (saihm/storage), and why.
 LMDB_OPEN_ALLOWED = {
+    "saihm/storage/__init__.py": "open_storage itself: picks the driver for a location",
     "saihm/translog/tree.py": "the stand-alone pinned MerkleTree over its own directory; "
     "holds leaves and hashes only, no cells or keys",
     "saihm/audit/datadir.py": "offline export/verify of a data directory; read-only "
@@ -44,7 +45,7 @@ LMDB_OPEN_ALLOWED = {
     "public data fetched from a log (holder public keys, receipt ids, erasures, the verified "
     "prefix); never a data directory, no cells",
     "saihm/backup.py": "saihm backup: copies one read snapshot of a data directory "
-    "(readonly=True, env.copy); never decrypts, never reads a KEK",
+    "(readonly=True, LmdbStorage.copy_to); never decrypts, never reads a KEK",
 }
 READONLY_REQUIRED = {"saihm/audit/datadir.py", "saihm/backup.py"}
 
@@ -65,30 +66,43 @@ def modules() -> list[tuple[str, ast.Module]]:
     return out
 
 
-def lmdb_opens(tree: ast.Module) -> list[ast.Call]:
-    """Calls of ``lmdb.open`` / ``lmdb.Environment`` under any import alias."""
-    module_names: set[str] = set()
-    function_names: set[str] = set()
+#: The only module that imports ``lmdb``: every other one reaches LMDB through it.
+LMDB_DRIVER = "saihm/storage/lmdb.py"
+STORAGE_OPENERS = ("LmdbStorage", "open_storage")
+
+
+def lmdb_imports(tree: ast.Module) -> list[int]:
+    """Lines that import ``lmdb`` (or anything from it), however spelled."""
+    lines = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            module_names |= {a.asname or a.name for a in node.names if a.name == "lmdb"}
-        elif isinstance(node, ast.ImportFrom) and node.module == "lmdb":
-            function_names |= {
-                a.asname or a.name for a in node.names if a.name in ("open", "Environment")
-            }
+            if any(a.name == "lmdb" or a.name.startswith("lmdb.") for a in node.names):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            if node.module == "lmdb" or node.module.startswith("lmdb."):
+                lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("__import__", "import_module")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "lmdb"
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def lmdb_opens(tree: ast.Module) -> list[ast.Call]:
+    """Calls that open a storage: ``LmdbStorage(...)`` or ``open_storage(...)``, by name or
+    as an attribute."""
     calls = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         f = node.func
-        by_name = isinstance(f, ast.Name) and f.id in function_names
-        by_attribute = (
-            isinstance(f, ast.Attribute)
-            and f.attr in ("open", "Environment")
-            and isinstance(f.value, ast.Name)
-            and f.value.id in module_names
-        )
-        if by_name or by_attribute:
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if name in STORAGE_OPENERS:
             calls.append(node)
     return calls
 
@@ -120,8 +134,31 @@ def test_the_scanner_sees_the_stores_own_open_and_decrypt() -> None:
     assert {"decrypt", ".dek()"} <= found
 
 
+def test_lmdb_is_imported_only_by_its_driver() -> None:
+    """Issue 12: the package reaches LMDB only through saihm/storage/lmdb.py; no other module
+    imports ``lmdb`` (so no lmdb transaction, cursor or exception leaks into the store)."""
+    importers = {rel: lines for rel, tree in modules() if (lines := lmdb_imports(tree))}
+    assert set(importers) == {LMDB_DRIVER}, f"lmdb imported outside its driver: {importers}"
+
+
+def test_the_lmdb_import_scanner_sees_every_spelling() -> None:
+    """Control: each way of importing lmdb is found, and a look-alike name is not."""
+    for source in (
+        "import lmdb",
+        "import os, lmdb as db",
+        "from lmdb import open",
+        "from lmdb.cffi import x",
+        "__import__('lmdb')",
+        "import_module('lmdb')",
+        "def f():\n    import lmdb",
+    ):
+        assert lmdb_imports(ast.parse(source)), source
+    for source in ("import lmdbx", "from saihm.storage import lmdb", "x = 'import lmdb'"):
+        assert not lmdb_imports(ast.parse(source)), source
+
+
 def test_only_the_store_opens_lmdb() -> None:
-    """ "saihm/store.py — the only owner of the LMDB environment" (DESIGN.md), with the listed
+    """ "saihm/store.py — the only owner of the storage" (DESIGN.md), with the listed
     exceptions; each exception is still needed, and the audit opens are read-only."""
     openers: dict[str, list[ast.Call]] = {}
     for rel, tree in modules():
@@ -131,14 +168,14 @@ def test_only_the_store_opens_lmdb() -> None:
     unexpected = {rel: [c.lineno for c in calls] for rel, calls in openers.items()}
     for rel in LMDB_OPEN_ALLOWED:
         unexpected.pop(rel, None)
-    assert unexpected == {}, f"lmdb opened outside the store: {unexpected}"
+    assert unexpected == {}, f"a storage opened outside the store: {unexpected}"
     assert set(openers) == set(LMDB_OPEN_ALLOWED), "an allowed exception is no longer used"
     for rel in READONLY_REQUIRED:
         for call in openers[rel]:
             kw = {k.arg: k.value for k in call.keywords}
             readonly = kw.get("readonly")
             assert isinstance(readonly, ast.Constant) and readonly.value is True, (
-                f"{rel}:{call.lineno} opens LMDB without readonly=True"
+                f"{rel}:{call.lineno} opens a storage without readonly=True"
             )
 
 

@@ -42,7 +42,7 @@ def _fill_until_refused(world, holder, limit: int = 5000) -> tuple[list[str], di
             assert err.code == "operator_storage_unavailable" and err.status == 503
             return done, at_size
         done.append(content)
-        size = world.store.env.map_size
+        size = world.store.storage.map_size
         at_size[size] = at_size.get(size, 0) + 1
     pytest.fail(f"{limit} writes and never refused")
 
@@ -59,12 +59,13 @@ def test_a_tiny_map_grows_to_its_ceiling_then_refuses_and_loses_nothing(world_wi
     done, at_size = _fill_until_refused(world, alice)
     # It grew 1 -> 2 -> 3 MiB (doubling, capped at the ceiling), accepting writes at each size.
     assert sorted(at_size) == [2 * MIB, 3 * MIB] or sorted(at_size) == [MIB, 2 * MIB, 3 * MIB]
-    assert world.store.env.map_size == 3 * MIB
+    assert world.store.storage.map_size == 3 * MIB
     # Refused writes changed nothing; each acknowledged one is logged exactly once.
     size = world.store.size()
     assert size == start + len(done)
+    # The refused write, tried again, is refused again (a smaller one might fit the last pages).
     with pytest.raises(Unavailable):
-        world.call(alice, "saihm_remember", content="still refused")
+        world.call(alice, "saihm_remember", content=f"note {len(done)} " + "x" * 400)
     assert world.store.size() == size
     assert _plaintexts(world.store, alice.token) == sorted(done)
     # The offline check of the data directory (another process) passes on the full store.
@@ -138,7 +139,7 @@ def test_another_process_grows_the_map_and_this_one_adopts_it(world_with) -> Non
     options = {"map_size": MIB, "map_size_max": 64 * MIB, "min_free_disk": 0}
     world = world_with(**options)
     alice = world.holder()
-    assert world.store.env.map_size == MIB
+    assert world.store.storage.map_size == MIB
     spec = {
         "data": str(world.config.data_dir),
         "now": world.clock(),
@@ -155,7 +156,7 @@ def test_another_process_grows_the_map_and_this_one_adopts_it(world_with) -> Non
     child = json.loads(done.stdout.strip().splitlines()[-1])
     assert child["refused"] == [] and child["map"] > 2 * MIB
     assert len(_plaintexts(world.store, alice.token)) == 600
-    assert world.store.env.map_size >= child["map"] > MIB
+    assert world.store.storage.map_size >= child["map"] > MIB
     world.call(alice, "saihm_remember", content="parent after growth")
     assert len(_plaintexts(world.store, alice.token)) == 601
 
@@ -163,13 +164,14 @@ def test_another_process_grows_the_map_and_this_one_adopts_it(world_with) -> Non
 def test_a_resize_waits_for_open_transactions_of_this_process(world) -> None:
     """set_mapsize must not run under an open read transaction (its pages would be unmapped):
     growth waits until the other thread's transaction ends, and refuses inside one's own."""
-    env = world.store.env
+    env = world.store.storage
+    memo = env.namespace(b"memo")
     before = env.map_size
     opened, finish = threading.Event(), threading.Event()
 
     def reader() -> None:
-        with env.begin() as txn:
-            txn.get(b"x")
+        with env.read() as txn:
+            txn.get(b"x", db=memo)
             opened.set()
             assert finish.wait(WAIT)
 
@@ -184,6 +186,6 @@ def test_a_resize_waits_for_open_transactions_of_this_process(world) -> None:
     t.join(WAIT)
     g.join(WAIT)
     assert grown.is_set() and env.map_size == min(2 * before, env.ceiling)
-    with env.begin() as txn, pytest.raises(Unavailable):
-        txn.get(b"x")
+    with env.read() as txn, pytest.raises(Unavailable):
+        txn.get(b"x", db=memo)
         env.grow()

@@ -503,10 +503,10 @@ async def test_a_hostile_witness_answer_is_an_error_and_stores_nothing(
 async def test_a_full_state_disk_is_503_and_cosigns_nothing(client, witness, monkeypatch):
     """The state cannot be written (full disk or map): the witness answers 503 and returns no
     cosignature, since it "MUST persist the new checkpoint before responding"."""
-    import lmdb
+    from saihm.storage import StorageFull
 
     def full(*args, **kwargs):
-        raise lmdb.MapFullError("full")
+        raise StorageFull("the LMDB map is full")
 
     monkeypatch.setattr(witness.state, "advance", full)
     log = FakeLog(_keys(ORIGIN_A), 4)
