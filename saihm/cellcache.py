@@ -34,9 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from saihm.events import Cell, SealedPayload
-from saihm.projections import LeafView
-from saihm.projections import apply as P
-from saihm.projections.keys import loads, read_u64
+from saihm.projections import LeafView, Projections
 from saihm.retrieval import Analysis, Embedder, Query, analyse
 from saihm.retrieval.analysis import contains
 from saihm.retrieval.bm25 import Bm25, TermIndex
@@ -44,7 +42,7 @@ from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import Ranked, collection_stats, rank
 
 if TYPE_CHECKING:
-    from saihm.storage.base import Namespace, ReadTxn
+    from saihm.storage.base import ReadTxn
     from saihm.translog import TreeStorage
 
 __all__ = ["CellCache", "CellHeader", "OpenedCell", "Page"]
@@ -190,7 +188,7 @@ class CellCache:
         self._synced: int | None = None
         self._kek: int | None = None
         self._candidate_bytes = 0
-        self._dbs: dict[bytes, Namespace] = {}
+        self._projections: Projections  # set by bind() before any sync or read
         self.hits = 0
         self.misses = 0
 
@@ -255,16 +253,17 @@ class CellCache:
                 self._erased.add(leaf.subject_id)
             self._drop(leaf.subject_id, forget=True)
         elif op in _CONTRACT_OPERATIONS:
-            raw = txn.get(leaf.subject_id, db=self._dbs[P.CONTRACTS])
-            if raw is not None:
-                for cell_id in loads(raw)[3]:
+            # MAC-checked: a forged contract covers nothing, so it has nothing to drop.
+            contract = self._projections.contracts.get(txn, leaf.subject_id)
+            if contract is not None:
+                for cell_id in contract.shards:
                     self._drop(cell_id)
         elif op == "UNGRANT":
             self._drop_holder(leaf.holder_id)
 
-    def bind(self, dbs: dict[bytes, Namespace]) -> None:
-        """Give the cache the store's projection database handles (it only reads them)."""
-        self._dbs = dbs
+    def bind(self, projections: Projections) -> None:
+        """Give the cache the store's projections (it only reads them)."""
+        self._projections = projections
 
     def _drop(self, cell_id: bytes, *, forget: bool = False) -> None:
         entry = self._entries.pop(cell_id, None)
@@ -306,15 +305,16 @@ class CellCache:
 
     def _erased_set(self, txn: ReadTxn) -> set[bytes]:
         if self._erased is None:
-            self._erased = {bytes(k) for k, _ in txn.scan(self._dbs[P.ERASURES])}
+            self._erased = self._projections.cells.erased_ids(txn)
         return self._erased
 
     def _holder_cells(self, txn: ReadTxn, holder_id: bytes) -> _Holder:
         holder = self._holders.setdefault(holder_id, _Holder())
         if holder.cells is None:
-            cells: dict[bytes, int] = {}
-            for key, cell_id in txn.scan(self._dbs[P.BY_HOLDER], prefix=holder_id):
-                cells[bytes(cell_id)] = read_u64(key[32:])
+            cells: dict[bytes, int] = {
+                cell_id: index
+                for index, cell_id in self._projections.cells.live_of_holder(txn, holder_id)
+            }
             holder.cells = cells
             holder.missing = set()
             for cell_id in cells:
@@ -386,7 +386,7 @@ class CacheView:
         """
         if self.current or self.cache._erased is not None:
             return self.cache._erased_set(self.txn)
-        return {bytes(k) for k, _ in self.txn.scan(self.cache._dbs[P.ERASURES])}
+        return self.cache._projections.cells.erased_ids(self.txn)
 
     def get(self, cell_id: bytes) -> _Entry | None:
         """The cached entry of a verified cell, or None."""

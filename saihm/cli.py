@@ -500,13 +500,12 @@ def _cmd_session_open(args: argparse.Namespace, session_id: bytes | None = None)
     from saihm.compose import open_operator
     from saihm.errors import NotFound
     from saihm.events import CapabilityScope
-    from saihm.projections import apply as PJ
 
     holder_id = _hex32(args.holder, "holder")
     operator = open_operator(config_from(args), checkpointer=False)
     try:
         with operator.store.read_txn() as txn:
-            if operator.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+            if not operator.store.projections.holders.known(txn, holder_id):
                 raise NotFound("no such holder")
     finally:
         operator.store.close()

@@ -6,7 +6,8 @@ the keyring or the projections) and checks, in one read snapshot of the storage 
 saihm/storage) and with the KEK directory, everything a person with direct database access
 could damage or forge (docs/operations.md "What `verify --data` checks"):
 
-1. the projections reflect the whole log (the applied index equals the tree size);
+1. the projections reflect the whole log (the applied index equals the tree size), in the
+   current schema version (saihm/events/records.py);
 2. every projection database is byte-identical to a fresh rebuild from the log, and every
    MAC-bound record carries its record MAC (saihm/projections/seal.py);
 3. the stored tiles are byte-identical to tiles recomputed from the leaves;
@@ -42,7 +43,7 @@ from saihm.events import Cell, Contract
 from saihm.events.envelope import check_cell_id, verify_cell_signature
 from saihm.events.identity import HolderKey
 from saihm.keyring.errors import KekUnavailable
-from saihm.projections import Body, LeafView, Projections
+from saihm.projections import Body, LeafView, Projections, ProjectionState, StaleProjections
 from saihm.projections import apply as P
 from saihm.storage.base import Namespace, ReadTxn
 from saihm.store import PENDING, RebuildFailed, Store
@@ -170,15 +171,13 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
     dbs = {name: storage.namespace(name) for name in (*TreeStorage.DB_NAMES[1:], b"deks", b"seeds")}
     with storage.read() as txn:
         size = result.tree_size = store.tree.size(txn)
-        result.applied = store.projections.applied(txn)
-        if result.applied != size:
-            result.add(
-                P.META,
-                P.APPLIED,
-                "applied index",
-                f"the projections reflect {result.applied} entries, the log holds {size}; "
-                "run `saihm rebuild --data DIR --replace`",
-            )
+        try:
+            state = store.projections.state(txn)
+        except StaleProjections as err:
+            result.add(P.META, P.APPLIED, "applied index", str(err))
+            state = None
+        if state is not None:
+            _check_meta(state, size, result)
         seen = _read_log(store, txn, size, tasks("reading the log", size))
         _check_projections(store, txn, size, result, tasks)
         _check_tree(store, txn, size, dbs, result, tasks)
@@ -186,6 +185,27 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
         _check_seeds(store, txn, seen, dbs[b"seeds"], result, tasks)
         _check_pending(store, txn, seen, pending, result)
     return result
+
+
+def _check_meta(state: ProjectionState, size: int, result: FsckResult) -> None:
+    """The applied index equals the tree size, in the current schema version."""
+    result.applied = state.applied
+    if result.applied != size:
+        result.add(
+            P.META,
+            P.APPLIED,
+            "applied index",
+            f"the projections reflect {result.applied} entries, the log holds {size}; "
+            "run `saihm rebuild --data DIR --replace`",
+        )
+    if size and state.format != P.PROJECTION_FORMAT:
+        result.add(
+            P.META,
+            P.FORMAT,
+            "schema version",
+            f"the projections are of format {state.format or 1}, not "
+            f"{P.PROJECTION_FORMAT}; run `saihm rebuild --data DIR --replace`",
+        )
 
 
 def _check_projections(

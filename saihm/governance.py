@@ -14,8 +14,7 @@ from saihm.errors import Conflict, ErrorCode, NotFound, NotPermitted
 from saihm.events import Operation, Proposal
 from saihm.events.details import ProposeDetail, VoteDetail
 from saihm.events.signing import sign_receipt
-from saihm.projections import apply as PJ
-from saihm.projections.keys import loads
+from saihm.projections import Vote
 from saihm.store import Access, Change
 from saihm.toolbase import ToolBase
 
@@ -70,20 +69,20 @@ class GovernanceTools(ToolBase):
 
     def _proposals(self, txn: Any) -> list[ProposalSummary]:
         out = []
-        for pid, raw in self.store.projections.items(txn, PJ.PROPOSALS):
-            prop = loads(raw)
-            tally = self.store.projection(txn, PJ.TALLIES, bytes(pid)) or {1: 0, 2: 0, 3: 0}
+        governance = self.store.projections.governance
+        for pid, prop in governance.proposals(txn):
+            tally = governance.tally(txn, pid)
             out.append(
                 ProposalSummary(
-                    bytes(pid),
-                    prop[1],
-                    prop[2],
-                    prop[3],
-                    prop[4],
-                    prop[4] + self.config.voting_window,
-                    tally[1],
-                    tally[2],
-                    tally[3],
+                    pid,
+                    prop.scope,
+                    prop.param_key,
+                    prop.proposed_value,
+                    prop.snapshot_epoch,
+                    prop.snapshot_epoch + self.config.voting_window,
+                    tally.votes_for,
+                    tally.votes_against,
+                    tally.votes_abstain,
                 )
             )
         return out
@@ -128,17 +127,18 @@ class GovernanceTools(ToolBase):
         published vote-weight function, evaluated at the snapshot).
         """
         holder = access.holder_id
+        records = self.store.projections
         with self.store.read_txn() as txn:
-            prop = self.store.projection(txn, PJ.PROPOSALS, proposal_id)
+            prop = records.governance.proposal(txn, proposal_id)
             if prop is None:
                 raise NotFound("no such proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
-            existing = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
-            key_record = self.store.projection(txn, PJ.HOLDERS, holder)
+            existing = records.governance.vote(txn, proposal_id, holder)
+            key_record = records.holders.get(txn, holder)
         if existing is not None:
-            return self._vote_result(proposal_id, holder, existing)
-        if self._now() > prop[4] + self.config.voting_window:
+            return self._recorded_vote(proposal_id, holder, existing)
+        if self._now() > prop.snapshot_epoch + self.config.voting_window:
             raise Conflict("the voting window has closed", code=ErrorCode.PROPOSAL_CLOSED)
-        if key_record is None or key_record[2] > prop[6]:
+        if key_record is None or key_record.index > prop.index:
             raise NotPermitted(
                 "the voter held no key at the snapshot", code=ErrorCode.INELIGIBLE_VOTER
             )
@@ -152,8 +152,8 @@ class GovernanceTools(ToolBase):
         )
 
         def guard(txn: Any) -> object:
-            recorded = self.store.projection(txn, PJ.VOTES, proposal_id + holder)
-            return None if recorded is None else self._vote_result(proposal_id, holder, recorded)
+            recorded = records.governance.vote(txn, proposal_id, holder)
+            return None if recorded is None else self._recorded_vote(proposal_id, holder, recorded)
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
         if isinstance(change.outcome, Voted):
@@ -161,8 +161,8 @@ class GovernanceTools(ToolBase):
         return Voted(proposal_id, holder, approve, 1, now, receipt.receipt_id)
 
     @staticmethod
-    def _vote_result(proposal_id: bytes, holder: bytes, vote: dict) -> Voted:
-        return Voted(proposal_id, holder, vote[1], vote[2], vote[3])
+    def _recorded_vote(proposal_id: bytes, holder: bytes, vote: Vote) -> Voted:
+        return Voted(proposal_id, holder, vote.approve, vote.weight, vote.cast_at)
 
     def governance_form(self) -> dict:
         """The governance form the protocol requires an operator to publish."""

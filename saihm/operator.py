@@ -25,9 +25,11 @@ from saihm.events.envelope import seal
 from saihm.events.identity import HolderKey
 from saihm.events.signing import sign_receipt
 from saihm.governance import GovernanceTools, ProposalSummary
-from saihm.projections import Body
-from saihm.projections import apply as PJ
-from saihm.recallwindow import RecallWindow
+from saihm.projections import Body, RecordHead
+from saihm.projections.grants import revocation_subject
+from saihm.recallwindow import (
+    RecallWindow,
+)
 from saihm.sharing import SharingTools
 from saihm.store import Access, Change, Page
 
@@ -283,11 +285,11 @@ class Operator(SharingTools, GovernanceTools):
         tag = self.store.session_tag(access.holder_id, access.session_id)
         for _ in range(5):
             with self.store.read_txn() as txn:
-                head = self.store.projection(txn, PJ.RECORD_HEADS, tag)
-            if head is not None and head.get(3):
+                head = self.store.projections.cells.record_head(txn, tag)
+            if head is not None and head.ended:
                 raise Conflict("this session's record has ended", code=ErrorCode.RECORD_ENDED)
-            seq = 0 if head is None else head[1] + 1
-            prev = None if head is None else head[2]
+            seq = 0 if head is None else head.seq + 1
+            prev = None if head is None else head.cell_id
             payload = SealedPayload(
                 content=content,
                 session_id=access.session_id,
@@ -297,8 +299,8 @@ class Operator(SharingTools, GovernanceTools):
                 prev=prev,
             )
 
-            def guard(txn: Any, expected: Any = head) -> None:
-                if self.store.projection(txn, PJ.RECORD_HEADS, tag) != expected:
+            def guard(txn: Any, expected: RecordHead | None = head) -> None:
+                if self.store.projections.cells.record_head(txn, tag) != expected:
                     raise _Retry()
 
             change, cell = self._cell_change(access, payload, (seq, kind == "end"), guard)
@@ -357,12 +359,12 @@ class Operator(SharingTools, GovernanceTools):
         :class:`AlreadyErased`; one the caller does not hold, or outside the token's scope,
         raises :class:`NotPermitted` ("not_holder")."""
         with self.store.read_txn() as txn:
-            record = self.store.projection(txn, PJ.CELLS, cell_id)
+            record = self.store.projections.cells.get(txn, cell_id)
         if record is None:
             return AlreadyErased()
-        if record[1] != access.holder_id:
+        if record.owner != access.holder_id:
             raise NotPermitted("the caller does not hold this cell", code=ErrorCode.NOT_HOLDER)
-        if 7 in record:
+        if record.erased:
             return AlreadyErased()
         if not self.store.read(access, cell_ids=[cell_id], include_shared=False):
             raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
@@ -384,7 +386,7 @@ class Operator(SharingTools, GovernanceTools):
     def _unerased_guard(self, cell_ids: list[bytes]) -> Callable[[Any], object]:
         def guard(txn: Any) -> object:
             for cell_id in cell_ids:
-                if self.store.projection(txn, PJ.ERASURES, cell_id) is not None:
+                if self.store.projections.cells.is_erased(txn, cell_id):
                     return AlreadyErased()
             return None
 
@@ -443,22 +445,27 @@ class Operator(SharingTools, GovernanceTools):
             # A session or namespace-limited token sees only what its own reads would return.
             for opened in self.store.read(access, include_shared=False):
                 shards[opened.cell.tier] = shards.get(opened.cell.tier, 0) + 1
+        records = self.store.projections
         with self.store.read_txn() as txn:
-            for _, cell_id in self.store.prefix_scan(txn, PJ.BY_HOLDER, holder):
+            for _, cell_id in records.cells.live_of_holder(txn, holder):
                 # The index is a hint; the sealed cell record must name this holder, live.
-                record = self.store.projection(txn, PJ.CELLS, cell_id) if holder_wide else None
-                if record is not None and record[1] == holder and 7 not in record:
-                    shards[record[2]] = shards.get(record[2], 0) + 1
-            for key, _ in self.store.prefix_scan(txn, PJ.BY_OWNER, holder):
-                c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
-                if c is not None and not c[9] and self.contract_in_scope(access, c):
-                    contracts.append(ContractSummary(key[32:], c[4], tuple(c[2]), c[6]))
-            for key, _ in self.store.prefix_scan(txn, PJ.BY_GRANTEE, holder):
-                c = self.store.projection(txn, PJ.CONTRACTS, key[32:])
-                if c is not None and not c[9] and holder in c[2]:
-                    incoming.append(IncomingContract(key[32:], c[1], c[4], holder in c[10], c[6]))
-            for _, ts in self.store.prefix_scan(txn, PJ.RX_BY_HOLDER, holder):
-                receipts_in_window += int.from_bytes(ts, "big") >= start
+                record = records.cells.get(txn, cell_id) if holder_wide else None
+                if record is not None and record.owner == holder and not record.erased:
+                    shards[record.tier] = shards.get(record.tier, 0) + 1
+            for contract_id, c in records.contracts.of_holder(txn, holder):
+                if not c.revoked and self.contract_in_scope(access, c):
+                    contracts.append(
+                        ContractSummary(contract_id, c.mode, tuple(c.grantees), c.expires_at)
+                    )
+            for contract_id, c in records.contracts.of_grantee(txn, holder):
+                if not c.revoked and holder in c.grantees:
+                    incoming.append(
+                        IncomingContract(
+                            contract_id, c.holder, c.mode, holder in c.accepted, c.expires_at
+                        )
+                    )
+            for ts in records.receipts.timestamps_of_holder(txn, holder):
+                receipts_in_window += ts >= start
             if self.config.governance:
                 governance = self._proposals(txn)
         calls, within = self.store.stats_since(start)
@@ -497,7 +504,7 @@ class Operator(SharingTools, GovernanceTools):
     ) -> tuple[bytes, bytes]:
         """Log a person's holder-wide grant (GRANT); return (grantId, receiptId)."""
         with self.store.read_txn() as txn:
-            if self.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+            if not self.store.projections.holders.known(txn, holder_id):
                 raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
         grant_id = secrets.token_bytes(32)
         detail = GrantDetail(
@@ -520,11 +527,12 @@ class Operator(SharingTools, GovernanceTools):
         unknown holder and ``MalformedInput`` for an id of another length."""
         if len(token_or_session_id) not in (16, 32):
             raise MalformedInput("give a tokenId (32 hex) or a sessionId (64 hex)")
-        subject = PJ.revocation_subject(holder_id, token_or_session_id)
+        subject = revocation_subject(holder_id, token_or_session_id)
+        grants = self.store.projections.grants
         with self.store.read_txn() as txn:
-            if self.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+            if not self.store.projections.holders.known(txn, holder_id):
                 raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
-            if self.store.projection(txn, PJ.REVOKED, subject) is not None:
+            if grants.revocation(txn, subject) is not None:
                 return False
         key = self.store.holder_key(holder_id)
         receipt = sign_receipt(
@@ -532,7 +540,7 @@ class Operator(SharingTools, GovernanceTools):
         )
 
         def guard(txn: Any) -> object:
-            return False if self.store.projection(txn, PJ.REVOKED, subject) is not None else None
+            return False if grants.revocation(txn, subject) is not None else None
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
         return change.outcome is None
@@ -540,20 +548,23 @@ class Operator(SharingTools, GovernanceTools):
     def ungrant(self, grant_id: bytes) -> bool:
         """Withdraw a grant (UNGRANT); False if it was already withdrawn."""
         with self.store.read_txn() as txn:
-            grant = self.store.projection(txn, PJ.GRANTS, grant_id)
+            grant = self.store.projections.grants.get(txn, grant_id)
         if grant is None:
             raise NotFound("no such grant", code=ErrorCode.GRANT_NOT_FOUND)
-        if grant[5]:
+        if grant.revoked:
             return False
         receipt = sign_receipt(
-            self.store.holder_key(grant[1]),
+            self.store.holder_key(grant.holder),
             subject_id=grant_id,
             operation=Operation.UNGRANT,
             timestamp=self._now(),
         )
 
         def guard(txn: Any) -> object:
-            return False if self.store.projection(txn, PJ.GRANTS, grant_id)[5] else None
+            now_grant = self.store.projections.grants.get(txn, grant_id)
+            if now_grant is None:
+                raise NotFound("no such grant", code="grant_not_found")
+            return False if now_grant.revoked else None
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
         return change.outcome is None

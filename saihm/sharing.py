@@ -13,8 +13,7 @@ from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermi
 from saihm.events import Operation
 from saihm.events.rules import check_contract_terms
 from saihm.events.signing import sign_contract, sign_receipt
-from saihm.projections import Body
-from saihm.projections import apply as PJ
+from saihm.projections import Body, ContractRecord
 from saihm.store import Access, Change
 from saihm.toolbase import ToolBase
 
@@ -81,10 +80,10 @@ class SharingTools(ToolBase):
         )
         with self.store.read_txn() as txn:
             for shard in shards:
-                record = self.store.projection(txn, PJ.CELLS, shard)
-                if record is None or 7 in record:
+                record = self.store.projections.cells.get(txn, shard)
+                if record is None or record.erased:
                     raise NotFound("no such cell", code=ErrorCode.SHARD_NOT_FOUND)
-                if record[1] != access.holder_id:
+                if record.owner != access.holder_id:
                     raise NotPermitted(
                         "the caller does not hold this cell", code=ErrorCode.NOT_HOLDER
                     )
@@ -107,7 +106,7 @@ class SharingTools(ToolBase):
 
         def guard(txn: Any) -> None:
             for shard in shards:
-                if self.store.projection(txn, PJ.ERASURES, shard) is not None:
+                if self.store.projections.cells.is_erased(txn, shard):
                     raise NotFound("a cell was erased", code=ErrorCode.SHARD_NOT_FOUND)
 
         self._commit(
@@ -130,12 +129,12 @@ class SharingTools(ToolBase):
         """End a contract for every grantee; a repeat answers revoked = true with no receipt
         (saihm-protocol "saihm_revoke_share")."""
         with self.store.read_txn() as txn:
-            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+            record = self.store.projections.contracts.get(txn, contract_id)
         if record is None:
             raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
-        if record[1] != access.holder_id or not self.contract_in_scope(access, record):
+        if record.holder != access.holder_id or not self.contract_in_scope(access, record):
             raise NotPermitted("the caller does not hold this contract", code=ErrorCode.NOT_HOLDER)
-        if record[9]:
+        if record.revoked:
             return Revoked(epoch=self._now())
         receipt = sign_receipt(
             self._key(access),
@@ -145,7 +144,10 @@ class SharingTools(ToolBase):
         )
 
         def guard(txn: Any) -> object:
-            if self.store.projection(txn, PJ.CONTRACTS, contract_id)[9]:
+            now_record = self.store.projections.contracts.get(txn, contract_id)
+            if now_record is None:
+                raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
+            if now_record.revoked:
                 return Revoked(epoch=self._now())
             return None
 
@@ -154,7 +156,7 @@ class SharingTools(ToolBase):
             return change.outcome
         return Revoked(epoch=receipt.timestamp, receipt_id=receipt.receipt_id)
 
-    def contract_in_scope(self, access: Access, record: dict) -> bool:
+    def contract_in_scope(self, access: Access, record: ContractRecord) -> bool:
         """Whether ``access`` may see (and so act on) the caller's own contract ``record``.
 
         DESIGN.md "Capabilities": a token acts only on what it may see. A holder-wide token
@@ -163,11 +165,11 @@ class SharingTools(ToolBase):
         in its session (the MAC-bound session tag of the cell record; namespace-limited tokens
         cannot tell an erased cell's namespace, so for them an erased shard is out of scope).
         """
-        if record[1] != access.holder_id:
+        if record.holder != access.holder_id:
             return False
         if access.all_sessions and access.namespaces is None:
             return True
-        shards = list(record[3])
+        shards = list(record.shards)
         visible = {
             c.cell.cell_id for c in self.store.read(access, cell_ids=shards, include_shared=False)
         }
@@ -180,13 +182,13 @@ class SharingTools(ToolBase):
             for shard in shards:
                 if shard in visible:
                     continue
-                cell = self.store.projection(txn, PJ.CELLS, shard)
+                cell = self.store.projections.cells.get(txn, shard)
                 erased_here = (
                     cell is not None
-                    and 7 in cell
+                    and cell.erased
                     and access.namespaces is None
                     and tag is not None
-                    and cell[6] == tag
+                    and cell.session_tag == tag
                 )
                 if not erased_here:
                     return False
@@ -197,15 +199,15 @@ class SharingTools(ToolBase):
         DESIGN.md "Capabilities" (ACCEPT / DECLINE). A repeat changes nothing and logs no
         receipt."""
         with self.store.read_txn() as txn:
-            record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
+            record = self.store.projections.contracts.get(txn, contract_id)
         if record is None:
             raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
-        if access.holder_id not in record[2]:
+        if access.holder_id not in record.grantees:
             raise NotPermitted("the caller is not a grantee", code=ErrorCode.NOT_GRANTEE)
-        if record[9] and accept:
+        if record.revoked and accept:
             raise Conflict("the contract is revoked", code=ErrorCode.CONTRACT_REVOKED)
         result = Responded(contract_id=contract_id, accepted=accept)
-        if (access.holder_id in record[10]) == accept:
+        if (access.holder_id in record.accepted) == accept:
             return result
         op = Operation.ACCEPT if accept else Operation.DECLINE
         receipt = sign_receipt(
@@ -213,8 +215,10 @@ class SharingTools(ToolBase):
         )
 
         def guard(txn: Any) -> object:
-            now_record = self.store.projection(txn, PJ.CONTRACTS, contract_id)
-            return result if (access.holder_id in now_record[10]) == accept else None
+            now_record = self.store.projections.contracts.get(txn, contract_id)
+            if now_record is None:
+                raise NotFound("no such contract", code="contract_not_found")
+            return result if (access.holder_id in now_record.accepted) == accept else None
 
         change = self._commit(Change(receipts=[receipt], guard=guard))
         if change.outcome is None:

@@ -21,7 +21,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -44,9 +44,18 @@ from saihm.events.signing import verify_capability
 from saihm.jobs import JobBoard
 from saihm.keyring import KekDirectory, Keyring, KeyringError, RotationBusy
 from saihm.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
-from saihm.projections import Body, LeafView, Projections, RecordSeal, derive_record_key, u64
+from saihm.projections import (
+    Body,
+    LeafView,
+    Projections,
+    RecordError,
+    RecordSeal,
+    StaleProjections,
+    derive_record_key,
+    u64,
+)
 from saihm.projections import apply as P
-from saihm.projections.keys import dumps, loads, read_u64
+from saihm.projections.keys import dumps, loads
 from saihm.publiclog import CHECKPOINTS, PublicLog
 from saihm.retrieval import Embedder, Query, analyse_query, load_embedder
 from saihm.retrieval.embed import cosine
@@ -81,10 +90,6 @@ _COPY_CHUNK = 4096  # pairs per put_many when copying rebuilt projections into t
 
 class RebuildFailed(VerificationFailed):
     """The log cannot be replayed into projections (a private body is missing or damaged)."""
-
-
-class StaleProjections(Unavailable):
-    """The projections do not match the log; ``saihm rebuild --replace`` repairs them."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,7 @@ class Store(GroupCommit, PublicLog):
             embedder = load_embedder(config.embedding_model)
         # Verified cells and the retrieval index: memory only (saihm/cellcache.py).
         self._cache = CellCache(config.recall_cache_mb << 20, embedder)
-        self._cache.bind(self.projections.db)
+        self._cache.bind(self.projections)
         self._cv = threading.Condition()
         self._queue: list[Change] = []
         self._committing = False
@@ -187,19 +192,8 @@ class Store(GroupCommit, PublicLog):
         """
         with self.storage.read() as txn:
             size = self.tree.size(txn)
-            applied = self.projections.applied(txn)
-            fmt = self.projections.format(txn)
-        if applied != size:
-            raise StaleProjections(
-                f"projections reflect {applied} of {size} log entries; "
-                "run `saihm rebuild --data DIR --replace`"
-            )
-        if size and fmt != P.PROJECTION_FORMAT:
-            raise StaleProjections(
-                f"projections are of format {fmt or 1}, not {P.PROJECTION_FORMAT} (written "
-                "before record MACs); "
-                "run `saihm rebuild --data DIR --replace`"
-            )
+            state = self.projections.state(txn)
+        state.require_current(size)
 
     @staticmethod
     def initialise(config: Config, authority_public_key: bytes) -> None:
@@ -360,18 +354,17 @@ class Store(GroupCommit, PublicLog):
         scope = cap.scope
         records = self.projections
         with self.storage.read() as txn:
-            if records.get(txn, P.HOLDERS, cap.holder_id) is None:
+            if not records.holders.known(txn, cap.holder_id):
                 raise Unauthenticated("unknown holder")
             # A revocation record is honoured even if its MAC fails: it can only refuse.
             for revoked in (cap.token_id, cap.session_id):
-                subject = None if revoked is None else P.revocation_subject(cap.holder_id, revoked)
-                if subject is not None and txn.get(subject, db=records.db[P.REVOKED]):
+                if revoked is not None and records.grants.is_revoked(txn, cap.holder_id, revoked):
                     raise Unauthenticated("session revoked")
             if scope.grant_id is not None:
-                grant = records.record(txn, P.GRANTS, scope.grant_id)
-                if grant is None or grant[5] or grant[1] != cap.holder_id:
+                grant = records.grants.get(txn, scope.grant_id)
+                if grant is None or grant.revoked or grant.holder != cap.holder_id:
                     raise Unauthenticated("grant revoked or unknown")
-                if grant[3] and grant[3] <= now:
+                if grant.expires_at and grant.expires_at <= now:
                     raise Unauthenticated("grant expired")
         namespaces = None if scope.namespaces is None else frozenset(scope.namespaces)
         access = Access(
@@ -631,10 +624,10 @@ class Store(GroupCommit, PublicLog):
                 entry = view.get(cell_id)
                 if entry is None:
                     # MAC-checked (saihm/projections/seal.py): a forged record offers nothing.
-                    record = self.projections.record(txn, P.CELLS, cell_id)
+                    record = self.projections.cells.get(txn, cell_id)
                     if record is None:
                         continue
-                    opened = self._open_checked(txn, access, cell_id, sharer, record[5])
+                    opened = self._open_checked(txn, access, cell_id, sharer, record.index)
                     if opened is None:
                         continue
                     entry = view.put(opened)
@@ -714,30 +707,31 @@ class Store(GroupCommit, PublicLog):
         if cell_ids is not None:
             covered: dict[bytes, bytes] | None = None
             for cell_id in cell_ids:
-                record = records.record(txn, P.CELLS, cell_id)
+                record = records.cells.get(txn, cell_id)
                 if record is None:
                     continue
-                if record[1] == access.holder_id:
-                    own.append((record[5], cell_id, None))
+                if record.owner == access.holder_id:
+                    own.append((record.index, cell_id, None))
                     continue
                 if not include_shared or access.consumer is not None:
                     continue
                 if covered is None:
                     covered = self._covered_cells(txn, access.holder_id, now)
                 if cell_id in covered:
-                    shared.append((record[5], cell_id, covered[cell_id]))
+                    shared.append((record.index, cell_id, covered[cell_id]))
             return own, shared
         if access.all_sessions:
-            prefix, index = access.holder_id, P.BY_HOLDER
+            listed = records.cells.live_of_holder(txn, access.holder_id)
         else:
-            prefix, index = self.session_tag(access.holder_id, access.session_id), P.BY_SESSION
-        for key, cell_id in records.scan(txn, index, prefix):
-            own.append((read_u64(key[32:]), cell_id, None))
+            tag = self.session_tag(access.holder_id, access.session_id)
+            listed = records.cells.live_of_session(txn, tag)
+        for index, cell_id in listed:
+            own.append((index, cell_id, None))
         if include_shared and access.consumer is None:
             for cell_id, sharer in sorted(self._covered_cells(txn, access.holder_id, now).items()):
-                record = records.record(txn, P.CELLS, cell_id)
+                record = records.cells.get(txn, cell_id)
                 if record is not None:
-                    shared.append((record[5], cell_id, sharer))
+                    shared.append((record.index, cell_id, sharer))
         return own, shared
 
     def _covered_cells(self, txn: ReadTxn, grantee: bytes, now: int) -> dict[bytes, bytes]:
@@ -749,30 +743,12 @@ class Store(GroupCommit, PublicLog):
         verified cell's owner against the contract's holder again (:meth:`_label_allows`).
         """
         covered: dict[bytes, bytes] = {}
-        for contract in self._active_contracts_for(txn, grantee, now):
-            for cell_id in contract[3]:
-                record = self.projections.record(txn, P.CELLS, cell_id)
-                if record is not None and record[1] == contract[1] != grantee:
-                    covered[cell_id] = contract[1]
+        for contract in self.projections.contracts.active_for(txn, grantee, now):
+            for cell_id in contract.shards:
+                record = self.projections.cells.get(txn, cell_id)
+                if record is not None and record.owner == contract.holder != grantee:
+                    covered[cell_id] = contract.holder
         return covered
-
-    def _active_contracts_for(self, txn: ReadTxn, grantee: bytes, now: int) -> list[dict]:
-        """Contract records active for ``grantee``: accepted by it, not revoked, not expired.
-
-        Both the grantee index entry and the contract record must carry a valid MAC, and the
-        contract must name ``grantee`` among its grantees and its acceptances.
-        """
-        records = self.projections
-        active = []
-        for key, _ in records.scan(txn, P.BY_GRANTEE, grantee):
-            record = records.record(txn, P.CONTRACTS, key[32:])
-            if record is None:
-                continue
-            expires = record[6]
-            live = not record[9] and (expires == 0 or expires > now)
-            if live and grantee in record[2] and grantee in record[10]:
-                active.append(record)
-        return active
 
     def _open_checked(
         self,
@@ -782,9 +758,8 @@ class Store(GroupCommit, PublicLog):
         sharer: bytes | None,
         index: int,
     ) -> OpenedCell | None:
-        db = self.projections.db
         shared = sharer is not None
-        if txn.get(cell_id, db=db[P.ERASURES]) is not None:
+        if self.projections.cells.is_erased(txn, cell_id):
             return None
         raw_body = txn.get(cell_id, db=self._db[BODIES])
         if raw_body is None:
@@ -800,10 +775,10 @@ class Store(GroupCommit, PublicLog):
                 raise VerificationFailed("stored cell is filed under another cellId")
             check_cell_id(cell)
             if not remembered:
-                holder = self.projections.record(txn, P.HOLDERS, cell.holder_id)
+                holder = self.projections.holders.get(txn, cell.holder_id)
                 if holder is None:
                     raise VerificationFailed("cell of a holder with no KEY receipt")
-                verify_cell_signature(cell, holder[1])
+                verify_cell_signature(cell, holder.public_key)
             dek = self.keyring.dek(txn, cell_id)
             payload = decrypt(cell, dek)
         except NotFound:
@@ -859,18 +834,6 @@ class Store(GroupCommit, PublicLog):
             key = HolderKey.from_seed(seed)
             self._holder_keys[holder_id] = key
         return key
-
-    def projection(self, txn: ReadTxn, name: bytes, key: bytes) -> object | None:
-        """One decoded projection value, or None (also for a MAC-bound record whose MAC is
-        missing or wrong: such a record grants nothing)."""
-        return self.projections.record(txn, name, key)
-
-    def prefix_scan(
-        self, txn: ReadTxn, name: bytes, prefix: bytes
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Keys and values of one projection whose key starts with ``prefix`` (records whose
-        MAC fails are skipped)."""
-        yield from self.projections.scan(txn, name, prefix)
 
     def read_txn(self) -> ReadTxn:
         """A read-only snapshot (use as a context manager)."""
@@ -1052,7 +1015,14 @@ class Store(GroupCommit, PublicLog):
                             raw = live_txn.get(view.subject_id, db=bodies)
                             body = None if raw is None else Body.decode(raw)
                         into.apply(txn, first + offset, view, body, record_applied=False)
-                    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
+                    except (
+                        RecordError,
+                        ValueError,
+                        KeyError,
+                        TypeError,
+                        IndexError,
+                        AttributeError,
+                    ) as err:
                         # A damaged leaf or body (the public check names a damaged leaf).
                         what = f"leaf {first + offset} cannot be applied: {type(err).__name__}"
                         raise RebuildFailed(what) from err
@@ -1128,10 +1098,10 @@ class Store(GroupCommit, PublicLog):
             entry = loads(raw)
             cell = Cell.from_cbor(entry[1])
             check_cell_id(cell)
-            holder = self.projections.record(txn, P.HOLDERS, cell.holder_id)
+            holder = self.projections.holders.get(txn, cell.holder_id)
             if holder is None:
                 raise VerificationFailed("proposal of a holder with no KEY receipt")
-            verify_cell_signature(cell, holder[1])
+            verify_cell_signature(cell, holder.public_key)
             payload = decrypt(cell, self.keyring.dek(txn, cell.cell_id))
         return cell, entry[2], payload
 

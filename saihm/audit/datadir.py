@@ -2,17 +2,19 @@
 the store (saihm/storage/lmdb.py opened read-only).
 
 The audit layer may not import ``saihm.store`` or ``saihm.projections`` (DESIGN.md "Layers"):
-a verifier must not depend on the code it checks. The layout is therefore re-declared here;
-keep it in step with saihm/store.py (``BODIES``, ``CHECKPOINTS``), saihm/projections/apply.py
-(``ERASURES``, ``TALLIES``), saihm/config.py (``lmdb``, ``log-keys``, ``authority.pub``) and
-saihm/translog/storage.py (``leaves``). What is read: leaves, checkpoint notes, the published
+a verifier must not depend on the code it checks. The stored records it reads (the erasure
+list, the tallies and the event bodies) are decoded with their one definition in
+saihm/events/records.py; the database and file names are re-declared here, keep them in step
+with saihm/store.py (``BODIES``, ``CHECKPOINTS``), saihm/projections/cells.py (``ERASURES``),
+saihm/projections/governance.py (``TALLIES``), saihm/config.py (``lmdb``, ``log-keys``,
+``authority.pub``) and saihm/translog/storage.py (``leaves``); tests/audit/test_datadir_layout.py
+checks that they are. What is read: leaves, checkpoint notes, the published
 erasure list and tallies, the log's verifier keys, the authority public key and, optionally,
 stored cells and contracts in their wire CBOR. Never DEKs, seeds, session tags or KEKs.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,7 @@ import cbor2
 
 from saihm.audit.bundle import Bundle
 from saihm.errors import MalformedInput, NotFound
+from saihm.events.records import Body, ErasureRecord, RecordError, Tally, read_u64
 from saihm.storage.base import ReadTxn, Storage, StorageError
 from saihm.storage.lmdb import LmdbStorage
 
@@ -34,13 +37,12 @@ AUTHORITY_PUB = "authority.pub"
 # saihm/translog/storage.py TreeStorage.DB_NAMES[0]
 LEAVES = b"leaves"
 # saihm/store.py
-BODIES = b"bodies"  # subjectId -> CBOR {1: cell-or-contract CBOR, 2: session tag, 3, 4}
+BODIES = b"bodies"  # subjectId -> Body
 CHECKPOINTS = b"checkpoints"  # u64 BE size -> signed checkpoint note
-# saihm/projections/apply.py
-ERASURES = b"p_erasures"  # cellId -> u64 BE index of the FORGET receipt
-TALLIES = b"p_tallies"  # proposalId -> CBOR {1 for, 2 against, 3 abstain}
+# saihm/projections/cells.py, saihm/projections/governance.py
+ERASURES = b"p_erasures"  # cellId -> ErasureRecord
+TALLIES = b"p_tallies"  # proposalId -> Tally
 
-_U64 = struct.Struct(">Q")
 _NAMES = (LEAVES, BODIES, CHECKPOINTS, ERASURES, TALLIES)
 
 
@@ -84,23 +86,23 @@ class DataView:
     def leaves(self) -> Iterator[tuple[int, bytes]]:
         """(index, leaf) in key order; the index as stored (-1 for a key that is not a u64)."""
         for key, value in self._items(LEAVES):
-            yield (_U64.unpack(key)[0] if len(key) == 8 else -1), value
+            yield (read_u64(key) if len(key) == 8 else -1), value
 
     def checkpoints(self) -> Iterator[tuple[int, bytes]]:
         """(size, signed note) by size."""
         for key, value in self._items(CHECKPOINTS):
-            yield _U64.unpack(key)[0], value
+            yield read_u64(key), value
 
     def erasures(self) -> list[tuple[bytes, int]]:
         """The published erasure list: (cellId, index of its FORGET receipt)."""
-        return [(key, _U64.unpack(value)[0]) for key, value in self._items(ERASURES)]
+        return [(key, ErasureRecord.decode(value).index) for key, value in self._items(ERASURES)]
 
     def tallies(self) -> list[tuple[bytes, int, int, int]]:
         """The published governance tallies: (proposalId, for, against, abstain)."""
         out = []
         for key, value in self._items(TALLIES):
-            t = cbor2.loads(value)
-            out.append((key, t.get(1, 0), t.get(2, 0), t.get(3, 0)))
+            t = Tally.decode(value)
+            out.append((key, t.votes_for, t.votes_against, t.votes_abstain))
         return out
 
     def bodies(self) -> Iterator[tuple[bytes, bytes, bool]]:
@@ -171,12 +173,9 @@ def read_data_dir(
 def _body_object(raw: bytes) -> bytes:
     """The wire CBOR of the cell or contract inside a stored body (key 1); nothing else."""
     try:
-        m = cbor2.loads(raw)
-    except cbor2.CBORDecodeError as err:
-        raise MalformedInput("a stored body is not CBOR") from err
-    if not isinstance(m, dict) or not isinstance(m.get(1), bytes):
-        raise MalformedInput("a stored body has no object")
-    return m[1]
+        return Body.decode(raw).object_cbor
+    except RecordError as err:
+        raise MalformedInput(f"{err}") from err
 
 
 def _is_contract(obj: bytes) -> bool:

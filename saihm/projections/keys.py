@@ -1,44 +1,35 @@
-"""Key encodings and the light views of a leaf and a private body the projections read.
+"""Key encodings and the light view of a leaf the projections read.
 
 Leaves are decoded with plain ``cbor2.loads`` here, not the strict model codec: they were
 strictly encoded when written and are verified by ``saihm verify``; a rebuild must run at
-100,000 events/s, which pydantic validation per leaf would not allow.
+100,000 events/s, which pydantic validation per leaf would not allow. The stored records and
+the private body are typed in saihm/events/records.py (re-exported here).
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import cbor2
 
-_U64 = struct.Struct(">Q")
+from saihm.events.records import Body, read_u64, u64
 
-
-def u64(value: int) -> bytes:
-    """Encode an unsigned 64-bit integer big-endian, so LMDB's byte order is numeric order."""
-    return _U64.pack(value)
-
-
-def read_u64(data: bytes | memoryview) -> int:
-    """Decode :func:`u64`."""
-    return _U64.unpack(data)[0]
+__all__ = ["Body", "LeafView", "dumps", "loads", "read_u64", "u64"]
 
 
 def dumps(value: object) -> bytes:
-    """Deterministic CBOR for projection values (RFC 8949 §4.2.1), so rebuilds compare bytewise.
+    """Deterministic CBOR for small integer-keyed maps (RFC 8949 §4.2.1).
 
-    Every projection map has small integer keys (< 24) written in ascending order, for which
-    cbor2's plain encoding is byte-identical to the canonical one and three times faster (this
-    runs several times per event of a rebuild). tests/store/test_projection_values.py checks
-    every stored value is canonical.
+    For maps with small integer keys (< 24) written in ascending order cbor2's plain encoding
+    is byte-identical to the canonical one and three times faster. The projections encode
+    their records with the record types (saihm/events/records.py); this stays for tests and
+    tools that build raw values.
     """
     return cbor2.dumps(value)
 
 
 def loads(data: bytes | memoryview) -> object:
-    """Decode a projection value written by :func:`dumps`."""
+    """Decode a value written by :func:`dumps`."""
     return cbor2.loads(bytes(data))
 
 
@@ -60,38 +51,3 @@ class LeafView(NamedTuple):
         """Read a stored leaf; the store wrote it with the strict codec."""
         m = cbor2.loads(leaf)
         return cls(m[1], m[2], m[3], m[4], m[6], m.get(7))
-
-
-@dataclass(frozen=True, slots=True)
-class Body:
-    """The private part of an event, stored in ``bodies`` under its subjectId.
-
-    CBOR map: 1 = the cell or contract in its wire encoding; 2 = the cell's session tag (an HMAC
-    of holderId and sessionId under the memo key: an untrusted hint for candidate lookup);
-    3 = the record sequence number for record cells (absent for memory cells); 4 = true for
-    the record cell that ends its session's chain (absent otherwise).
-    """
-
-    object_cbor: bytes
-    session_tag: bytes | None = None
-    record_seq: int | None = None
-    record_end: bool = False
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        m: dict[int, object] = {1: self.object_cbor}
-        if self.session_tag is not None:
-            m[2] = self.session_tag
-        if self.record_seq is not None:
-            m[3] = self.record_seq
-        if self.record_end:
-            m[4] = True
-        return dumps(m)
-
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> Body:
-        """Read the stored form."""
-        m = loads(data)
-        if not isinstance(m, dict) or not isinstance(m.get(1), bytes):
-            raise ValueError("malformed event body")
-        return cls(m[1], m.get(2), m.get(3), m.get(4, False))

@@ -19,7 +19,6 @@ from saihm.authority import Authority, check_token_fits
 from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
 from saihm.events import CapabilityScope, Operation
 from saihm.operator import Forgotten, Operator
-from saihm.projections import apply as PJ
 from saihm.provider import graph as graph_index
 from saihm.provider.meta import VaultMeta
 from saihm.provider.models import (
@@ -91,7 +90,7 @@ class LocalVault:
             holder_id = operator.create_holder()
         else:
             with operator.store.read_txn() as txn:
-                if operator.store.projection(txn, PJ.HOLDERS, holder_id) is None:
+                if not operator.store.projections.holders.known(txn, holder_id):
                     raise NotFound("no such holder", code="holder_not_found")
         meta = VaultMeta(holder_id=holder_id, session_id=secrets.token_bytes(32))
         meta.save(data)

@@ -767,7 +767,6 @@ def test_concurrent_calls_grouped_into_one_batch_each_get_their_own_leaf(world, 
     """Group commit: changes waiting together are written in one transaction, each guard sees
     the changes before it (a forget repeated in the same batch writes no second receipt), and
     the tree, the projections and every answer agree."""
-    from saihm.projections import apply as PJ
 
     alice = world.holder()
     cells = [world.call(alice, "saihm_remember", content=f"c{i}")["cellId"] for i in range(6)]
@@ -808,7 +807,7 @@ def test_concurrent_calls_grouped_into_one_batch_each_get_their_own_leaf(world, 
     assert sorted(indexes) == list(range(size, size + 9))  # one leaf each, no gap, no overlap
     with world.store.read_txn() as txn:
         assert world.store.projections.applied(txn) == world.store.size()
-        assert world.store.projection(txn, PJ.ERASURES, bytes.fromhex(cells[0])) is not None
+        assert world.store.projections.cells.is_erased(txn, bytes.fromhex(cells[0]))
     recalled = sorted(c["plaintext"] for c in world.call(alice, "saihm_recall"))
     assert recalled == sorted([f"c{i}" for i in range(3, 6)] + [f"new {i}" for i in range(6)])
     assert world.store.rebuild_into(tmp_path / "rebuilt")["identical"]

@@ -1,0 +1,641 @@
+"""The stored records of the projections, and the private body of an event: one type each.
+
+Every projection value is one of these frozen types, and each type's CBOR encoding lives here
+and only here: a map with small integer keys in ascending order (deterministic CBOR, RFC 8949
+§4.2.1, for which cbor2's plain encoding is the canonical one), or a big-endian u64. The
+operator's projections (saihm/projections/) write and read them; the offline verifier
+(saihm/audit/datadir.py) reads the public ones (the erasure list and the tallies) from a data
+directory with the same types. They sit in ``saihm.events`` because that is the lowest layer
+both may import (DESIGN.md "Layers").
+
+``decode`` is strict: a value that is not the encoding of a record of its type raises
+:class:`RecordError` (a ``VerificationFailed``), never a ``KeyError`` or ``TypeError``;
+``encode(decode(x)) == x`` for every valid ``x``. :data:`SCHEMA_VERSION` is the version of
+this whole set of layouts; the projections store it beside their applied index
+(saihm/projections/meta.py) and refuse to serve databases written under another one.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, TypeVar
+
+import cbor2
+
+from saihm.errors import VerificationFailed
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Body",
+    "CellRecord",
+    "ContractRecord",
+    "ErasureRecord",
+    "GrantRecord",
+    "HolderRecord",
+    "ProposalRecord",
+    "RecordError",
+    "RecordHead",
+    "RevocationRecord",
+    "Tally",
+    "Vote",
+    "read_u64",
+    "u64",
+]
+
+#: 2: the access records carry record MACs (saihm/projections/seal.py); 1: before them.
+SCHEMA_VERSION = 2
+
+_U64 = struct.Struct(">Q")
+
+
+class RecordError(VerificationFailed):
+    """A stored projection record or event body that is not the encoding of its type."""
+
+    code = "verification_failed"
+
+
+def u64(value: int) -> bytes:
+    """Encode an unsigned 64-bit integer big-endian, so byte order is numeric order."""
+    return _U64.pack(value)
+
+
+def read_u64(data: bytes | memoryview) -> int:
+    """Decode :func:`u64`; :class:`RecordError` unless ``data`` is exactly 8 bytes."""
+    if len(data) != 8:
+        raise RecordError("a stored u64 is not 8 bytes")
+    value: int = _U64.unpack(data)[0]
+    return value
+
+
+# -- strict field readers -------------------------------------------------------------------
+
+
+def _map(data: bytes | memoryview, what: str, keys: frozenset[int]) -> dict[int, object]:
+    """The CBOR map in ``data``, whose keys are ``keys`` (required ones are checked by the
+    field readers); anything else raises :class:`RecordError`."""
+    try:
+        m = cbor2.loads(bytes(data))
+    except Exception as err:  # cbor2 raises several types for damaged input
+        raise RecordError(f"a stored {what} is not CBOR") from err
+    if not isinstance(m, dict) or not m.keys() <= keys:
+        raise RecordError(f"a stored {what} is not a {what} map")
+    return m
+
+
+_MAX_U64 = (1 << 64) - 1
+
+# The field readers run for every record a query or a rebuild reads: each is one lookup and one
+# test, and a missing field fails the same test as a wrong one (``m.get`` gives None).
+
+
+def _bad(key: int, what: str, kind: str) -> RecordError:
+    return RecordError(f"field {key} of a stored {what} is missing or not {kind}")
+
+
+def _bytes(m: dict[int, object], key: int, what: str, size: int | None = 32) -> bytes:
+    value = m.get(key)
+    if type(value) is bytes and (size is None or len(value) == size):
+        return value
+    raise _bad(key, what, f"{size or 'some'} bytes")
+
+
+def _int(m: dict[int, object], key: int, what: str) -> int:
+    value = m.get(key)
+    if type(value) is int and 0 <= value <= _MAX_U64:
+        return value
+    raise _bad(key, what, "an unsigned integer")
+
+
+def _bool(m: dict[int, object], key: int, what: str) -> bool:
+    value = m.get(key)
+    if type(value) is bool:
+        return value
+    raise _bad(key, what, "a boolean")
+
+
+def _str(m: dict[int, object], key: int, what: str) -> str:
+    value = m.get(key)
+    if type(value) is str:
+        return value
+    raise _bad(key, what, "text")
+
+
+def _text(m: dict[int, object], key: int, what: str, *, nullable: bool = False) -> str | None:
+    value = m.get(key, _bad)
+    if value is None and nullable:
+        return None
+    if type(value) is str:
+        return value
+    raise _bad(key, what, "text or null" if nullable else "text")
+
+
+def _ids(m: dict[int, object], key: int, what: str) -> tuple[bytes, ...]:
+    value = m.get(key)
+    if type(value) is list:
+        for v in value:
+            if type(v) is not bytes or len(v) != 32:
+                break
+        else:
+            return tuple(value)
+    raise _bad(key, what, "a list of ids")
+
+
+def _keys(*keys: int) -> frozenset[int]:
+    return frozenset(keys)
+
+
+class _Encodable(Protocol):
+    WHAT: ClassVar[str]
+
+    def encode(self) -> bytes: ...
+
+
+_R = TypeVar("_R", bound=_Encodable)
+
+
+def _exact(record: _R, data: bytes | memoryview, authentic: bool = False) -> _R:
+    """``record`` if ``data`` is exactly its encoding; a decoder that accepted trailing bytes
+    or a non-canonical map would let two stored forms mean one record. ``authentic``: the bytes
+    passed a record MAC, so this code's ``encode`` wrote them (in the current schema version,
+    which the store checks on open), and the comparison is skipped."""
+    if not authentic and record.encode() != data:
+        raise RecordError(f"a stored {record.WHAT} is not in its deterministic encoding")
+    return record
+
+
+# -- the records ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HolderRecord:
+    """``p_holders``: holderId -> the holder's KEY receipt (saihm-protocol "Identity").
+
+    CBOR ``{1: publicKey, 2: index, 3: timestamp}``.
+    """
+
+    #: The ML-DSA-65 public key the KEY receipt published (its detail).
+    public_key: bytes
+    #: Leaf index of the KEY receipt: a voter is eligible when it precedes the proposal.
+    index: int
+    #: The KEY receipt's timestamp.
+    timestamp: int
+
+    WHAT: ClassVar[str] = "holder record"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        return cbor2.dumps({1: self.public_key, 2: self.index, 3: self.timestamp})
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> HolderRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        return _exact(cls(_bytes(m, 1, w, None), _int(m, 2, w), _int(m, 3, w)), data, authentic)
+
+
+@dataclass(frozen=True, slots=True)
+class CellRecord:
+    """``p_cells``: cellId -> what the log says of a cell (saihm-protocol "Cell shape").
+
+    CBOR ``{1: holderId, 2: tier, 3: kekVersion, 4: timestamp, 5: index, 6: sessionTag,
+    7: erasedAt}``; key 7 only once the cell is forgotten.
+    """
+
+    #: The holderId that signed the cell (its key 2).
+    owner: bytes
+    #: The cell's tier (its key 4), e.g. ``"STANDARD"``.
+    tier: str
+    #: The KEK generation its DEK was first wrapped under (its key 3).
+    kek_version: int
+    #: The cell's timestamp (its key 8).
+    timestamp: int
+    #: Leaf index of the REMEMBER receipt.
+    index: int
+    #: The session tag of its body (an untrusted hint), or ``b""`` when it has none.
+    session_tag: bytes
+    #: Leaf index of the first FORGET receipt, or None while the cell is live.
+    erased_at: int | None = None
+
+    WHAT: ClassVar[str] = "cell record"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4, 5, 6, 7)
+
+    @property
+    def erased(self) -> bool:
+        """Whether a FORGET receipt names the cell."""
+        return self.erased_at is not None
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        m: dict[int, object] = {
+            1: self.owner,
+            2: self.tier,
+            3: self.kek_version,
+            4: self.timestamp,
+            5: self.index,
+            6: self.session_tag,
+        }
+        if self.erased_at is not None:
+            m[7] = self.erased_at
+        return cbor2.dumps(m)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> CellRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        tag = _bytes(m, 6, w, None)
+        if len(tag) not in (0, 32):
+            raise RecordError(f"field 6 of a stored {w} is not a session tag")
+        erased = _int(m, 7, w) if 7 in m else None
+        return _exact(
+            cls(
+                _bytes(m, 1, w),
+                _str(m, 2, w),
+                _int(m, 3, w),
+                _int(m, 4, w),
+                _int(m, 5, w),
+                tag,
+                erased,
+            ),
+            data,
+            authentic,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordHead:
+    """``p_record_heads``: session tag -> the last record cell of that session's chain.
+
+    CBOR ``{1: seq, 2: cellId, 3: ended}`` (DESIGN.md "Data at rest": seq/prev chain the
+    record cells of one session; the "end" cell closes it).
+    """
+
+    #: The sequence number of the last record cell.
+    seq: int
+    #: Its cellId (the next record cell's ``prev``).
+    cell_id: bytes
+    #: Whether it was the "end" cell.
+    ended: bool
+
+    WHAT: ClassVar[str] = "record head"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        return cbor2.dumps({1: self.seq, 2: self.cell_id, 3: self.ended})
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RecordHead:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        return _exact(cls(_int(m, 1, w), _bytes(m, 2, w), _bool(m, 3, w)), data, authentic)
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureRecord:
+    """``p_erasures``: cellId -> the erasure (saihm-protocol "Erasure"); a u64, not a map."""
+
+    #: Leaf index of the first FORGET receipt naming the cell.
+    index: int
+
+    WHAT: ClassVar[str] = "erasure"
+
+    def encode(self) -> bytes:
+        """The stored form: the index as a big-endian u64."""
+        return u64(self.index)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> ErasureRecord:
+        """Read the stored form; raises :class:`RecordError`."""
+        return _exact(cls(read_u64(data)), data)
+
+
+@dataclass(frozen=True, slots=True)
+class ContractRecord:
+    """``p_contracts``: contractId -> a sharing contract and what became of it
+    (saihm-protocol "Sharing contracts"; the acceptances are the ACCEPT / DECLINE extension).
+
+    CBOR ``{1: holderId, 2: granteeIds, 3: shardIds, 4: mode, 5: scope, 6: expiresAt,
+    7: timestamp, 8: index, 9: revoked, 10: acceptedBy}``; keys 1..7 are the contract's keys
+    2..8.
+    """
+
+    #: The sharing holder.
+    holder: bytes
+    #: The grantee holderIds, in the contract's order.
+    grantees: tuple[bytes, ...]
+    #: The shared cellIds, in the contract's order.
+    shards: tuple[bytes, ...]
+    #: ``"PERMANENT"`` or ``"TEMPORARY"``.
+    mode: str
+    #: The contract's scope, e.g. ``"read"``.
+    scope: str
+    #: Expiry epoch, 0 for none.
+    expires_at: int
+    #: The contract's timestamp.
+    timestamp: int
+    #: Leaf index of the SHARE receipt.
+    index: int
+    #: Whether the holder has revoked it (a REVOKE receipt signed by the holder).
+    revoked: bool
+    #: The grantees that have accepted it and not declined since, in byte order.
+    accepted: tuple[bytes, ...]
+
+    WHAT: ClassVar[str] = "contract record"
+    _KEYS: ClassVar[frozenset[int]] = _keys(*range(1, 11))
+
+    def active_for(self, grantee: bytes, now: int) -> bool:
+        """Whether the contract shares its cells with ``grantee`` at ``now``: named among its
+        grantees, accepted by it, not revoked and not expired."""
+        live = not self.revoked and (self.expires_at == 0 or self.expires_at > now)
+        return live and grantee in self.grantees and grantee in self.accepted
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        return cbor2.dumps(
+            {
+                1: self.holder,
+                2: list(self.grantees),
+                3: list(self.shards),
+                4: self.mode,
+                5: self.scope,
+                6: self.expires_at,
+                7: self.timestamp,
+                8: self.index,
+                9: self.revoked,
+                10: list(self.accepted),
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> ContractRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        return _exact(
+            cls(
+                _bytes(m, 1, w),
+                _ids(m, 2, w),
+                _ids(m, 3, w),
+                _str(m, 4, w),
+                _str(m, 5, w),
+                _int(m, 6, w),
+                _int(m, 7, w),
+                _int(m, 8, w),
+                _bool(m, 9, w),
+                _ids(m, 10, w),
+            ),
+            data,
+            authentic,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRecord:
+    """``p_grants``: grantId -> a wider scope a person granted (GRANT / UNGRANT extension,
+    requirements.txt "Capabilities").
+
+    CBOR ``{1: holderId, 2: namespaces, 3: expiresAt, 4: index, 5: revoked}``; namespaces is
+    null for every namespace.
+    """
+
+    #: The holder whose sessions the grant widens.
+    holder: bytes
+    #: The namespaces it opens, in the grant's order, or None for all.
+    namespaces: tuple[str, ...] | None
+    #: Expiry epoch, 0 for none.
+    expires_at: int
+    #: Leaf index of the GRANT receipt.
+    index: int
+    #: Whether an UNGRANT signed by the holder withdrew it.
+    revoked: bool
+
+    WHAT: ClassVar[str] = "grant record"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4, 5)
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        namespaces = None if self.namespaces is None else list(self.namespaces)
+        return cbor2.dumps(
+            {1: self.holder, 2: namespaces, 3: self.expires_at, 4: self.index, 5: self.revoked}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> GrantRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        raw = m.get(2, _bad)
+        if raw is not None and not (type(raw) is list and all(type(n) is str for n in raw)):
+            raise RecordError(f"field 2 of a stored {w} is not a list of namespaces")
+        namespaces = None if raw is None else tuple(raw)
+        return _exact(
+            cls(_bytes(m, 1, w), namespaces, _int(m, 3, w), _int(m, 4, w), _bool(m, 5, w)),
+            data,
+            authentic,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RevocationRecord:
+    """``p_session_revocations``: revocation subject -> the UNGRANT that revoked every token
+    of a holder carrying one tokenId or sessionId (docs/formats.md "Session revocation").
+
+    CBOR ``{1: holderId, 2: index}``.
+    """
+
+    #: The holder that signed the UNGRANT.
+    holder: bytes
+    #: Its leaf index.
+    index: int
+
+    WHAT: ClassVar[str] = "session revocation"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2)
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        return cbor2.dumps({1: self.holder, 2: self.index})
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RevocationRecord:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        return _exact(cls(_bytes(m, 1, w), _int(m, 2, w)), data, authentic)
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalRecord:
+    """``p_proposals``: proposalId -> the first PROPOSE receipt with that id
+    (saihm-protocol "saihm_governance_propose").
+
+    CBOR ``{1: scope, 2: paramKey, 3: proposedValue, 4: snapshotEpoch, 5: proposer, 6: index,
+    7: timestamp}``; paramKey and proposedValue are null for a protocol upgrade.
+    """
+
+    #: ``"emission_param"`` or ``"protocol_upgrade"``.
+    scope: str
+    #: The governed parameter, or None.
+    param_key: str | None
+    #: Its proposed value, or None.
+    proposed_value: str | None
+    #: The snapshot epoch: the voting window opens here.
+    snapshot_epoch: int
+    #: The proposing holder.
+    proposer: bytes
+    #: Leaf index of the PROPOSE receipt (voter eligibility is decided against it).
+    index: int
+    #: The PROPOSE receipt's timestamp.
+    timestamp: int
+
+    WHAT: ClassVar[str] = "proposal record"
+    _KEYS: ClassVar[frozenset[int]] = _keys(*range(1, 8))
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        return cbor2.dumps(
+            {
+                1: self.scope,
+                2: self.param_key,
+                3: self.proposed_value,
+                4: self.snapshot_epoch,
+                5: self.proposer,
+                6: self.index,
+                7: self.timestamp,
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> ProposalRecord:
+        """Read the stored form; raises :class:`RecordError`."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        return _exact(
+            cls(
+                _str(m, 1, w),
+                _text(m, 2, w, nullable=True),
+                _text(m, 3, w, nullable=True),
+                _int(m, 4, w),
+                _bytes(m, 5, w),
+                _int(m, 6, w),
+                _int(m, 7, w),
+            ),
+            data,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """``p_votes``: proposalId || holderId -> the first VOTE of that holder on that proposal
+    (saihm-protocol "saihm_governance_vote").
+
+    CBOR ``{1: approve, 2: weight, 3: castAt, 4: index}``.
+    """
+
+    #: The vote.
+    approve: bool
+    #: Its weight (the published vote-weight function).
+    weight: int
+    #: The VOTE receipt's timestamp.
+    cast_at: int
+    #: Its leaf index.
+    index: int
+
+    WHAT: ClassVar[str] = "vote"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4)
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        return cbor2.dumps({1: self.approve, 2: self.weight, 3: self.cast_at, 4: self.index})
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> Vote:
+        """Read the stored form; raises :class:`RecordError`."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        return _exact(cls(_bool(m, 1, w), _int(m, 2, w), _int(m, 3, w), _int(m, 4, w)), data)
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """``p_tallies``: proposalId -> the weights counted so far (saihm-protocol governance
+    form: ``tally_for``, ``tally_against``, ``tally_abstain``).
+
+    CBOR ``{1: for, 2: against, 3: abstain}``. Published: the verifier reads it too.
+    """
+
+    votes_for: int = 0
+    votes_against: int = 0
+    votes_abstain: int = 0
+
+    WHAT: ClassVar[str] = "tally"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+
+    def counted(self, approve: bool, weight: int) -> Tally:
+        """This tally with one more vote of ``weight``."""
+        if approve:
+            return Tally(self.votes_for + weight, self.votes_against, self.votes_abstain)
+        return Tally(self.votes_for, self.votes_against + weight, self.votes_abstain)
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        return cbor2.dumps({1: self.votes_for, 2: self.votes_against, 3: self.votes_abstain})
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> Tally:
+        """Read the stored form; raises :class:`RecordError`."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        return _exact(cls(_int(m, 1, w), _int(m, 2, w), _int(m, 3, w)), data)
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """The private part of an event, stored in ``bodies`` under its subjectId.
+
+    CBOR ``{1: object, 2: sessionTag, 3: recordSeq, 4: recordEnd}``: 1 = the cell or contract
+    in its wire encoding; 2 = the cell's session tag (an HMAC of holderId and sessionId under
+    the memo key: an untrusted hint for candidate lookup); 3 = the record sequence number for
+    record cells (absent for memory cells); 4 = true for the record cell that ends its
+    session's chain (absent otherwise).
+    """
+
+    object_cbor: bytes
+    session_tag: bytes | None = None
+    record_seq: int | None = None
+    record_end: bool = False
+
+    WHAT: ClassVar[str] = "event body"
+    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4)
+
+    def encode(self) -> bytes:
+        """The stored form."""
+        m: dict[int, object] = {1: self.object_cbor}
+        if self.session_tag is not None:
+            m[2] = self.session_tag
+        if self.record_seq is not None:
+            m[3] = self.record_seq
+        if self.record_end:
+            m[4] = True
+        return cbor2.dumps(m)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> Body:
+        """Read the stored form; raises :class:`RecordError`."""
+        w = cls.WHAT
+        m = _map(data, w, cls._KEYS)
+        tag = _bytes(m, 2, w, None) if 2 in m else None
+        seq = _int(m, 3, w) if 3 in m else None
+        if 4 in m and m[4] is not True:
+            raise RecordError(f"field 4 of a stored {w} is not true")
+        return _exact(cls(_bytes(m, 1, w, None), tag, seq, 4 in m), data)

@@ -1,0 +1,240 @@
+"""The projection record types: one encoding each, exact decoding (saihm/events/records.py).
+
+Properties, for every record type: ``decode(encode(r)) == r``; for any bytes ``x``, ``decode``
+either raises ``RecordError`` or returns a record with ``encode(decode(x)) == x`` (so no two
+stored forms mean one record, and damaged input never escapes as ``KeyError`` or
+``TypeError``); and ``encode`` writes the integer-keyed maps the untyped projections wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import cbor2
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from saihm.errors import SaihmError, VerificationFailed
+from saihm.events.records import (
+    Body,
+    CellRecord,
+    ContractRecord,
+    ErasureRecord,
+    GrantRecord,
+    HolderRecord,
+    ProposalRecord,
+    RecordError,
+    RecordHead,
+    RevocationRecord,
+    Tally,
+    Vote,
+)
+
+ids = st.binary(min_size=32, max_size=32)
+u64s = st.integers(min_value=0, max_value=(1 << 64) - 1)
+texts = st.text(max_size=20)
+id_lists = st.lists(ids, max_size=4).map(tuple)
+
+RECORDS: dict[type, st.SearchStrategy[Any]] = {
+    HolderRecord: st.builds(HolderRecord, st.binary(max_size=64), u64s, u64s),
+    CellRecord: st.builds(
+        CellRecord,
+        ids,
+        texts,
+        u64s,
+        u64s,
+        u64s,
+        st.one_of(st.just(b""), ids),
+        st.one_of(st.none(), u64s),
+    ),
+    RecordHead: st.builds(RecordHead, u64s, ids, st.booleans()),
+    ErasureRecord: st.builds(ErasureRecord, u64s),
+    ContractRecord: st.builds(
+        ContractRecord,
+        ids,
+        id_lists,
+        id_lists,
+        texts,
+        texts,
+        u64s,
+        u64s,
+        u64s,
+        st.booleans(),
+        id_lists,
+    ),
+    GrantRecord: st.builds(
+        GrantRecord,
+        ids,
+        st.one_of(st.none(), st.lists(texts, max_size=3).map(tuple)),
+        u64s,
+        u64s,
+        st.booleans(),
+    ),
+    RevocationRecord: st.builds(RevocationRecord, ids, u64s),
+    ProposalRecord: st.builds(
+        ProposalRecord,
+        texts,
+        st.one_of(st.none(), texts),
+        st.one_of(st.none(), texts),
+        u64s,
+        ids,
+        u64s,
+        u64s,
+    ),
+    Vote: st.builds(Vote, st.booleans(), u64s, u64s, u64s),
+    Tally: st.builds(Tally, u64s, u64s, u64s),
+    Body: st.builds(
+        Body,
+        st.binary(max_size=200),
+        st.one_of(st.none(), ids),
+        st.one_of(st.none(), u64s),
+        st.booleans(),
+    ),
+}
+
+any_record = st.sampled_from(sorted(RECORDS, key=lambda t: t.__name__)).flatmap(
+    lambda kind: RECORDS[kind]
+)
+
+
+def _mutations(data: bytes) -> st.SearchStrategy[bytes]:
+    """Damaged forms of a stored value: a flipped byte, a cut, trailing bytes, a splice."""
+    n = len(data)
+    flip = st.tuples(st.integers(0, n - 1), st.integers(1, 255)).map(
+        lambda t: data[: t[0]] + bytes([data[t[0]] ^ t[1]]) + data[t[0] + 1 :]
+    )
+    cut = st.integers(0, n - 1).map(lambda i: data[:i])
+    extend = st.binary(min_size=1, max_size=8).map(lambda b: data + b)
+    splice = st.tuples(st.integers(0, n), st.binary(max_size=8)).map(
+        lambda t: data[: t[0]] + t[1] + data[t[0] :]
+    )
+    return st.one_of(flip, cut, extend, splice)
+
+
+@given(any_record)
+def test_decode_of_encode_is_the_record(record: Any) -> None:
+    assert type(record).decode(record.encode()) == record
+
+
+@given(any_record.flatmap(lambda r: st.tuples(st.just(type(r)), _mutations(r.encode()))))
+def test_decoding_any_damaged_value_is_exact_or_a_record_error(case: tuple[type, bytes]) -> None:
+    kind, data = case
+    try:
+        record = kind.decode(data)
+    except RecordError:
+        return
+    assert record.encode() == data
+
+
+@given(st.sampled_from(sorted(RECORDS, key=lambda t: t.__name__)), st.binary(max_size=64))
+def test_decoding_random_bytes_is_exact_or_a_record_error(kind: type, data: bytes) -> None:
+    try:
+        record = kind.decode(data)
+    except RecordError:
+        return
+    assert record.encode() == data
+
+
+def test_a_record_error_is_a_saihm_verification_failure() -> None:
+    assert issubclass(RecordError, VerificationFailed)
+    assert issubclass(RecordError, SaihmError)
+
+
+# The maps the untyped projections wrote (saihm/projections/apply.py at be12f1a), field by field.
+OLD_FORMS: dict[type, Callable[[Any], object]] = {
+    HolderRecord: lambda r: {1: r.public_key, 2: r.index, 3: r.timestamp},
+    CellRecord: lambda r: {
+        1: r.owner,
+        2: r.tier,
+        3: r.kek_version,
+        4: r.timestamp,
+        5: r.index,
+        6: r.session_tag,
+        **({} if r.erased_at is None else {7: r.erased_at}),
+    },
+    RecordHead: lambda r: {1: r.seq, 2: r.cell_id, 3: r.ended},
+    ContractRecord: lambda r: {
+        1: r.holder,
+        2: list(r.grantees),
+        3: list(r.shards),
+        4: r.mode,
+        5: r.scope,
+        6: r.expires_at,
+        7: r.timestamp,
+        8: r.index,
+        9: r.revoked,
+        10: list(r.accepted),
+    },
+    GrantRecord: lambda r: {
+        1: r.holder,
+        2: None if r.namespaces is None else list(r.namespaces),
+        3: r.expires_at,
+        4: r.index,
+        5: r.revoked,
+    },
+    RevocationRecord: lambda r: {1: r.holder, 2: r.index},
+    ProposalRecord: lambda r: {
+        1: r.scope,
+        2: r.param_key,
+        3: r.proposed_value,
+        4: r.snapshot_epoch,
+        5: r.proposer,
+        6: r.index,
+        7: r.timestamp,
+    },
+    Vote: lambda r: {1: r.approve, 2: r.weight, 3: r.cast_at, 4: r.index},
+    Tally: lambda r: {1: r.votes_for, 2: r.votes_against, 3: r.votes_abstain},
+}
+
+
+@given(st.sampled_from(sorted(OLD_FORMS, key=lambda t: t.__name__)).flatmap(lambda k: RECORDS[k]))
+def test_encode_writes_the_integer_keyed_map_of_before(record: Any) -> None:
+    old = OLD_FORMS[type(record)](record)
+    assert record.encode() == cbor2.dumps(old)
+    assert record.encode() == cbor2.dumps(old, canonical=True)
+
+
+@given(u64s)
+def test_an_erasure_is_the_big_endian_index(index: int) -> None:
+    assert ErasureRecord(index).encode() == index.to_bytes(8, "big")
+
+
+def test_trailing_bytes_are_refused() -> None:
+    data = Tally(1, 2, 3).encode()
+    with pytest.raises(RecordError):
+        Tally.decode(data + b"\x00")
+
+
+def test_a_map_in_another_key_order_is_refused() -> None:
+    with pytest.raises(RecordError):
+        Tally.decode(cbor2.dumps({2: 0, 1: 0, 3: 0}))
+
+
+def test_a_boolean_is_not_an_integer_and_an_integer_is_not_a_boolean() -> None:
+    with pytest.raises(RecordError):
+        Tally.decode(cbor2.dumps({1: True, 2: 0, 3: 0}))
+    with pytest.raises(RecordError):
+        RecordHead.decode(cbor2.dumps({1: 0, 2: b"\x01" * 32, 3: 1}))
+
+
+def test_a_missing_or_unknown_field_is_refused() -> None:
+    with pytest.raises(RecordError):
+        RevocationRecord.decode(cbor2.dumps({1: b"\x01" * 32}))
+    with pytest.raises(RecordError):
+        RevocationRecord.decode(cbor2.dumps({1: b"\x01" * 32, 2: 0, 3: 0}))
+
+
+def test_a_short_id_is_refused() -> None:
+    with pytest.raises(RecordError):
+        RevocationRecord.decode(cbor2.dumps({1: b"\x01" * 31, 2: 0}))
+
+
+@given(any_record)
+def test_records_are_frozen_and_slotted(record: Any) -> None:
+    assert not hasattr(record, "__dict__")
+    first = dataclasses.fields(record)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(record, first, getattr(record, first))
