@@ -41,9 +41,34 @@ __all__ = [
     "StorageFull",
     "Usage",
     "WriteTxn",
+    "prefix_end",
+    "scan_bounds",
 ]
 
 MAX_KEY = 511  # bytes; LMDB's default limit, kept by every driver so data moves between them
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The least key greater than every key that starts with ``prefix`` (None: no such key)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])
+
+
+def scan_bounds(
+    start: bytes, stop: bytes | None, prefix: bytes | None
+) -> tuple[bytes, bytes | None] | None:
+    """The ``[start, stop)`` a :meth:`ReadTxn.scan` walks once ``prefix`` is folded in, or None
+    when the range is empty (shared by every driver)."""
+    if prefix is not None:
+        start = max(start, prefix)
+        end = prefix_end(prefix)
+        if end is not None and (stop is None or end < stop):
+            stop = end
+    if stop is not None and start >= stop:
+        return None
+    return start, stop
 
 
 class StorageError(Unavailable):

@@ -33,6 +33,7 @@ from saihm.storage.base import (
     StorageError,
     StorageFull,
     Usage,
+    scan_bounds,
 )
 
 __all__ = ["LmdbStorage"]
@@ -49,14 +50,6 @@ def _error(err: lmdb.Error) -> StorageError:
     if isinstance(err, lmdb.BadValsizeError):
         return StorageError(f"a key must be 1 to {MAX_KEY} bytes")
     return StorageError(f"LMDB: {type(err).__name__}")
-
-
-def prefix_end(prefix: bytes) -> bytes | None:
-    """The least key greater than every key that starts with ``prefix`` (None: no such key)."""
-    trimmed = prefix.rstrip(b"\xff")
-    if not trimmed:
-        return None
-    return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
 
 class _Gate:
@@ -172,14 +165,10 @@ class _Read:
         prefix: bytes | None = None,
         reverse: bool = False,
     ) -> Iterator[tuple[bytes, bytes]]:
-        if prefix is not None:
-            start = max(start, prefix)
-            end = prefix_end(prefix)
-            if end is not None and (stop is None or end < stop):
-                stop = end
-        if db.handle is None or (stop is not None and start >= stop):
+        bounds = scan_bounds(start, stop, prefix)
+        if db.handle is None or bounds is None:
             return iter(())
-        return self._scan(db.handle, start, stop, reverse)
+        return self._scan(db.handle, *bounds, reverse)
 
     def _scan(
         self, handle: Any, start: bytes, stop: bytes | None, reverse: bool

@@ -69,7 +69,15 @@ from saihm.storage._pgschema import (
     namespace_ids,
 )
 from saihm.storage._pgurl import safe_location
-from saihm.storage.base import MAX_KEY, Namespace, StorageError, StorageFull, Usage
+from saihm.storage.base import (
+    MAX_KEY,
+    Namespace,
+    StorageError,
+    StorageFull,
+    Usage,
+    prefix_end,
+    scan_bounds,
+)
 
 __all__ = ["SCHEMA_VERSION", "PostgresStorage"]
 
@@ -99,14 +107,6 @@ def _findable(key: bytes) -> bool:
     if not key:
         raise StorageError(f"a key must be 1 to {MAX_KEY} bytes")
     return len(key) <= MAX_KEY
-
-
-def _prefix_end(prefix: bytes) -> bytes | None:
-    """The least key greater than every key that starts with ``prefix`` (None: no such key)."""
-    trimmed = prefix.rstrip(b"\xff")
-    if not trimmed:
-        return None
-    return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
 
 class _Read:
@@ -173,14 +173,10 @@ class _Read:
         prefix: bytes | None = None,
         reverse: bool = False,
     ) -> Iterator[tuple[bytes, bytes]]:
-        if prefix is not None:
-            start = max(start, prefix)
-            end = _prefix_end(prefix)
-            if end is not None and (stop is None or end < stop):
-                stop = end
-        if db.handle is None or (stop is not None and start >= stop):
+        bounds = scan_bounds(start, stop, prefix)
+        if db.handle is None or bounds is None:
             return iter(())
-        return self._pages(db.handle, start, stop, reverse)
+        return self._pages(db.handle, *bounds, reverse)
 
     def _pages(
         self, ns: object, start: bytes, stop: bytes | None, reverse: bool
@@ -210,7 +206,7 @@ class _Read:
     def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
         if db.handle is None:
             return None
-        start, stop = (b"", None) if prefix is None else (prefix, _prefix_end(prefix))
+        start, stop = (b"", None) if prefix is None else (prefix, prefix_end(prefix))
         query = self._sql.scans[True, False, stop is not None]
         params = (db.handle, start, stop, 1) if stop is not None else (db.handle, start, 1)
         row = self._one(query, params)
