@@ -6,8 +6,6 @@ from argparse import Namespace
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from saihm.storeurl import refuse_migrated
-
 DAY = 86_400
 
 
@@ -149,8 +147,6 @@ def config_from(args: Namespace) -> Config:
         for f in fields(Config)
         if f.name not in _PATHS and getattr(args, f.name, None) is not None
     }
-    if options.get("store") is None:
-        refuse_migrated(Path(args.data))
     return Config.for_data(
         args.data,
         args.kek_dir,
