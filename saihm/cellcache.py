@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from saihm.events import Cell, SealedPayload
 from saihm.projections import LeafView, Projections
@@ -450,7 +450,8 @@ class CacheView:
             total = index.total_length + sum(e.analysis.length for _k, e in shared)
             stats = Bm25(n=n, avgdl=total / n if n else 0.0, df=df, expansions=expansions)
         entries = self.cache._entries
-        matched = index.candidates(terms)
+        # A holder's index is keyed by cell id only (_Holder.add is its one writer, with bytes).
+        matched = cast(set[bytes], index.candidates(terms))
         first, rest = query.containment[0], query.containment[1:]
         # The containment baseline over the cells that share no term: a C-level substring
         # scan over the case-folded texts, then the remaining terms on the few that pass.

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
@@ -248,7 +248,7 @@ class GroupCommit:
         except StorageError:
             return False
         if all(found):
-            change.indexes = [int.from_bytes(raw, "big") for raw in found]
+            change.indexes = [int.from_bytes(raw, "big") for raw in found if raw]
             return True
         return False
 
@@ -267,9 +267,9 @@ class GroupCommit:
             self.keyring.destroy(txn, cell_id)
         leaves = [receipt.to_cbor() for receipt in change.receipts]
         for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
-            body = change.bodies.get(receipt.subject_id)
+            leaf_body = change.bodies.get(receipt.subject_id)
             # The same input a rebuild reads: the leaf as stored, not the model it came from.
-            self.projections.apply(txn, first + offset, LeafView.from_leaf(leaf), body)
+            self.projections.apply(txn, first + offset, LeafView.from_leaf(leaf), leaf_body)
             change.indexes.append(first + offset)
         return leaves
 
@@ -281,7 +281,8 @@ class GroupCommit:
         day = u64(int(self.clock()) // 86_400)
         raw = txn.get(day, db=self._db[STATS])
         try:
-            calls, ok = (0, 0) if raw is None else loads(raw)
+            # The counter's one writer is the put below: a list of two ints.
+            calls, ok = (0, 0) if raw is None else cast(list[int], loads(raw))
         except Exception as err:  # a damaged counter must not refuse the batch's writes
             log.error("statistics for this day unreadable (%s); counting afresh", error_code(err))
             calls, ok = 0, 0

@@ -80,8 +80,8 @@ class _Jsonl:
         for pid, (f, a, b) in _every_tally(derived):
             doc = {"proposalId": pid.hex(), "for": f, "against": a, "abstain": b}
             self.files["tallies"].write(json.dumps(doc) + "\n")
-        for f in self.files.values():
-            f.close()
+        for fh in self.files.values():
+            fh.close()
 
 
 class _Lmdb:

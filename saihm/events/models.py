@@ -106,7 +106,9 @@ class Cell(Record):
 
 
 Detail = PublicKey65 | ProposeDetail | VoteDetail | GrantDetail
-_DETAIL_TYPE: dict[Operation, type] = {
+_DETAIL_TYPE: dict[
+    Operation, type[bytes] | type[ProposeDetail] | type[VoteDetail] | type[GrantDetail]
+] = {
     Operation.KEY: bytes,
     Operation.PROPOSE: ProposeDetail,
     Operation.VOTE: VoteDetail,
@@ -190,7 +192,7 @@ class Receipt(Record):
             want = _DETAIL_TYPE.get(op)
             if want is None:
                 raise DecodeError(f"receipt: {op.value} receipts carry no detail")
-            if want is not bytes:
+            if not issubclass(want, bytes):  # the table's one bytes entry is bytes itself
                 detail = want.from_map(detail)
         return build(
             cls,

@@ -28,6 +28,7 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from saihm.keyring.errors import KekUnavailable, KeyringError
 from saihm.keyring.wrap import KEK_BYTES
@@ -56,7 +57,7 @@ class KekDirectory:
         self._keks: dict[int, bytes] = {}
         self._memo: bytes | None = None
         self._state_sig: tuple[int, int, int] | None = None
-        self._state: dict = {}
+        self._state: dict[str, Any] = {}  # the state file's JSON object
         fresh = not (self.path / _STATE).exists()
         if fresh:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -107,11 +108,11 @@ class KekDirectory:
         os.replace(tmp, self.path / name)
         self._fsync_dir()
 
-    def _write_state(self, state: dict) -> None:
+    def _write_state(self, state: dict[str, Any]) -> None:
         self._write_file(_STATE, json.dumps(state, sort_keys=True).encode())
         self._state_sig = None
 
-    def _read_state(self, *, fresh: bool = False) -> dict:
+    def _read_state(self, *, fresh: bool = False) -> dict[str, Any]:
         """The state file, re-read whenever it has been replaced (another process may rotate).
 
         ``fresh`` re-reads it unconditionally: a replaced file can, in principle, reuse an inode
@@ -218,7 +219,7 @@ class KekDirectory:
         """
         with self._locked():
             state = dict(self._read_state(fresh=True))
-            version = state["highest"] + 1
+            version: int = state["highest"] + 1
             if version > MAX_KEK_VERSION:
                 raise KeyringError("kekVersion space exhausted")
             self._write_file(_kek_name(version), os.urandom(KEK_BYTES))

@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=DefaultsFormatter,
     )
-    sub = parser.add_subparsers(
+    # typeshed's argparse stub types parser_class as a class; argparse only calls it.
+    sub = parser.add_subparsers(  # type: ignore[call-overload]
         dest="action",
         metavar="ACTION",
         required=True,

@@ -109,7 +109,8 @@ def parse_store(raw: str, namespace: str, **meta: object) -> MemoryStore:
         raise MalformedInput("--json is not valid JSON") from err
     fields = {k: v for k, v in meta.items() if v is not None}
     try:
-        return MemoryStore(namespace=namespace, content=content, **fields)
+        # The metadata is the command line's, unchecked: the model validates it.
+        return MemoryStore.model_validate({"namespace": namespace, "content": content, **fields})
     except ValueError as err:
         raise MalformedInput(_first_error(err)) from err
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
 from saihm.authority import Authority, check_token_fits
 from saihm.errors import Conflict, MalformedInput, NotFound, NotPermitted
@@ -306,7 +306,9 @@ class ConsumerProvider:
     def status(self) -> MemoryProviderStatus:
         """Health and what this grant may do."""
         access = self._vault.authenticate(self._token, None, (*READ_MODES, "write"))
-        caps: list[str] = ["query", "graph"] if access.mode in READ_MODES else []
+        caps: list[Literal["query", "store", "graph"]] = (
+            ["query", "graph"] if access.mode in READ_MODES else []
+        )
         if access.mode in WRITE_MODES:
             caps.append("store")
         return MemoryProviderStatus(

@@ -380,7 +380,7 @@ class PostgresStorage:
         pool_size: int = 16,
     ) -> None:
         self.location, self._secrets = safe_location(url)
-        self.namespaces = tuple(namespaces)
+        self.namespaces: Sequence[bytes] = tuple(namespaces)
         self.readonly = readonly
         self._closed = False
         try:

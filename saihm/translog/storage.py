@@ -78,7 +78,8 @@ class TreeStorage:
         last = txn.last(self._leaves)
         if last is None:
             return 0
-        return _U64.unpack(last[0])[0] + 1
+        index: int = _U64.unpack(last[0])[0]  # the struct's one field, a ">Q"
+        return index + 1
 
     def leaf(self, txn: ReadTxn, index: int) -> bytes:
         """Return leaf ``index``; raise ``NotFound`` if it does not exist."""
