@@ -468,7 +468,8 @@ def _issue(
     ttl = choose_ttl(getattr(args, "ttl", None), config.token_ttl)
     now = int(time.time())
     cap = authority.issue(holder_id, session_id, scope, ttl, now=now)
-    return cap.to_token(), token_fields(cap), token_summary(cap, str(config.data_dir), now=now)
+    summary = token_summary(cap, str(config.data_dir), now=now, store=config.store)
+    return cap.to_token(), token_fields(cap), summary
 
 
 def _print_issued(obj: dict[str, object], summary: str) -> None:
@@ -707,10 +708,12 @@ def main(argv: list[str] | None = None) -> int:
         # argparse's own exits (--help: 0, bad usage: 2) become return codes.
         return done.code if isinstance(done.code, int) else 2
     except SaihmError as err:
+        from saihm.storehint import with_store
         from saihm.storeurl import scrub
 
         # A store URL may carry a password: no message shows it, whoever wrote the message.
-        print(f"saihm: error: {scrub(str(err), _store_url(argv))}", file=sys.stderr)
+        url = _store_url(argv)
+        print(f"saihm: error: {with_store(scrub(str(err), url), url)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -7,7 +7,8 @@ recall across sessions, and ``saihm session renew`` issues a fresh token for the
 ``saihm holder create``, ``saihm session open``, ``saihm session renew`` and ``saihm grant``
 print the pinned JSON keys plus ``scope``, ``expiresAt`` and ``expiresAtUtc`` (from
 :func:`token_fields`), and one line on stderr (:func:`token_summary`) that names the commands
-which widen or renew the token.
+which widen or renew the token; with the operator's store in PostgreSQL those commands carry
+``--store "$SAIHM_STORE"`` (saihm/storehint.py), never the URL.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 
 from saihm.errors import MalformedInput
 from saihm.events import Capability
+from saihm.storehint import with_store
 
 __all__ = ["choose_ttl", "describe_lifetime", "token_fields", "token_summary"]
 
@@ -58,9 +60,17 @@ def token_fields(cap: Capability) -> dict[str, object]:
     return {"scope": scope, "expiresAt": cap.expires_at, "expiresAtUtc": _utc(cap.expires_at)}
 
 
-def token_summary(cap: Capability, data_dir: str, *, now: int | None = None) -> str:
+def token_summary(
+    cap: Capability, data_dir: str, *, now: int | None = None, store: str | None = None
+) -> str:
     """One line for stderr: what ``cap`` sees, when it expires, and the commands that renew or
-    widen it (with this holder's and session's ids filled in, never the token)."""
+    widen it (with this holder's and session's ids filled in, never the token). ``store``: the
+    operator's PostgreSQL URL, if any; the commands then carry ``--store "$SAIHM_STORE"``
+    (never the URL, which may hold a password)."""
+    return with_store(_summary(cap, data_dir, now), store)
+
+
+def _summary(cap: Capability, data_dir: str, now: int | None) -> str:
     left = cap.expires_at - (int(time.time()) if now is None else now)
     holder = cap.holder_id.hex()
     ends = f"it expires {_utc(cap.expires_at)} (in {describe_lifetime(max(left, 0))})"

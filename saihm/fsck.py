@@ -31,7 +31,7 @@ import argparse
 import json
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import cbor2
@@ -47,6 +47,7 @@ from saihm.projections import Body, LeafView, Projections, ProjectionState, Stal
 from saihm.projections import apply as P
 from saihm.storage.base import Namespace, ReadTxn
 from saihm.store import PENDING, RebuildFailed, Store
+from saihm.storehint import with_store
 from saihm.translog import TreeStorage
 
 __all__ = ["Finding", "FsckResult", "check_data_dir", "check_store", "differences", "private_check"]
@@ -184,6 +185,10 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
         _check_cells(store, txn, seen, bodies, memo, pending, dbs[b"deks"], result, tasks)
         _check_seeds(store, txn, seen, dbs[b"seeds"], result, tasks)
         _check_pending(store, txn, seen, pending, result)
+    if store.config.store is not None:  # the repair hints need the store (saihm/storehint.py)
+        result.findings = [
+            replace(f, what=with_store(f.what, store.config.store)) for f in result.findings
+        ]
     return result
 
 

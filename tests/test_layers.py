@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "saihm.client",
             "saihm.listen",
             "saihm.storeurl",
+            "saihm.storehint",
         ),
     ),
     (

@@ -67,9 +67,11 @@ def _store(opts: argparse.Namespace) -> str | None:
 
 
 def _scrub(text: str, opts: argparse.Namespace) -> str:
+    from saihm.storehint import with_store
     from saihm.storeurl import scrub
 
-    return scrub(text, getattr(opts, "store", None))
+    store = getattr(opts, "store", None)
+    return with_store(scrub(text, store), store)
 
 
 def export(args: argparse.Namespace | list[str]) -> int:

@@ -3,12 +3,21 @@
 The operator's 401 body stays the protocol's ``{"error": "unauthenticated"}`` (saihm-protocol
 "Authentication"), so the client cannot tell an expired token from a revoked grant; the
 advice names the likely causes in order and the commands of docs/integrations.md
-("Continuity"). It never quotes the credential or the endpoint.
+("Continuity"). It never quotes the credential or the endpoint. The client cannot tell where
+the operator keeps its store, so every command it names says to add ``--store URL`` (or set
+``SAIHM_STORE``) when that is PostgreSQL (docs/scaling.md): without it the command refuses the
+data directory of a PostgreSQL store.
 """
 
 from __future__ import annotations
 
-__all__ = ["advice_for"]
+__all__ = ["STORE_NOTE", "advice_for"]
+
+#: Said after the commands: the client does not know whether the operator's store is LMDB.
+STORE_NOTE = (
+    "(on an operator that keeps its store in PostgreSQL, add --store URL to each command, "
+    "or set SAIHM_STORE)"
+)
 
 _UNAUTHENTICATED = (
     "the operator did not accept the credential (value not shown). Most likely it expired "
@@ -16,14 +25,15 @@ _UNAUTHENTICATED = (
     "was revoked, or it was issued for another operator's data directory. A person fixes it on "
     "the operator's machine: `saihm session renew --data DIR --holder HOLDER --session SESSION` "
     "issues a fresh token for the same session; `saihm grant --data DIR --holder HOLDER "
-    "--sessions all --ttl SECONDS` lets the agent recall across all its sessions. Then set "
+    "--sessions all --ttl SECONDS` lets the agent recall across all its sessions "
+    f"{STORE_NOTE}. Then set "
     'the Authorization value (SAIHM_AUTH_HEADER) to "Bearer <new token>" and restart the host'
 )
 _NOT_HOLDER = (
     "the object is not this holder's, or lies outside what this token may see: a session "
     "token sees only its own session. To act on memory of the holder's other sessions a "
-    "person runs `saihm grant --data DIR --holder HOLDER --sessions all --ttl SECONDS` and "
-    "the host uses that token"
+    "person runs `saihm grant --data DIR --holder HOLDER --sessions all --ttl SECONDS` "
+    f"{STORE_NOTE} and the host uses that token"
 )
 _CONSUMER = (
     "this credential is not a holder's session token (a Memory Provider consumer grant reads "

@@ -169,9 +169,11 @@ def _worker(config: Config, sock: socket.socket, context: ssl.SSLContext | None,
     try:
         asyncio.run(_serve(config, sock, context, args.max_body))
     except SaihmError as err:
+        from saihm.storehint import with_store
         from saihm.storeurl import scrub
 
-        print(f"saihm: error: {scrub(str(err), config.store)}", file=sys.stderr, flush=True)
+        message = with_store(scrub(str(err), config.store), config.store)
+        print(f"saihm: error: {message}", file=sys.stderr, flush=True)
         return 2
     return 0
 
@@ -244,9 +246,11 @@ def main(args: argparse.Namespace) -> int:
             config = config_from(args)  # now with the origin the new directory recorded
         sock = bind(args.host, args.port)
     except SaihmError as err:
+        from saihm.storehint import with_store
         from saihm.storeurl import scrub
 
-        print(f"saihm: error: {scrub(str(err), getattr(args, 'store', None))}", file=sys.stderr)
+        store = getattr(args, "store", None)
+        print(f"saihm: error: {with_store(scrub(str(err), store), store)}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"saihm: error: cannot listen on {args.host}:{args.port}: {err.strerror}",
