@@ -172,6 +172,8 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
     dbs = {name: storage.namespace(name) for name in (*TreeStorage.DB_NAMES[1:], b"deks", b"seeds")}
     with storage.read() as txn:
         size = result.tree_size = store.tree.size(txn)
+        if not _dense_log(txn, storage.namespace(b"leaves"), size, result):
+            return _with_store_hints(store, result)
         try:
             state = store.projections.state(txn)
         except StaleProjections as err:
@@ -185,11 +187,35 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
         _check_cells(store, txn, seen, bodies, memo, pending, dbs[b"deks"], result, tasks)
         _check_seeds(store, txn, seen, dbs[b"seeds"], result, tasks)
         _check_pending(store, txn, seen, pending, result)
-    if store.config.store is not None:  # the repair hints need the store (saihm/storehint.py)
+    return _with_store_hints(store, result)
+
+
+def _with_store_hints(store: Store, result: FsckResult) -> FsckResult:
+    """``result`` with ``--store`` in its repair hints when the store is in PostgreSQL
+    (saihm/storehint.py)."""
+    if store.config.store is not None:
         result.findings = [
             replace(f, what=with_store(f.what, store.config.store)) for f in result.findings
         ]
     return result
+
+
+def _dense_log(txn: ReadTxn, leaves: Namespace, size: int, result: FsckResult) -> bool:
+    """Whether the log's leaves are the dense indexes 0 to ``size - 1`` (the tree size is the
+    last index plus one). A row inserted far beyond the log, or one deleted from inside it, is
+    a finding, and nothing else is checked: every later check reads the log by index, and a
+    log of 2**62 "leaves" would never be read to its end."""
+    stored = txn.count(leaves)
+    if stored == size:
+        return True
+    result.add(
+        b"leaves",
+        "",
+        "log",
+        f"the log's last leaf index is {size - 1} but it holds {stored} leaves: a leaf was "
+        "inserted or deleted; the log cannot be checked further",
+    )
+    return False
 
 
 def _check_meta(state: ProjectionState, size: int, result: FsckResult) -> None:

@@ -264,10 +264,10 @@ def test_every_raw_row_edit_of_every_namespace_is_detected_or_harmless(t: Templa
     assert undetected == []
     assert {op for _, op, _ in edits} == set(OPS)
     # The log, its tiles, checkpoints, cells and the projections were all among the edited.
-    assert {b"log", b"tree", b"checkpoints", b"bodies", b"p_meta"} <= {n for n, _, _ in edits}
+    assert {b"leaves", b"tree", b"checkpoints", b"bodies", b"p_meta"} <= {n for n, _, _ in edits}
     # Every edit of the log itself is caught (no harmless edit of a leaf).
-    assert not [h for h in harmless if h[0] == "log"]
-    assert counts["detected"] >= len([e for e in edits if e[0] == b"log"])
+    assert not [h for h in harmless if h[0] == "leaves"]
+    assert counts["detected"] >= len([e for e in edits if e[0] == b"leaves"])
 
 
 # -- named damage: verify --data names the namespace, key and check ----------------------------
@@ -380,8 +380,8 @@ def test_a_flipped_projection_record_is_refused_by_a_read_and_found_by_verify(
 
 
 def _flip_newest_leaf(t: Template, raw: Raw) -> None:
-    key, value = raw.rows(b"log")[-1]
-    raw.set(b"log", key, _flip(value, len(value) // 2))
+    key, value = raw.rows(b"leaves")[-1]
+    raw.set(b"leaves", key, _flip(value, len(value) // 2))
 
 
 def _flip_newest_checkpoint(t: Template, raw: Raw) -> None:
@@ -390,8 +390,8 @@ def _flip_newest_checkpoint(t: Template, raw: Raw) -> None:
 
 
 def _delete_newest_leaves(t: Template, raw: Raw) -> None:
-    for key, _ in raw.rows(b"log")[-3:]:
-        raw.set(b"log", key, None)
+    for key, _ in raw.rows(b"leaves")[-3:]:
+        raw.set(b"leaves", key, None)
 
 
 SUBPROCESS_EDITS: dict[str, Damage] = {
@@ -433,10 +433,12 @@ def test_a_log_rolled_back_by_deleting_its_newest_leaves_is_refused_by_every_ope
         assert done.returncode == 2, (argv[0], done.stderr)
         assert done.stdout == ""
         lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and "rebuild --data DIR --replace" in lines[0], done.stderr
+        # The repair hint names the store as the variable (saihm/storehint.py), never the URL.
+        hint = 'saihm rebuild --data DIR --store "$SAIHM_STORE" --replace'
+        assert len(lines) == 1 and hint in lines[0], done.stderr
         assert _password(t.url) not in done.stderr
     # Nothing was written by the refusals: the rows are the edited ones still.
-    assert len(raw.rows(b"log")) == len([r for r in t.rows if r[0] == raw.ids[b"log"]]) - 3
+    assert len(raw.rows(b"leaves")) == len([r for r in t.rows if r[0] == raw.ids[b"leaves"]]) - 3
 
 
 # -- servers: a running node, a second node started after the edit, a monitor ----------------
