@@ -1,0 +1,45 @@
+"""A leaf row inserted far beyond the log (a raw LMDB write, key ``2**62``): the tree size is
+the last index plus one, so ``saihm verify --data`` once read 2**62 "leaves" in chunks and never
+ended. It is now one finding naming the log (saihm/fsck.py ``_dense_log``); the PostgreSQL
+counterpart is tests/multinode/test_tamper_postgres.py."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import lmdb
+import pytest
+
+from saihm import cli
+from saihm.http.binding import call as binding_call
+from tests.support.postgres import lmdb_only
+
+from .conftest import World
+
+pytestmark = lmdb_only("its raw edit opens DATA/lmdb with lmdb.open")
+
+
+@pytest.mark.parametrize("index", [2**62, 2**64 - 1])
+def test_a_leaf_inserted_far_beyond_the_log_is_one_finding(world: World, capsys, index) -> None:
+    holder = world.holder()
+    binding_call(world.operator, holder.token, "saihm_remember", {"content": "one"})
+    world.store.checkpoint_now()
+    world.store.close()
+    config = world.config
+    env = lmdb.open(str(config.lmdb_dir), max_dbs=64, map_size=config.map_size)
+    try:
+        db = env.open_db(b"leaves")
+        with env.begin(write=True) as txn:
+            first = bytes(txn.get(struct.pack(">Q", 0), db=db))
+            txn.put(struct.pack(">Q", index), first, db=db)
+            stored = txn.stat(db)["entries"]
+    finally:
+        env.close()
+    capsys.readouterr()
+    code = cli.main(["verify", "--data", str(config.data_dir), "--json", "--no-progress"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    found = [f for f in report["failures"] if f.get("database") == "leaves"]
+    assert len(found) == 1 and found[0]["check"] == "log", report["failures"]
+    assert f"holds {stored} leaves" in found[0]["what"]
