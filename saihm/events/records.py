@@ -18,8 +18,9 @@ this whole set of layouts; the projections store it beside their applied index
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import cbor2
 
@@ -141,8 +142,72 @@ def _ids(m: dict[int, object], key: int, what: str) -> tuple[bytes, ...]:
     raise _bad(key, what, "a list of ids")
 
 
-def _keys(*keys: int) -> frozenset[int]:
-    return frozenset(keys)
+def _blob(m: dict[int, object], key: int, what: str) -> bytes:
+    """Bytes of any length."""
+    return _bytes(m, key, what, None)
+
+
+def _nullable_text(m: dict[int, object], key: int, what: str) -> str | None:
+    return _text(m, key, what, nullable=True)
+
+
+def _session_tag(m: dict[int, object], key: int, what: str) -> bytes:
+    """A session tag: 32 bytes, or empty for a cell that has none."""
+    tag = _bytes(m, key, what, None)
+    if len(tag) not in (0, 32):
+        raise RecordError(f"field {key} of a stored {what} is not a session tag")
+    return tag
+
+
+def _namespaces(m: dict[int, object], key: int, what: str) -> tuple[str, ...] | None:
+    """A list of namespace names, or null for every namespace."""
+    raw = m.get(key, _bad)
+    if raw is None:
+        return None
+    if type(raw) is list and all(type(n) is str for n in raw):
+        return tuple(raw)
+    raise RecordError(f"field {key} of a stored {what} is not a list of namespaces")
+
+
+def _flag(m: dict[int, object], key: int, what: str) -> bool:
+    """A key that is either absent (false) or holds ``true``."""
+    if key not in m:
+        return False
+    if m[key] is not True:
+        raise RecordError(f"field {key} of a stored {what} is not true")
+    return True
+
+
+_Reader = Callable[[dict[int, object], int, str], object]
+
+
+def _optional(reader: _Reader) -> _Reader:
+    """``reader`` for a key that may be absent (then the field is None)."""
+
+    def read(m: dict[int, object], key: int, what: str) -> object:
+        return reader(m, key, what) if key in m else None
+
+    return read
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A record's CBOR map as a table: ``fields[i]`` is the key and reader of the record's
+    i-th constructor argument. The one decoder of every map record reads through it."""
+
+    what: str
+    fields: tuple[tuple[int, _Reader], ...]
+    keys: frozenset[int]
+
+    @classmethod
+    def of(cls, what: str, *fields: tuple[int, _Reader]) -> _Layout:
+        return cls(what, fields, frozenset(key for key, _ in fields))
+
+    def read(self, data: bytes | memoryview) -> list[Any]:
+        """The constructor arguments the map in ``data`` holds; :class:`RecordError` for
+        anything that is not a map of these keys with values of these types."""
+        m = _map(data, self.what, self.keys)
+        return [reader(m, key, self.what) for key, reader in self.fields]
 
 
 class _Encodable(Protocol):
@@ -182,7 +247,7 @@ class HolderRecord:
     timestamp: int
 
     WHAT: ClassVar[str] = "holder record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _blob), (2, _int), (3, _int))
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -192,9 +257,7 @@ class HolderRecord:
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> HolderRecord:
         """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bytes(m, 1, w, None), _int(m, 2, w), _int(m, 3, w)), data, authentic)
+        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +284,16 @@ class CellRecord:
     erased_at: int | None = None
 
     WHAT: ClassVar[str] = "cell record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4, 5, 6, 7)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT,
+        (1, _bytes),
+        (2, _str),
+        (3, _int),
+        (4, _int),
+        (5, _int),
+        (6, _session_tag),
+        (7, _optional(_int)),
+    )
 
     @property
     def erased(self) -> bool:
@@ -246,25 +318,7 @@ class CellRecord:
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> CellRecord:
         """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        tag = _bytes(m, 6, w, None)
-        if len(tag) not in (0, 32):
-            raise RecordError(f"field 6 of a stored {w} is not a session tag")
-        erased = _int(m, 7, w) if 7 in m else None
-        return _exact(
-            cls(
-                _bytes(m, 1, w),
-                _str(m, 2, w),
-                _int(m, 3, w),
-                _int(m, 4, w),
-                _int(m, 5, w),
-                tag,
-                erased,
-            ),
-            data,
-            authentic,
-        )
+        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +337,7 @@ class RecordHead:
     ended: bool
 
     WHAT: ClassVar[str] = "record head"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _int), (2, _bytes), (3, _bool))
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -293,9 +347,7 @@ class RecordHead:
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RecordHead:
         """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_int(m, 1, w), _bytes(m, 2, w), _bool(m, 3, w)), data, authentic)
+        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +401,19 @@ class ContractRecord:
     accepted: tuple[bytes, ...]
 
     WHAT: ClassVar[str] = "contract record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(*range(1, 11))
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT,
+        (1, _bytes),
+        (2, _ids),
+        (3, _ids),
+        (4, _str),
+        (5, _str),
+        (6, _int),
+        (7, _int),
+        (8, _int),
+        (9, _bool),
+        (10, _ids),
+    )
 
     def active_for(self, grantee: bytes, now: int) -> bool:
         """Whether the contract shares its cells with ``grantee`` at ``now``: named among its
@@ -378,24 +442,7 @@ class ContractRecord:
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> ContractRecord:
         """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(
-            cls(
-                _bytes(m, 1, w),
-                _ids(m, 2, w),
-                _ids(m, 3, w),
-                _str(m, 4, w),
-                _str(m, 5, w),
-                _int(m, 6, w),
-                _int(m, 7, w),
-                _int(m, 8, w),
-                _bool(m, 9, w),
-                _ids(m, 10, w),
-            ),
-            data,
-            authentic,
-        )
+        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +466,9 @@ class GrantRecord:
     revoked: bool
 
     WHAT: ClassVar[str] = "grant record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4, 5)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT, (1, _bytes), (2, _namespaces), (3, _int), (4, _int), (5, _bool)
+    )
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -432,17 +481,7 @@ class GrantRecord:
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> GrantRecord:
         """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        raw = m.get(2, _bad)
-        if raw is not None and not (type(raw) is list and all(type(n) is str for n in raw)):
-            raise RecordError(f"field 2 of a stored {w} is not a list of namespaces")
-        namespaces = None if raw is None else tuple(raw)
-        return _exact(
-            cls(_bytes(m, 1, w), namespaces, _int(m, 3, w), _int(m, 4, w), _bool(m, 5, w)),
-            data,
-            authentic,
-        )
+        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,7 +498,7 @@ class RevocationRecord:
     index: int
 
     WHAT: ClassVar[str] = "session revocation"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _bytes), (2, _int))
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -469,9 +508,7 @@ class RevocationRecord:
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RevocationRecord:
         """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bytes(m, 1, w), _int(m, 2, w)), data, authentic)
+        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,7 +536,16 @@ class ProposalRecord:
     timestamp: int
 
     WHAT: ClassVar[str] = "proposal record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(*range(1, 8))
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT,
+        (1, _str),
+        (2, _nullable_text),
+        (3, _nullable_text),
+        (4, _int),
+        (5, _bytes),
+        (6, _int),
+        (7, _int),
+    )
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -518,20 +564,7 @@ class ProposalRecord:
     @classmethod
     def decode(cls, data: bytes | memoryview) -> ProposalRecord:
         """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(
-            cls(
-                _str(m, 1, w),
-                _text(m, 2, w, nullable=True),
-                _text(m, 3, w, nullable=True),
-                _int(m, 4, w),
-                _bytes(m, 5, w),
-                _int(m, 6, w),
-                _int(m, 7, w),
-            ),
-            data,
-        )
+        return _exact(cls(*cls._LAYOUT.read(data)), data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,7 +585,7 @@ class Vote:
     index: int
 
     WHAT: ClassVar[str] = "vote"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _bool), (2, _int), (3, _int), (4, _int))
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -561,9 +594,7 @@ class Vote:
     @classmethod
     def decode(cls, data: bytes | memoryview) -> Vote:
         """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bool(m, 1, w), _int(m, 2, w), _int(m, 3, w), _int(m, 4, w)), data)
+        return _exact(cls(*cls._LAYOUT.read(data)), data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,7 +610,7 @@ class Tally:
     votes_abstain: int = 0
 
     WHAT: ClassVar[str] = "tally"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _int), (2, _int), (3, _int))
 
     def counted(self, approve: bool, weight: int) -> Tally:
         """This tally with one more vote of ``weight``."""
@@ -594,9 +625,7 @@ class Tally:
     @classmethod
     def decode(cls, data: bytes | memoryview) -> Tally:
         """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_int(m, 1, w), _int(m, 2, w), _int(m, 3, w)), data)
+        return _exact(cls(*cls._LAYOUT.read(data)), data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -616,7 +645,9 @@ class Body:
     record_end: bool = False
 
     WHAT: ClassVar[str] = "event body"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT, (1, _blob), (2, _optional(_blob)), (3, _optional(_int)), (4, _flag)
+    )
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -632,10 +663,4 @@ class Body:
     @classmethod
     def decode(cls, data: bytes | memoryview) -> Body:
         """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        tag = _bytes(m, 2, w, None) if 2 in m else None
-        seq = _int(m, 3, w) if 3 in m else None
-        if 4 in m and m[4] is not True:
-            raise RecordError(f"field 4 of a stored {w} is not true")
-        return _exact(cls(_bytes(m, 1, w, None), tag, seq, 4 in m), data)
+        return _exact(cls(*cls._LAYOUT.read(data)), data)
