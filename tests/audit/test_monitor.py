@@ -9,30 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from contextlib import asynccontextmanager
 from pathlib import Path
-
-from aiohttp.test_utils import TestServer
 
 from saihm.audit import cli
 from saihm.audit.monitor import check_once
-from saihm.http.app import create_app
 from saihm.http.binding import call as binding_call
 from saihm.translog import LogKeys
 
 from .conftest import World
-
-
-@asynccontextmanager
-async def serving(world: World):
-    op = world.operator()
-    server = TestServer(create_app(op), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield op, str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
-        op.store.close()
+from .helpers import serving
 
 
 def _remember(op, world: World, text: str) -> None:
