@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, cast
 
 import cbor2
 
@@ -229,11 +229,31 @@ def _exact(record: _R, data: bytes | memoryview, authentic: bool = False) -> _R:
     return record
 
 
+class _MapRecord:
+    """What every map record shares: its decoder, read through its :class:`_Layout`."""
+
+    __slots__ = ()
+
+    WHAT: ClassVar[str]
+    _LAYOUT: ClassVar[_Layout]
+
+    if TYPE_CHECKING:
+
+        def encode(self) -> bytes: ...
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> Self:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        make = cast(Callable[..., Self], cls)
+        return _exact(make(*cls._LAYOUT.read(data)), data, authentic)
+
+
 # -- the records ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class HolderRecord:
+class HolderRecord(_MapRecord):
     """``p_holders``: holderId -> the holder's KEY receipt (saihm-protocol "Identity").
 
     CBOR ``{1: publicKey, 2: index, 3: timestamp}``.
@@ -253,15 +273,9 @@ class HolderRecord:
         """The stored form."""
         return cbor2.dumps({1: self.public_key, 2: self.index, 3: self.timestamp})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> HolderRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
-
 
 @dataclass(frozen=True, slots=True)
-class CellRecord:
+class CellRecord(_MapRecord):
     """``p_cells``: cellId -> what the log says of a cell (saihm-protocol "Cell shape").
 
     CBOR ``{1: holderId, 2: tier, 3: kekVersion, 4: timestamp, 5: index, 6: sessionTag,
@@ -314,15 +328,9 @@ class CellRecord:
             m[7] = self.erased_at
         return cbor2.dumps(m)
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> CellRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
-
 
 @dataclass(frozen=True, slots=True)
-class RecordHead:
+class RecordHead(_MapRecord):
     """``p_record_heads``: session tag -> the last record cell of that session's chain.
 
     CBOR ``{1: seq, 2: cellId, 3: ended}`` (DESIGN.md "Data at rest": seq/prev chain the
@@ -342,12 +350,6 @@ class RecordHead:
     def encode(self) -> bytes:
         """The stored form."""
         return cbor2.dumps({1: self.seq, 2: self.cell_id, 3: self.ended})
-
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RecordHead:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +372,7 @@ class ErasureRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class ContractRecord:
+class ContractRecord(_MapRecord):
     """``p_contracts``: contractId -> a sharing contract and what became of it
     (saihm-protocol "Sharing contracts"; the acceptances are the ACCEPT / DECLINE extension).
 
@@ -438,15 +440,9 @@ class ContractRecord:
             }
         )
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> ContractRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
-
 
 @dataclass(frozen=True, slots=True)
-class GrantRecord:
+class GrantRecord(_MapRecord):
     """``p_grants``: grantId -> a wider scope a person granted (GRANT / UNGRANT extension,
     requirements.txt "Capabilities").
 
@@ -477,15 +473,9 @@ class GrantRecord:
             {1: self.holder, 2: namespaces, 3: self.expires_at, 4: self.index, 5: self.revoked}
         )
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> GrantRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
-
 
 @dataclass(frozen=True, slots=True)
-class RevocationRecord:
+class RevocationRecord(_MapRecord):
     """``p_session_revocations``: revocation subject -> the UNGRANT that revoked every token
     of a holder carrying one tokenId or sessionId (docs/formats.md "Session revocation").
 
@@ -504,15 +494,9 @@ class RevocationRecord:
         """The stored form."""
         return cbor2.dumps({1: self.holder, 2: self.index})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RevocationRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data, authentic)
-
 
 @dataclass(frozen=True, slots=True)
-class ProposalRecord:
+class ProposalRecord(_MapRecord):
     """``p_proposals``: proposalId -> the first PROPOSE receipt with that id
     (saihm-protocol "saihm_governance_propose").
 
@@ -561,14 +545,9 @@ class ProposalRecord:
             }
         )
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> ProposalRecord:
-        """Read the stored form; raises :class:`RecordError`."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data)
-
 
 @dataclass(frozen=True, slots=True)
-class Vote:
+class Vote(_MapRecord):
     """``p_votes``: proposalId || holderId -> the first VOTE of that holder on that proposal
     (saihm-protocol "saihm_governance_vote").
 
@@ -591,14 +570,9 @@ class Vote:
         """The stored form."""
         return cbor2.dumps({1: self.approve, 2: self.weight, 3: self.cast_at, 4: self.index})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> Vote:
-        """Read the stored form; raises :class:`RecordError`."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data)
-
 
 @dataclass(frozen=True, slots=True)
-class Tally:
+class Tally(_MapRecord):
     """``p_tallies``: proposalId -> the weights counted so far (saihm-protocol governance
     form: ``tally_for``, ``tally_against``, ``tally_abstain``).
 
@@ -622,14 +596,9 @@ class Tally:
         """The stored form."""
         return cbor2.dumps({1: self.votes_for, 2: self.votes_against, 3: self.votes_abstain})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> Tally:
-        """Read the stored form; raises :class:`RecordError`."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data)
-
 
 @dataclass(frozen=True, slots=True)
-class Body:
+class Body(_MapRecord):
     """The private part of an event, stored in ``bodies`` under its subjectId.
 
     CBOR ``{1: object, 2: sessionTag, 3: recordSeq, 4: recordEnd}``: 1 = the cell or contract
@@ -659,8 +628,3 @@ class Body:
         if self.record_end:
             m[4] = True
         return cbor2.dumps(m)
-
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> Body:
-        """Read the stored form; raises :class:`RecordError`."""
-        return _exact(cls(*cls._LAYOUT.read(data)), data)
