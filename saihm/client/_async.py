@@ -15,7 +15,7 @@ from typing import Any, Literal, Self, TypeVar
 
 import aiohttp
 
-from saihm.client import _core
+from saihm.client import _core, models
 from saihm.client._core import RecordKind
 from saihm.client._endpoint import (
     check_auth_header,
@@ -33,19 +33,6 @@ from saihm.client._transport import (
     post,
 )
 from saihm.client.errors import ClientError
-from saihm.client.models import (
-    ContractAnswer,
-    Forgotten,
-    Proposed,
-    RecalledCell,
-    Recorded,
-    Remembered,
-    Revoked,
-    SessionForgotten,
-    Shared,
-    Status,
-    Voted,
-)
 
 __all__ = ["AsyncClient", "RecordKind"]
 
@@ -139,7 +126,7 @@ class AsyncClient:
 
     # -- the eight tools --------------------------------------------------------------------
 
-    async def remember(self, content: str, *, namespace: str | None = None) -> Remembered:
+    async def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
         """saihm_remember: store ``content`` as a new cell of the token's session.
 
         ``namespace`` (extension, default "memory" at the operator) must lie in the token's
@@ -154,7 +141,7 @@ class AsyncClient:
         namespaces: list[str] | None = None,
         kinds: list[str] | None = None,
         limit: int | None = None,
-    ) -> list[RecalledCell]:
+    ) -> list[models.RecalledCell]:
         """saihm_recall: own cells in the token's scope and cells of accepted shares.
 
         Memory and the host's record come back together; ``RecalledCell.kind`` tells them
@@ -167,14 +154,14 @@ class AsyncClient:
             await self.status()
         return await self._send(_core.recall(query, namespaces, kinds, limit, self.holder_id))
 
-    async def forget(self, cell_id: str) -> Forgotten:
+    async def forget(self, cell_id: str) -> models.Forgotten:
         """saihm_forget: erase one cell; ``success`` false means not found or already erased.
 
         A result with ``success`` true must name the requested cell, else it is malformed.
         """
         return await self._send(_core.forget(cell_id))
 
-    async def status(self) -> Status:
+    async def status(self) -> models.Status:
         """saihm_status; also remembers the caller's holderId (``holder_id``)."""
         result = await self._send(_core.status())
         self.holder_id = result.agent_id_hash_hex
@@ -188,7 +175,7 @@ class AsyncClient:
         *,
         scope: Literal["read", "write", "readwrite"] = "read",
         expiry_epoch: str | int | None = None,
-    ) -> Shared:
+    ) -> models.Shared:
         """saihm_share: a contract giving ``grantees`` read access to ``shard_ids``.
 
         It takes effect for a grantee only once that grantee accepts it
@@ -196,7 +183,7 @@ class AsyncClient:
         """
         return await self._send(_core.share(grantees, shard_ids, mode, scope, expiry_epoch))
 
-    async def revoke_share(self, contract_id: str) -> Revoked:
+    async def revoke_share(self, contract_id: str) -> models.Revoked:
         """saihm_revoke_share: end a contract for every grantee (future reads only)."""
         return await self._send(_core.revoke_share(contract_id))
 
@@ -205,11 +192,11 @@ class AsyncClient:
         scope: Literal["emission_param", "protocol_upgrade"],
         param_key: str | None = None,
         proposed_value: str | None = None,
-    ) -> Proposed:
+    ) -> models.Proposed:
         """saihm_governance_propose, where the operator enables governance."""
         return await self._send(_core.governance_propose(scope, param_key, proposed_value))
 
-    async def governance_vote(self, proposal_id: str, approve: bool) -> Voted:
+    async def governance_vote(self, proposal_id: str, approve: bool) -> models.Voted:
         """saihm_governance_vote: the vote recorded (a repeat returns the first vote).
 
         Compare ``approve`` and ``proposal_id`` with the request: a differing answer means an
@@ -219,22 +206,22 @@ class AsyncClient:
 
     # -- extension methods (DESIGN.md "HTTP") ---------------------------------------------
 
-    async def accept_contract(self, contract_id: str) -> ContractAnswer:
+    async def accept_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_accept_contract: the grantee accepts (its cells then appear in recall)."""
         return await self._send(_core.accept_contract(contract_id))
 
-    async def decline_contract(self, contract_id: str) -> ContractAnswer:
+    async def decline_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_decline_contract: the grantee declines, or withdraws an earlier acceptance."""
         return await self._send(_core.decline_contract(contract_id))
 
-    async def record(self, kind: RecordKind, content: str) -> Recorded:
+    async def record(self, kind: RecordKind, content: str) -> models.Recorded:
         """saihm_record: append what the agent said ("said") or did ("did") to the session's
         record, or close it ("end", content may be empty). Entries are chained (seq, prev)
         and can never be altered; they come back from :meth:`recall` with their ``kind``.
         """
         return await self._send(_core.record(kind, content))
 
-    async def forget_session(self, session_id: str) -> SessionForgotten:
+    async def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session: erase every cell (memory and record) of one session; every
         receipt stays in the log."""
         return await self._send(_core.forget_session(session_id))

@@ -17,21 +17,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from saihm.client import _checks
+from saihm.client import _checks, models
 from saihm.client.errors import ClientError
-from saihm.client.models import (
-    ContractAnswer,
-    Forgotten,
-    Proposed,
-    RecalledCell,
-    Recorded,
-    Remembered,
-    Revoked,
-    SessionForgotten,
-    Shared,
-    Status,
-    Voted,
-)
+from saihm.client.models import RecalledCell
 
 __all__ = [
     "Call",
@@ -103,12 +91,12 @@ def _as(model: type[M]) -> Callable[[Any, str], M]:
 # -- the eight tools ------------------------------------------------------------------------
 
 
-def remember(content: str, namespace: str | None) -> Call[Remembered]:
+def remember(content: str, namespace: str | None) -> Call[models.Remembered]:
     """saihm_remember; blank content is refused before sending."""
     params: dict[str, Any] = {"content": _checks.check_content(content)}
     if namespace is not None:
         params["namespace"] = namespace
-    return Call("saihm_remember", params, _as(Remembered))
+    return Call("saihm_remember", params, _as(models.Remembered))
 
 
 def recall(
@@ -149,11 +137,11 @@ def recall(
     return Call("saihm_recall", params, decode)
 
 
-def forget(cell_id: str) -> Call[Forgotten]:
+def forget(cell_id: str) -> Call[models.Forgotten]:
     """saihm_forget; a result with ``success`` true must name the requested cell."""
 
-    def decode(body: Any, method: str) -> Forgotten:
-        result = parse(Forgotten, body, method)
+    def decode(body: Any, method: str) -> models.Forgotten:
+        result = parse(models.Forgotten, body, method)
         if result.success and result.cell_id != cell_id:
             raise ClientError(
                 f"malformed response to {method}: success without the requested cellId; "
@@ -165,9 +153,9 @@ def forget(cell_id: str) -> Call[Forgotten]:
     return Call("saihm_forget", {"id": cell_id}, decode)
 
 
-def status() -> Call[Status]:
+def status() -> Call[models.Status]:
     """saihm_status."""
-    return Call("saihm_status", {}, _as(Status))
+    return Call("saihm_status", {}, _as(models.Status))
 
 
 def share(
@@ -176,7 +164,7 @@ def share(
     mode: Literal["temporary", "permanent", "syndicate"],
     scope: Literal["read", "write", "readwrite"],
     expiry_epoch: str | int | None,
-) -> Call[Shared]:
+) -> Call[models.Shared]:
     """saihm_share; grantee, shard and expiry checks run before sending."""
     expiry = str(expiry_epoch) if isinstance(expiry_epoch, int) else expiry_epoch
     params = {
@@ -186,11 +174,11 @@ def share(
         "scope": scope,
         "expiryEpoch": _checks.check_expiry_epoch(expiry),
     }
-    return Call("saihm_share", params, _as(Shared))
+    return Call("saihm_share", params, _as(models.Shared))
 
 
-def _confirmed_revocation(body: Any, method: str) -> Revoked:
-    result = parse(Revoked, body, method)
+def _confirmed_revocation(body: Any, method: str) -> models.Revoked:
+    result = parse(models.Revoked, body, method)
     if not result.revoked:
         raise ClientError(
             "revocation not confirmed (revoked is not true): treat access as still in force",
@@ -199,7 +187,7 @@ def _confirmed_revocation(body: Any, method: str) -> Revoked:
     return result
 
 
-def revoke_share(contract_id: str) -> Call[Revoked]:
+def revoke_share(contract_id: str) -> Call[models.Revoked]:
     """saihm_revoke_share; an answer whose ``revoked`` is not true is malformed."""
     return Call("saihm_revoke_share", {"contractId": contract_id}, _confirmed_revocation)
 
@@ -208,15 +196,15 @@ def governance_propose(
     scope: Literal["emission_param", "protocol_upgrade"],
     param_key: str | None,
     proposed_value: str | None,
-) -> Call[Proposed]:
+) -> Call[models.Proposed]:
     """saihm_governance_propose; the proposal's shape is checked before sending."""
     _checks.check_proposal(scope, param_key, proposed_value)
     params = {"scope": scope, "paramKey": param_key, "proposedValue": proposed_value}
-    return Call("saihm_governance_propose", params, _as(Proposed))
+    return Call("saihm_governance_propose", params, _as(models.Proposed))
 
 
-def _confirmed_vote(body: Any, method: str) -> Voted:
-    result = parse(Voted, body, method)
+def _confirmed_vote(body: Any, method: str) -> models.Voted:
+    result = parse(models.Voted, body, method)
     if result.weight is None and result.cast_at_epoch is None:
         raise ClientError(
             "vote unconfirmed: the response carries neither weight nor castAtEpoch",
@@ -225,7 +213,7 @@ def _confirmed_vote(body: Any, method: str) -> Voted:
     return result
 
 
-def governance_vote(proposal_id: str, approve: bool) -> Call[Voted]:
+def governance_vote(proposal_id: str, approve: bool) -> Call[models.Voted]:
     """saihm_governance_vote; an answer with neither weight nor castAtEpoch is malformed."""
     params = {"proposalId": proposal_id, "approve": bool(approve)}
     return Call("saihm_governance_vote", params, _confirmed_vote)
@@ -234,26 +222,26 @@ def governance_vote(proposal_id: str, approve: bool) -> Call[Voted]:
 # -- extension methods (DESIGN.md "HTTP") -----------------------------------------------------
 
 
-def accept_contract(contract_id: str) -> Call[ContractAnswer]:
+def accept_contract(contract_id: str) -> Call[models.ContractAnswer]:
     """saihm_accept_contract."""
-    return Call("saihm_accept_contract", {"contractId": contract_id}, _as(ContractAnswer))
+    return Call("saihm_accept_contract", {"contractId": contract_id}, _as(models.ContractAnswer))
 
 
-def decline_contract(contract_id: str) -> Call[ContractAnswer]:
+def decline_contract(contract_id: str) -> Call[models.ContractAnswer]:
     """saihm_decline_contract."""
-    return Call("saihm_decline_contract", {"contractId": contract_id}, _as(ContractAnswer))
+    return Call("saihm_decline_contract", {"contractId": contract_id}, _as(models.ContractAnswer))
 
 
-def record(kind: RecordKind, content: str) -> Call[Recorded]:
+def record(kind: RecordKind, content: str) -> Call[models.Recorded]:
     """saihm_record; the kind, and the content of a "said" or "did" entry, are checked before
     sending."""
     if kind not in _RECORD_KINDS:
         raise ClientError("refused before sending: kind must be said, did or end", kind="refused")
     if kind != "end":
         _checks.check_content(content)
-    return Call("saihm_record", {"kind": kind, "content": content}, _as(Recorded))
+    return Call("saihm_record", {"kind": kind, "content": content}, _as(models.Recorded))
 
 
-def forget_session(session_id: str) -> Call[SessionForgotten]:
+def forget_session(session_id: str) -> Call[models.SessionForgotten]:
     """saihm_forget_session."""
-    return Call("saihm_forget_session", {"sessionId": session_id}, _as(SessionForgotten))
+    return Call("saihm_forget_session", {"sessionId": session_id}, _as(models.SessionForgotten))

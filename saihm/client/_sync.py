@@ -16,23 +16,10 @@ from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
-from saihm.client import _core
+from saihm.client import _core, models
 from saihm.client._async import AsyncClient
 from saihm.client._core import RecordKind
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
-from saihm.client.models import (
-    ContractAnswer,
-    Forgotten,
-    Proposed,
-    RecalledCell,
-    Recorded,
-    Remembered,
-    Revoked,
-    SessionForgotten,
-    Shared,
-    Status,
-    Voted,
-)
 
 __all__ = ["Client"]
 
@@ -148,7 +135,7 @@ class Client:
     def _send(self, call: _core.Call[T]) -> T:
         return call.result(self.call(call.method, call.params))
 
-    def remember(self, content: str, *, namespace: str | None = None) -> Remembered:
+    def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
         """saihm_remember (see :meth:`AsyncClient.remember`)."""
         return self._send(_core.remember(content, namespace))
 
@@ -159,17 +146,17 @@ class Client:
         namespaces: list[str] | None = None,
         kinds: list[str] | None = None,
         limit: int | None = None,
-    ) -> list[RecalledCell]:
+    ) -> list[models.RecalledCell]:
         """saihm_recall (see :meth:`AsyncClient.recall`)."""
         if self.holder_id is None:
             self.status()
         return self._send(_core.recall(query, namespaces, kinds, limit, self.holder_id))
 
-    def forget(self, cell_id: str) -> Forgotten:
+    def forget(self, cell_id: str) -> models.Forgotten:
         """saihm_forget (see :meth:`AsyncClient.forget`)."""
         return self._send(_core.forget(cell_id))
 
-    def status(self) -> Status:
+    def status(self) -> models.Status:
         """saihm_status (see :meth:`AsyncClient.status`); also remembers the caller's holderId
         (``holder_id``)."""
         result = self._send(_core.status())
@@ -184,11 +171,11 @@ class Client:
         *,
         scope: Literal["read", "write", "readwrite"] = "read",
         expiry_epoch: str | int | None = None,
-    ) -> Shared:
+    ) -> models.Shared:
         """saihm_share (see :meth:`AsyncClient.share`)."""
         return self._send(_core.share(grantees, shard_ids, mode, scope, expiry_epoch))
 
-    def revoke_share(self, contract_id: str) -> Revoked:
+    def revoke_share(self, contract_id: str) -> models.Revoked:
         """saihm_revoke_share (see :meth:`AsyncClient.revoke_share`)."""
         return self._send(_core.revoke_share(contract_id))
 
@@ -197,26 +184,26 @@ class Client:
         scope: Literal["emission_param", "protocol_upgrade"],
         param_key: str | None = None,
         proposed_value: str | None = None,
-    ) -> Proposed:
+    ) -> models.Proposed:
         """saihm_governance_propose (see :meth:`AsyncClient.governance_propose`)."""
         return self._send(_core.governance_propose(scope, param_key, proposed_value))
 
-    def governance_vote(self, proposal_id: str, approve: bool) -> Voted:
+    def governance_vote(self, proposal_id: str, approve: bool) -> models.Voted:
         """saihm_governance_vote (see :meth:`AsyncClient.governance_vote`)."""
         return self._send(_core.governance_vote(proposal_id, approve))
 
-    def accept_contract(self, contract_id: str) -> ContractAnswer:
+    def accept_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_accept_contract (see :meth:`AsyncClient.accept_contract`)."""
         return self._send(_core.accept_contract(contract_id))
 
-    def decline_contract(self, contract_id: str) -> ContractAnswer:
+    def decline_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_decline_contract (see :meth:`AsyncClient.decline_contract`)."""
         return self._send(_core.decline_contract(contract_id))
 
-    def record(self, kind: RecordKind, content: str) -> Recorded:
+    def record(self, kind: RecordKind, content: str) -> models.Recorded:
         """saihm_record (see :meth:`AsyncClient.record`)."""
         return self._send(_core.record(kind, content))
 
-    def forget_session(self, session_id: str) -> SessionForgotten:
+    def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session (see :meth:`AsyncClient.forget_session`)."""
         return self._send(_core.forget_session(session_id))
