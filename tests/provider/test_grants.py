@@ -105,9 +105,12 @@ def test_read_mode_cannot_store_and_write_mode_cannot_read(world):
 def test_non_consumer_tokens_are_refused(world):
     scope = CapabilityScope()
     token = world.authority.issue(
-        world.vault.meta.holder_id, world.vault.meta.session_id, scope, 60,
+        world.vault.meta.holder_id,
+        world.vault.meta.session_id,
+        scope,
+        60,
         now=int(world.clock()),
-    ).to_token()  # fmt: skip
+    ).to_token()
     with pytest.raises(NotPermitted) as err:
         world.vault.for_consumer(token).query(MemoryQuery(consumer="cursor"))
     assert err.value.code == "not_consumer"
