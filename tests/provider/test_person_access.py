@@ -69,10 +69,10 @@ def test_remember_sealed_refuses_another_holders_cell(world) -> None:
     agent = world.consumer("agent", ["notes"], "readwrite")
     agent.store(MemoryStore(consumer="agent", namespace="notes", content={"fact": "x"}))
     ((_, cell, _),) = world.store.pending_items()
-    other = world.operator.create_holder()
+    other = world.operator.admin.create_holder()
     access = world.store.person_access(other, b"\x01" * 32)
     with pytest.raises(NotPermitted):
-        world.operator.remember_sealed(access, cell, b"\x01" * 32)
+        world.operator.memory.remember_sealed(access, cell, b"\x01" * 32)
     assert world.vault.pending() != []  # nothing taken
 
 
@@ -82,9 +82,9 @@ def test_person_access_is_session_scoped_and_honours_revocation(world) -> None:
     assert not access.all_sessions and access.namespaces is None and access.consumer is None
     other_session = b"\x02" * 32
     elsewhere = world.store.person_access(holder, other_session)
-    world.operator.remember(elsewhere, "in another session")
+    world.operator.memory.remember(elsewhere, "in another session")
     assert [c.payload.content for c in world.store.read(access)] == []
-    world.operator.revoke_session(holder, other_session)
+    world.operator.admin.revoke_session(holder, other_session)
     with pytest.raises(Unauthenticated):
         world.store.person_access(holder, other_session)
     with pytest.raises(Unauthenticated):

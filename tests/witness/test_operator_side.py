@@ -41,7 +41,7 @@ def _cosign(operator) -> bytes:
 
 
 async def test_the_checkpoint_is_served_with_its_cosignatures(aiohttp_client, operator) -> None:
-    operator.create_holder()
+    operator.admin.create_holder()
     merged = _cosign(operator)
     client = await aiohttp_client(create_app(operator))
     async with client.get("/log/checkpoint") as resp:
@@ -61,9 +61,9 @@ async def test_witnessed_asks_for_the_newest_cosigned_checkpoint(aiohttp_client,
     client = await aiohttp_client(create_app(operator))
     async with client.get("/log/checkpoint?witnessed=1") as resp:
         assert (resp.status, await resp.json()) == (404, {"error": "not_found"})
-    operator.create_holder()
+    operator.admin.create_holder()
     cosigned = _cosign(operator)
-    operator.create_holder()  # a newer checkpoint, not cosigned yet
+    operator.admin.create_holder()  # a newer checkpoint, not cosigned yet
     async with client.get("/log/checkpoint") as resp:
         newest = await resp.read()
     assert len(parse_note(newest)[1]) == 2
@@ -228,7 +228,7 @@ def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_pat
     data = tmp_path / "d"
     operator = open_operator(Config.for_data(data, origin="op.example/log"), checkpointer=False)
     try:
-        operator.create_holder()
+        operator.admin.create_holder()
         _cosign(operator)
     finally:
         operator.store.close()
