@@ -87,8 +87,6 @@ class Operator:
     saihm_status reports on contracts and proposals.
     """
 
-    __slots__ = ("admin", "context", "governance", "memory", "sharing")
-
     def __init__(self, store: Store, config: Config | None = None) -> None:
         self.context = ToolContext.over(store, config)
         self.sharing = SharingTools(self.context)

@@ -26,8 +26,6 @@ __all__ = ["AdminTools"]
 class AdminTools:
     """create_holder, grant, revoke_session and ungrant, over one :class:`ToolContext`."""
 
-    __slots__ = ("context",)
-
     def __init__(self, context: ToolContext) -> None:
         self.context = context
 

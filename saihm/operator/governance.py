@@ -70,8 +70,6 @@ class GovernanceTools:
     """saihm_governance_propose, saihm_governance_vote, tallies and the governance form, over
     one :class:`ToolContext`."""
 
-    __slots__ = ("context",)
-
     def __init__(self, context: ToolContext) -> None:
         self.context = context
 

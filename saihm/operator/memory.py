@@ -148,8 +148,6 @@ class MemoryTools:
     on: which of the caller's contracts its token may see, and the proposals with their tallies.
     """
 
-    __slots__ = ("context", "governance", "sharing")
-
     def __init__(
         self, context: ToolContext, sharing: SharingTools, governance: GovernanceTools
     ) -> None:

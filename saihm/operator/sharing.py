@@ -56,8 +56,6 @@ class SharingTools:
     """saihm_share, saihm_revoke_share and the grantee's accept and decline, over one
     :class:`ToolContext`."""
 
-    __slots__ = ("context",)
-
     def __init__(self, context: ToolContext) -> None:
         self.context = context
 

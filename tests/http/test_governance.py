@@ -19,7 +19,7 @@ async def test_governance_as_html_lists_every_rule(client, operator):
 
 async def test_governance_html_escapes_everything(client, operator, monkeypatch):
     form = {"<b>key</b>": "<script>alert(1)</script>", "scopes": {"a&b": ["<i>x</i>"]}}
-    monkeypatch.setattr(operator, "governance_form", lambda: form)
+    monkeypatch.setattr(operator.governance, "governance_form", lambda: form)
     async with client.get("/governance") as resp:
         page = await resp.text()
     assert "<script>" not in page and "<b>" not in page and "<i>" not in page

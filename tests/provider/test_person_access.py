@@ -1,6 +1,6 @@
 """The person's own actions call the operations directly with an Access: no token is minted
 and none is authenticated (issue 12 Build 4), and a held proposal is accepted through the same
-operation path as any remember (Operator.remember_sealed)."""
+operation path as any remember (MemoryTools.remember_sealed)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from saihm.authority import Authority
 from saihm.errors import NotFound, NotPermitted, Unauthenticated
 from saihm.events import Operation, Receipt
-from saihm.operator import Operator
+from saihm.operator import MemoryTools
 from saihm.provider.models import MemoryQuery, MemoryStore
 from saihm.store import Store
 
@@ -48,14 +48,14 @@ def test_accept_mints_no_token_and_goes_through_remember_sealed(world, monkeypat
     agent = world.consumer("agent", ["notes"], "readwrite")
     ref = agent.store(MemoryStore(consumer="agent", namespace="notes", content={"fact": "x"}))
     calls: list[bytes] = []
-    real = Operator.remember_sealed
+    real = MemoryTools.remember_sealed
 
     def spy(self, access, cell, session_id, guard=None):
         calls.append(cell.cell_id)
         return real(self, access, cell, session_id, guard)
 
     _no_tokens(monkeypatch)
-    monkeypatch.setattr(Operator, "remember_sealed", spy)
+    monkeypatch.setattr(MemoryTools, "remember_sealed", spy)
     stored = world.vault.accept(ref.id)
     assert calls == [bytes.fromhex(stored.id)]
     remembers, _ = world.store.receipts("operation", Operation.REMEMBER.value.encode())
@@ -103,7 +103,7 @@ _CHILD = textwrap.dedent(
     import json, sys
     from saihm.config import Config
     from saihm.errors import NotFound
-    from saihm.operator import Operator
+    from saihm.operator import MemoryTools, Operator
     from saihm.provider.vault import LocalVault
     from saihm.store import Store
 
