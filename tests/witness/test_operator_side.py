@@ -172,7 +172,7 @@ async def test_a_hanging_witness_never_blocks_writes_or_checkpoints(
         await asyncio.wait_for(arrived.wait(), 30)  # the submitter is now stuck on the witness
         sizes = []
         for _ in range(3):
-            await asyncio.to_thread(operator.create_holder)
+            await asyncio.to_thread(operator.admin.create_holder)
             async with client.get("/log/checkpoint") as resp:
                 assert resp.status == 200
                 sizes.append(int((await resp.read()).split(b"\n")[1]))
@@ -206,9 +206,9 @@ async def test_the_witnessed_monitor_is_stale_only_when_cosigning_stops(operator
             )
 
         for step in range(3):  # cosigned, then the log moves on beyond the cosigned head
-            await asyncio.to_thread(operator.create_holder)
+            await asyncio.to_thread(operator.admin.create_holder)
             _cosign(operator)
-            await asyncio.to_thread(operator.create_holder)
+            await asyncio.to_thread(operator.admin.create_holder)
             operator.store.checkpoint_now()
             result = await round_at(t0 + 1_000 * step)
             assert result.ok, result.alarms
