@@ -232,7 +232,7 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
     try:
         tokens = []
         for _ in range(max(1, opts.threads)):
-            holder = operator.create_holder()
+            holder = operator.admin.create_holder()
             tokens.append(_session_token(authority, holder))
         rate1 = _remember_rate(operator, tokens[:1], opts.seconds)
         yield _figure(
@@ -256,7 +256,7 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
     store = Store(config, checkpointer=False)
     operator = Operator(store, config)
     try:
-        holder = operator.create_holder()
+        holder = operator.admin.create_holder()
         sessions = [_session_token(authority, holder) for _ in range(max(1, opts.sessions))]
         _fill(operator, sessions, opts.cells, max(1, opts.threads))
         per_session = opts.cells / len(sessions)
@@ -311,6 +311,6 @@ def _session_token(authority: Authority, holder_id: bytes) -> str:
 
 
 def _grant_token(authority: Authority, operator: Operator, holder_id: bytes) -> str:
-    grant_id, _ = operator.grant(holder_id, None, int(time.time()) + 86_400)
+    grant_id, _ = operator.admin.grant(holder_id, None, int(time.time()) + 86_400)
     scope = CapabilityScope(sessions="all", grant_id=grant_id)
     return authority.issue(holder_id, secrets.token_bytes(32), scope, 86_400).to_token()

@@ -77,7 +77,7 @@ def test_foreign_cells_show_plaintext_content(world):
             now=int(world.clock()),
         ).to_token()
     )
-    world.operator.remember(access, "plain words", namespace="notes")
+    world.operator.memory.remember(access, "plain words", namespace="notes")
     (record,) = world.consumer("cursor", ["notes"]).query(MemoryQuery(consumer="cursor")).records
     assert record.content == "plain words"
 

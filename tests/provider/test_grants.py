@@ -117,11 +117,11 @@ def test_non_consumer_tokens_are_refused(world):
 
 
 def test_other_holders_cells_never_appear(world):
-    other = world.operator.create_holder()
+    other = world.operator.admin.create_holder()
     sid = b"\x01" * 32
     token = world.authority.issue(other, sid, CapabilityScope(), 60, now=int(world.clock()))
     access = world.store.authenticate(token.to_token())
-    world.operator.remember(access, "someone else's", namespace="preferences")
+    world.operator.memory.remember(access, "someone else's", namespace="preferences")
     world.put("preferences", {"fact": "mine"})
     excerpt = world.consumer("cursor", ["preferences"]).query(MemoryQuery(consumer="cursor"))
     assert [r.content for r in excerpt.records] == [{"fact": "mine"}]

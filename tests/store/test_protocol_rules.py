@@ -643,10 +643,10 @@ def test_a_revoked_grant_stops_working_on_the_next_read(world) -> None:
     token = world.grant_token(alice.holder_id)
     assert len(world.call(token, "saihm_recall")) == 1
     grant_id = leaves(world)[-2].subject_id  # the GRANT precedes the RECALL
-    assert world.operator.ungrant(grant_id) is True
+    assert world.operator.admin.ungrant(grant_id) is True
     assert leaves(world)[-1].operation.value == "UNGRANT"
     assert code_of(lambda: world.call(token, "saihm_recall")) == "unauthenticated"
-    assert world.operator.ungrant(grant_id) is False
+    assert world.operator.admin.ungrant(grant_id) is False
 
 
 # -- the record ---------------------------------------------------------------------------------

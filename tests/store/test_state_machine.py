@@ -500,7 +500,7 @@ class StoreMachine(RuleBasedStateMachine):
     def ungrant(self, g: int) -> None:
         grant_id = list(self.grants)[g % len(self.grants)]
         grant = self.grants[grant_id]
-        assert self.world.operator.ungrant(grant_id) is (not grant.revoked)
+        assert self.world.operator.admin.ungrant(grant_id) is (not grant.revoked)
         grant.revoked = True
 
     @rule()
