@@ -64,9 +64,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("saihm.store", "saihm.changes", "saihm.publiclog", "saihm.cellcache", "saihm.fsck"),
     ),
     (
-        "the operator and the composition root",
-        ("saihm.toolbase", "saihm.sharing", "saihm.governance", "saihm.operator", "saihm.compose"),
+        "the operator's parts over one context",
+        (
+            "saihm.operator.context",
+            "saihm.operator.sharing",
+            "saihm.operator.governance",
+            "saihm.operator.memory",
+            "saihm.operator.admin",
+        ),
     ),
+    ("the operator and the composition root", ("saihm.operator", "saihm.compose")),
     (
         "the edges: HTTP, the provider, publication, the witness server",
         ("saihm.http", "saihm.provider", "saihm.publishcmd", "saihm.witness.server"),

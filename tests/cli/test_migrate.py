@@ -40,7 +40,7 @@ def populate(data: Path, remembers: int = 12) -> tuple[bytes, int, str]:
     store = Store(config, checkpointer=False)
     operator = Operator(store, config)
     try:
-        holder = operator.create_holder()
+        holder = operator.admin.create_holder()
         token = authority.issue(holder, os.urandom(32), CapabilityScope(), 3600).to_token()
         ids = [
             binding_call(operator, token, "saihm_remember", {"content": f"fact {i}"})["cellId"]

@@ -122,7 +122,7 @@ def _grow_offline(data: Path, beyond: int) -> None:
     operator = open_operator(Config.for_data(data), checkpointer=False)
     try:
         while operator.store.size() <= beyond:
-            operator.create_holder()
+            operator.admin.create_holder()
     finally:
         operator.store.close()
 
