@@ -143,7 +143,9 @@ def plaintext_uses(tree: ast.Module) -> list[tuple[int, str]]:
 def test_the_scanner_sees_the_stores_own_open_and_decrypt() -> None:
     """Control: the AST checks find what the store does, so an empty finding elsewhere counts."""
     trees = dict(modules())
-    assert lmdb_opens(trees[ENVIRONMENT])
+    assert all(lmdb_opens(trees[rel]) for rel in STORE_OPENERS)
+    opened = [ast.unparse(c.func) for c in lmdb_opens(trees[ENVIRONMENT])]
+    assert opened == ["open_storage"]  # the operator's storage is opened in one place
     found = {name for _, name in plaintext_uses(trees[READER])}
     assert {"decrypt", ".dek()"} <= found
 
