@@ -34,12 +34,21 @@ def config(tmp_path):
     return config
 
 
+def _pool_thread(thread: threading.Thread) -> bool:
+    """A thread of the PostgreSQL driver's connection pool (psycopg_pool names them after the
+    pool, ``saihm``): the storage's, not a job of the store."""
+    return thread.name == "saihm-scheduler" or thread.name.startswith("saihm-worker-")
+
+
 def test_opening_a_store_starts_no_thread(config) -> None:
     before = set(threading.enumerate())
     store = Store(config)
     try:
         assert store.background is None
-        assert set(threading.enumerate()) - before == set()
+        started = set(threading.enumerate()) - before
+        if store.storage.kind != "lmdb":
+            started = {t for t in started if not _pool_thread(t)}
+        assert started == set()
         assert all(j["last_success"] is None for j in store.job_health().values())
     finally:
         store.close()
