@@ -189,8 +189,6 @@ class CellCache:
         self._kek: int | None = None
         self._candidate_bytes = 0
         self._projections: Projections  # set by bind() before any sync or read
-        self.hits = 0
-        self.misses = 0
 
     @property
     def enabled(self) -> bool:
@@ -392,10 +390,8 @@ class CacheView:
         """The cached entry of a verified cell, or None."""
         entry = self.cache._entries.get(cell_id)
         if entry is None:
-            self.cache.misses += 1
             return None
         self.cache._entries.move_to_end(cell_id)
-        self.cache.hits += 1
         return entry
 
     def put(self, opened: OpenedCell) -> _Entry:

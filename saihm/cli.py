@@ -484,7 +484,7 @@ def _cmd_holder_create(args: argparse.Namespace) -> int:
 
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        holder_id = operator.create_holder()
+        holder_id = operator.admin.create_holder()
     finally:
         operator.store.close()
     session_id = secrets.token_bytes(32)
@@ -531,7 +531,7 @@ def _cmd_session_revoke(args: argparse.Namespace) -> int:
         raise MalformedInput("the id must be hex") from err
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        changed = operator.revoke_session(holder_id, revoked)
+        changed = operator.admin.revoke_session(holder_id, revoked)
     finally:
         operator.store.close()
     _print({"holderId": holder_id.hex(), "id": revoked.hex(), "revoked": True, "changed": changed})
@@ -554,7 +554,7 @@ def _cmd_grant_revoke(args: argparse.Namespace) -> int:
     grant_id = _hex32(args.grant_id, "grant id")
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        changed = operator.ungrant(grant_id)
+        changed = operator.admin.ungrant(grant_id)
     finally:
         operator.store.close()
     _print({"grantId": grant_id.hex(), "revoked": True, "changed": changed})
@@ -578,7 +578,7 @@ def _cmd_grant(args: argparse.Namespace) -> int:
     _check_grant_token(holder_id, namespaces, expires_at)
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        grant_id, _ = operator.grant(holder_id, namespaces, expires_at)
+        grant_id, _ = operator.admin.grant(holder_id, namespaces, expires_at)
     finally:
         operator.store.close()
     scope = CapabilityScope(

@@ -104,13 +104,13 @@ def differences(
         b = _items(fresh.items(fresh_txn, name))
         x, y = next(a, None), next(b, None)
         while x is not None or y is not None:
-            if y is None or (x is not None and x[0] < y[0]):
+            if x is not None and (y is None or x[0] < y[0]):
                 out.append((name, x[0], "not in a rebuild from the log"))
                 x = next(a, None)
-            elif x is None or y[0] < x[0]:
+            elif y is not None and (x is None or y[0] < x[0]):
                 out.append((name, y[0], "missing (a rebuild from the log has it)"))
                 y = next(b, None)
-            else:
+            elif x is not None and y is not None:  # the same key on both sides
                 if x[1] != y[1]:
                     out.append((name, x[0], "value differs from a rebuild from the log"))
                 x, y = next(a, None), next(b, None)
@@ -146,7 +146,10 @@ def _read_log(store: Store, txn: ReadTxn, size: int, advance: Advance) -> _Log:
                 continue  # the public check reports a leaf that does not decode
             op, subject = view.operation, view.subject_id
             if op == "KEY":
-                seen.keys.setdefault(view.holder_id, view.detail)
+                # A KEY leaf without a public key (only a forged one) checks against no key,
+                # so every check that needs the key reports the holder.
+                key = view.detail if isinstance(view.detail, bytes) else b""
+                seen.keys.setdefault(view.holder_id, key)
             elif op == "REMEMBER":
                 seen.remembered.setdefault(subject, start + offset)
             elif op == "FORGET":

@@ -67,7 +67,6 @@ class RecallWindow:
     limit: int | None = None
     max_bytes: int | None = None
     start: int | None = None
-    cursor_kind: str | None = None
     namespaces: frozenset[str] | None = None
     kinds: frozenset[str] | None = None
 
@@ -80,20 +79,19 @@ class RecallWindow:
         if limit is not None and limit > MAX_LIMIT:
             raise MalformedInput("limit is too large", code="invalid_limit")
         max_bytes = _count(params.get("maxBytes"), "maxBytes", "invalid_max_bytes")
-        start = kind = None
+        start = None
         cursor = params.get("cursor")
         if cursor is not None:
             match = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
             if match is None or (match[1] == "q") != queried:
                 raise MalformedInput("cursor is not one this recall issued", code="invalid_cursor")
-            kind, start = match[1], int(match[2])
+            start = int(match[2])
         namespaces = params.get("namespaces")
         kinds = params.get("kinds")
         return cls(
             limit=limit,
             max_bytes=max_bytes,
             start=start,
-            cursor_kind=kind,
             namespaces=None if namespaces is None else _names(namespaces, "namespaces"),
             kinds=None if kinds is None else _names(kinds, "kinds", KINDS),
         )

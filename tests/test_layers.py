@@ -10,6 +10,7 @@ function, under ``if TYPE_CHECKING:``) and any ``importlib.import_module("saihm.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -76,9 +77,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the checked read path", ("saihm.store.reader",)),
     ("the store: the composition of its parts", ("saihm.store", "saihm.fsck")),
     (
-        "the operator and the composition root",
-        ("saihm.toolbase", "saihm.sharing", "saihm.governance", "saihm.operator", "saihm.compose"),
+        "the operator's parts over one context",
+        (
+            "saihm.operator.context",
+            "saihm.operator.sharing",
+            "saihm.operator.governance",
+            "saihm.operator.memory",
+            "saihm.operator.admin",
+        ),
     ),
+    ("the operator and the composition root", ("saihm.operator", "saihm.compose")),
     (
         "the edges: HTTP, the provider, publication, the witness server",
         ("saihm.http", "saihm.provider", "saihm.publishcmd", "saihm.witness.server"),
@@ -269,22 +277,30 @@ def _resolve(name: str, known: Mapping[str, Path]) -> str | None:
     return name or None
 
 
+def imports_in(path: Path, root: Path, known: Mapping[str, Path]) -> Iterator[tuple[str, int]]:
+    """The one import walker: every dotted name the module at ``path`` (of the package at
+    ``root``, whose modules are ``known``) imports, with the line, in the sense of this file's
+    docstring. Relative imports are resolved; third-party names are yielded too."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        for imported in _imported(node, package, known):
+            yield imported, getattr(node, "lineno", 0)
+
+
 def import_edges(root: Path) -> list[Edge]:
     """Every import from one module of the package at ``root`` to another of it."""
     known = modules(root)
     top = root.name
     edges = []
     for name, path in known.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            for imported in _imported(node, package, known):
-                if imported.split(".")[0] != top:
-                    continue
-                target = _resolve(imported, known)
-                if target is not None and target != name:
-                    where = f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', 0)}"
-                    edges.append(Edge(name, target, where))
+        for imported, line in imports_in(path, root, known):
+            if imported.split(".")[0] != top:
+                continue
+            target = _resolve(imported, known)
+            if target is not None and target != name:
+                edges.append(Edge(name, target, f"{path.relative_to(root.parent)}:{line}"))
     return edges
 
 
@@ -508,20 +524,13 @@ def test_a_unit_is_a_top_level_module_or_package_unless_ranked_apart() -> None:
 
 
 def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                # The module name keeps "__init__", so dropping `level` parts gives the package.
-                base = module.split(".")[: -node.level]
-                names.append(".".join([*base, node.module] if node.module else base))
-            elif node.module:
-                names.append(node.module)
-    return names
+    """The distinct names a module of saihm imports, in first-seen order (:func:`imports_in`)."""
+    return list(dict.fromkeys(name for name, _ in imports_in(path, ROOT, _saihm_modules())))
+
+
+@functools.cache
+def _saihm_modules() -> dict[str, Path]:
+    return modules(ROOT)
 
 
 def _files(package: str) -> list[Path]:

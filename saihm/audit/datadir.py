@@ -165,10 +165,18 @@ def read_data_dir(
                 (contracts if is_contract else cells).append((key, obj))  # type: ignore[union-attr]
         origin, log_keys, authority = view.origin, view.log_keys, view.authority
     return Bundle(
-        origin=origin, leaves=leaves, checkpoints=checkpoints, log_keys=log_keys,
-        authority_public_key=authority, erasures=erasures, erasures_tree_size=len(leaves),
-        tallies=tallies, cells=cells, contracts=contracts, read_problems=problems,
-    )  # fmt: skip
+        origin=origin,
+        leaves=leaves,
+        checkpoints=checkpoints,
+        log_keys=log_keys,
+        authority_public_key=authority,
+        erasures=erasures,
+        erasures_tree_size=len(leaves),
+        tallies=tallies,
+        cells=cells,
+        contracts=contracts,
+        read_problems=problems,
+    )
 
 
 def _body_object(raw: bytes) -> bytes:

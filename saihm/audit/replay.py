@@ -47,10 +47,15 @@ def receipt_json(index: int, receipt: Receipt) -> dict:
         detail = base64.b64encode(detail).decode()
     elif detail is not None:
         detail = receipt.detail_map()
-    return {"index": index, "receiptId": receipt.receipt_id.hex(),
-            "subjectId": receipt.subject_id.hex(), "operation": str(receipt.operation),
-            "holderId": receipt.holder_id.hex(), "timestamp": receipt.timestamp,
-            "detail": detail}  # fmt: skip
+    return {
+        "index": index,
+        "receiptId": receipt.receipt_id.hex(),
+        "subjectId": receipt.subject_id.hex(),
+        "operation": str(receipt.operation),
+        "holderId": receipt.holder_id.hex(),
+        "timestamp": receipt.timestamp,
+        "detail": detail,
+    }
 
 
 def _every_tally(derived: Derived) -> list[tuple[bytes, list[int]]]:
@@ -62,8 +67,10 @@ def _every_tally(derived: Derived) -> list[tuple[bytes, list[int]]]:
 class _Jsonl:
     def __init__(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=False)
-        self.files = {n: (out / f"{n}.jsonl").open("w") for n in
-                      ("receipts", "holders", "erasures", "tallies", "events")}  # fmt: skip
+        self.files = {
+            n: (out / f"{n}.jsonl").open("w")
+            for n in ("receipts", "holders", "erasures", "tallies", "events")
+        }
 
     def receipt(self, index: int, r: Receipt, doc: dict) -> None:
         self.files["receipts"].write(json.dumps(doc) + "\n")
@@ -72,8 +79,11 @@ class _Jsonl:
 
     def finish(self, holders: dict, derived: Derived) -> None:
         for holder, (index, key) in holders.items():
-            doc = {"holderId": holder.hex(), "index": index,
-                   "publicKey": base64.b64encode(key).decode()}  # fmt: skip
+            doc = {
+                "holderId": holder.hex(),
+                "index": index,
+                "publicKey": base64.b64encode(key).decode(),
+            }
             self.files["holders"].write(json.dumps(doc) + "\n")
         for cell, index in derived.erasures.items():
             self.files["erasures"].write(json.dumps({"cellId": cell.hex(), "index": index}) + "\n")
@@ -164,8 +174,14 @@ def main(argv: list[str]) -> int:
         sink.finish(holders, derived)
     seconds = time.perf_counter() - started
     rate = len(bundle.leaves) / seconds if seconds else None
-    summary = {"out": opts.out, "format": opts.format, "events": len(bundle.leaves),
-               "skipped": skipped, "seconds": seconds, "eventsPerSecond": rate}  # fmt: skip
+    summary = {
+        "out": opts.out,
+        "format": opts.format,
+        "events": len(bundle.leaves),
+        "skipped": skipped,
+        "seconds": seconds,
+        "eventsPerSecond": rate,
+    }
     summary.update(erasures=len(derived.erasures), proposals=len(derived.proposals))
     print(json.dumps(summary))
     return 0 if skipped == 0 else 1

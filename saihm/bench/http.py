@@ -91,7 +91,7 @@ def _holder(operator, authority, cells: int) -> str:
     from saihm.events import CapabilityScope
     from saihm.http.binding import call as binding_call
 
-    holder_id = operator.create_holder()
+    holder_id = operator.admin.create_holder()
     token = authority.issue(holder_id, secrets.token_bytes(32), CapabilityScope(), 3600).to_token()
     for i in range(cells):
         binding_call(operator, token, "saihm_remember", {"content": f"seed {i}"})

@@ -162,7 +162,7 @@ def _build(root: Path, cells: int, workers: int) -> dict:
 
     with Store(config) as store:
         operator = Operator(store, config)
-        holder = operator.create_holder()
+        holder = operator.admin.create_holder()
         sessions = [secrets.token_bytes(32) for _ in range(SESSIONS)]
         tags = [store.session_tag(holder, s) for s in sessions]
         with store.read_txn() as txn:
@@ -189,7 +189,7 @@ def _build(root: Path, cells: int, workers: int) -> dict:
 
 def _grant_token(config: Config, operator: Operator, holder: bytes) -> str:
     authority = Authority.open(config.authority_dir)
-    grant_id, _ = operator.grant(holder, None, int(time.time()) + 86_400)
+    grant_id, _ = operator.admin.grant(holder, None, int(time.time()) + 86_400)
     scope = CapabilityScope(sessions="all", grant_id=grant_id)
     return authority.issue(holder, secrets.token_bytes(32), scope, 86_400).to_token()
 
@@ -290,7 +290,7 @@ def _quality(
     with Store(config, embedder=embedder) as store:  # type: ignore[arg-type]
         operator = Operator(store, config)
         for conversation in conversations:
-            holder = operator.create_holder()
+            holder = operator.admin.create_holder()
             cap = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
             writer = cap.to_token()
             cell_ids = []

@@ -56,14 +56,25 @@ RECALL_TARGET_MS = 20.0
 
 
 def _figure(
-    name: str, value: float, unit: str, peer: str, peer_value: float, higher_is_better: bool,
+    name: str,
+    value: float,
+    unit: str,
+    peer: str,
+    peer_value: float,
+    higher_is_better: bool,
     **extra: object,
-) -> dict:  # fmt: skip
+) -> dict:
     ratio = value / peer_value if higher_is_better else peer_value / value
     return {
-        "bench": "store", "figure": name, "value": round(value, 3), "unit": unit, "peer": peer,
-        "peer_value": round(peer_value, 3), "ratio": round(ratio, 3), **extra,
-    }  # fmt: skip
+        "bench": "store",
+        "figure": name,
+        "value": round(value, 3),
+        "unit": unit,
+        "peer": peer,
+        "peer_value": round(peer_value, 3),
+        "ratio": round(ratio, 3),
+        **extra,
+    }
 
 
 def _sign_seconds(seconds: float) -> float:
@@ -221,14 +232,22 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
     try:
         tokens = []
         for _ in range(max(1, opts.threads)):
-            holder = operator.create_holder()
+            holder = operator.admin.create_holder()
             tokens.append(_session_token(authority, holder))
         rate1 = _remember_rate(operator, tokens[:1], opts.seconds)
-        yield _figure("remember_per_s_1_thread", rate1, "remembers/s", floor_peer, floor, True,
-                      sign_ms=round(sign_s * 1000, 4))  # fmt: skip
+        yield _figure(
+            "remember_per_s_1_thread",
+            rate1,
+            "remembers/s",
+            floor_peer,
+            floor,
+            True,
+            sign_ms=round(sign_s * 1000, 4),
+        )
         rate_n = _remember_rate(operator, tokens, opts.seconds)
-        yield _figure(f"remember_per_s_{len(tokens)}_threads", rate_n, "remembers/s", floor_peer,
-                      floor, True)  # fmt: skip
+        yield _figure(
+            f"remember_per_s_{len(tokens)}_threads", rate_n, "remembers/s", floor_peer, floor, True
+        )
     finally:
         operator.store.close()
 
@@ -237,7 +256,7 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
     store = Store(config)
     operator = Operator(store, config)
     try:
-        holder = operator.create_holder()
+        holder = operator.admin.create_holder()
         sessions = [_session_token(authority, holder) for _ in range(max(1, opts.sessions))]
         _fill(operator, sessions, opts.cells, max(1, opts.threads))
         per_session = opts.cells / len(sessions)
@@ -245,17 +264,21 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
         lat = _latencies_ms(operator, sessions, opts.samples)
         target = f"target p50 <= {RECALL_TARGET_MS} ms (DESIGN.md)"
         extra = {"layout": layout, "cells_returned": round(per_session, 1), "samples": len(lat)}
-        yield _figure("recall_session_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS,
-                      False, **extra)  # fmt: skip
-        yield _figure("recall_session_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS,
-                      False, **extra)  # fmt: skip
+        yield _figure(
+            "recall_session_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS, False, **extra
+        )
+        yield _figure(
+            "recall_session_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS, False, **extra
+        )
         wide = _grant_token(authority, operator, holder)
         lat = _latencies_ms(operator, [wide], max(5, opts.samples // 10))
         extra = {"layout": layout, "cells_returned": opts.cells, "samples": len(lat)}
-        yield _figure("recall_holder_wide_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS,
-                      False, **extra)  # fmt: skip
-        yield _figure("recall_holder_wide_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS,
-                      False, **extra)  # fmt: skip
+        yield _figure(
+            "recall_holder_wide_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS, False, **extra
+        )
+        yield _figure(
+            "recall_holder_wide_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS, False, **extra
+        )
 
         _pad(store, holder, opts.events, max(1, (os.cpu_count() or 2)))
         rates = []
@@ -266,12 +289,18 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
             rates.append(report["events"] / report["seconds"])
             shutil.rmtree(tmp / f"rebuilt-{attempt}")
         yield _figure(
-            "rebuild_events_per_s", max(rates), "events/s", "target (DESIGN.md)", REBUILD_TARGET,
-            True, events=report["events"], remember_events=opts.cells,
+            "rebuild_events_per_s",
+            max(rates),
+            "events/s",
+            "target (DESIGN.md)",
+            REBUILD_TARGET,
+            True,
+            events=report["events"],
+            remember_events=opts.cells,
             runs=[round(r) for r in rates],
             note="best of the runs; no signature checks; non-REMEMBER events are KEY and RECALL "
             "receipts",
-        )  # fmt: skip
+        )
     finally:
         store.close()
 
@@ -282,6 +311,6 @@ def _session_token(authority: Authority, holder_id: bytes) -> str:
 
 
 def _grant_token(authority: Authority, operator: Operator, holder_id: bytes) -> str:
-    grant_id, _ = operator.grant(holder_id, None, int(time.time()) + 86_400)
+    grant_id, _ = operator.admin.grant(holder_id, None, int(time.time()) + 86_400)
     scope = CapabilityScope(sessions="all", grant_id=grant_id)
     return authority.issue(holder_id, secrets.token_bytes(32), scope, 86_400).to_token()

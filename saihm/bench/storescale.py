@@ -99,7 +99,7 @@ def _node(
         authority = Authority.open(config.authority_dir)
         tokens = []
         for _ in range(threads):
-            holder = operator.create_holder()
+            holder = operator.admin.create_holder()
             cap = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
             tokens.append(cap.to_token())
         for token in tokens:
@@ -204,7 +204,7 @@ def _remember_txn_ms(data: Path, store: str | None, samples: int) -> list[float]
     operator = Operator(timed, config)
     try:
         authority = Authority.open(config.authority_dir)
-        holder = operator.create_holder()
+        holder = operator.admin.create_holder()
         token = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
         for i in range(samples + 5):
             binding_call(operator, token.to_token(), "saihm_remember", {"content": f"timed {i}"})

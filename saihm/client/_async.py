@@ -3,7 +3,8 @@
 saihm-protocol "HTTPS binding" and "Tool surface", and DESIGN.md "HTTP" for the extension
 methods (saihm_accept_contract, saihm_decline_contract, saihm_record, saihm_forget_session)
 and extension params (saihm_remember's ``namespace``). The client holds no keys and does no
-cryptography beyond TLS; the credential is sent verbatim and never shown.
+cryptography beyond TLS; the credential is sent verbatim and never shown. What each method
+sends and accepts is the sans-I/O core's (saihm/client/_core.py), which ``Client`` shares.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 import aiohttp
-from pydantic import BaseModel, ValidationError
 
-from saihm.client import _checks
+from saihm.client import _core, models
+from saihm.client._core import RecordKind
 from saihm.client._endpoint import (
     check_auth_header,
     parse_pin,
@@ -32,47 +33,10 @@ from saihm.client._transport import (
     post,
 )
 from saihm.client.errors import ClientError
-from saihm.client.models import (
-    ContractAnswer,
-    Forgotten,
-    Proposed,
-    RecalledCell,
-    Recorded,
-    Remembered,
-    Revoked,
-    SessionForgotten,
-    Shared,
-    Status,
-    Voted,
-)
 
 __all__ = ["AsyncClient", "RecordKind"]
 
-M = TypeVar("M", bound=BaseModel)
-RecordKind = Literal["said", "did", "end"]
-_RECORD_KINDS = ("said", "did", "end")
-
-
-def _parse(model: type[M], body: Any, method: str) -> M:
-    """``body`` as ``model``, or a ``malformed`` :class:`ClientError` (the outcome is unknown)."""
-    if not isinstance(body, dict):
-        raise ClientError(
-            f"malformed response to {method}: the result is not a JSON object; "
-            "the operator may or may not have acted",
-            kind="malformed",
-        )
-    try:
-        return model.model_validate(body)
-    except ValidationError as err:
-        # Name the model's own fields that failed, never a value or an operator-chosen key.
-        known = {f.alias or name for name, f in model.model_fields.items()}
-        failed = {str(e["loc"][0]) for e in err.errors() if e["loc"]}
-        shown = ", ".join(sorted(failed & known)[:5])
-        raise ClientError(
-            f"malformed response to {method} (fields: {shown or 'unnamed'}); "
-            "the operator may or may not have acted",
-            kind="malformed",
-        ) from err
+R = TypeVar("R")
 
 
 class AsyncClient:
@@ -157,18 +121,18 @@ class AsyncClient:
         """One raw binding call: the parsed 2xx JSON body, or :class:`ClientError`."""
         return await post(self._target, method, params, self._session)
 
+    async def _send(self, call: _core.Call[R]) -> R:
+        return call.result(await self.call(call.method, call.params))
+
     # -- the eight tools --------------------------------------------------------------------
 
-    async def remember(self, content: str, *, namespace: str | None = None) -> Remembered:
+    async def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
         """saihm_remember: store ``content`` as a new cell of the token's session.
 
         ``namespace`` (extension, default "memory" at the operator) must lie in the token's
         scope. Blank content is refused before sending.
         """
-        params: dict[str, Any] = {"content": _checks.check_content(content)}
-        if namespace is not None:
-            params["namespace"] = namespace
-        return _parse(Remembered, await self.call("saihm_remember", params), "saihm_remember")
+        return await self._send(_core.remember(content, namespace))
 
     async def recall(
         self,
@@ -177,7 +141,7 @@ class AsyncClient:
         namespaces: list[str] | None = None,
         kinds: list[str] | None = None,
         limit: int | None = None,
-    ) -> list[RecalledCell]:
+    ) -> list[models.RecalledCell]:
         """saihm_recall: own cells in the token's scope and cells of accepted shares.
 
         Memory and the host's record come back together; ``RecalledCell.kind`` tells them
@@ -188,48 +152,18 @@ class AsyncClient:
         """
         if self.holder_id is None:
             await self.status()
-        params: dict[str, Any] = {} if query is None else {"query": query}
-        if namespaces is not None:
-            params["namespaces"] = list(namespaces)
-        if kinds is not None:
-            params["kinds"] = list(kinds)
-        if limit is not None:
-            params["limit"] = limit
-        body = await self.call("saihm_recall", params)
-        if not isinstance(body, list):
-            raise ClientError(
-                "malformed response to saihm_recall: the result is not an array", kind="malformed"
-            )
-        cells = []
-        for element in body:
-            if isinstance(element, dict):
-                holder = element.get("holderIdHex")
-                mine = (
-                    self.holder_id is not None
-                    and isinstance(holder, str)
-                    and holder.lower() == self.holder_id.lower()
-                )
-                element = {**element, "sharedByOtherHolder": not mine}
-            cells.append(_parse(RecalledCell, element, "saihm_recall"))
-        return cells
+        return await self._send(_core.recall(query, namespaces, kinds, limit, self.holder_id))
 
-    async def forget(self, cell_id: str) -> Forgotten:
+    async def forget(self, cell_id: str) -> models.Forgotten:
         """saihm_forget: erase one cell; ``success`` false means not found or already erased.
 
         A result with ``success`` true must name the requested cell, else it is malformed.
         """
-        result = _parse(Forgotten, await self.call("saihm_forget", {"id": cell_id}), "saihm_forget")
-        if result.success and result.cell_id != cell_id:
-            raise ClientError(
-                "malformed response to saihm_forget: success without the requested cellId; "
-                "the cell may still be stored",
-                kind="malformed",
-            )
-        return result
+        return await self._send(_core.forget(cell_id))
 
-    async def status(self) -> Status:
+    async def status(self) -> models.Status:
         """saihm_status; also remembers the caller's holderId (``holder_id``)."""
-        result = _parse(Status, await self.call("saihm_status", {}), "saihm_status")
+        result = await self._send(_core.status())
         self.holder_id = result.agent_id_hash_hex
         return result
 
@@ -241,89 +175,53 @@ class AsyncClient:
         *,
         scope: Literal["read", "write", "readwrite"] = "read",
         expiry_epoch: str | int | None = None,
-    ) -> Shared:
+    ) -> models.Shared:
         """saihm_share: a contract giving ``grantees`` read access to ``shard_ids``.
 
         It takes effect for a grantee only once that grantee accepts it
         (:meth:`accept_contract`). Grantee, shard and expiry checks run before sending.
         """
-        expiry = str(expiry_epoch) if isinstance(expiry_epoch, int) else expiry_epoch
-        params = {
-            "granteeIdHashesHex": _checks.check_grantees(list(grantees)),
-            "shardIds": _checks.check_shard_ids(list(shard_ids)),
-            "type": mode.lower(),
-            "scope": scope,
-            "expiryEpoch": _checks.check_expiry_epoch(expiry),
-        }
-        return _parse(Shared, await self.call("saihm_share", params), "saihm_share")
+        return await self._send(_core.share(grantees, shard_ids, mode, scope, expiry_epoch))
 
-    async def revoke_share(self, contract_id: str) -> Revoked:
+    async def revoke_share(self, contract_id: str) -> models.Revoked:
         """saihm_revoke_share: end a contract for every grantee (future reads only)."""
-        body = await self.call("saihm_revoke_share", {"contractId": contract_id})
-        result = _parse(Revoked, body, "saihm_revoke_share")
-        if not result.revoked:
-            raise ClientError(
-                "revocation not confirmed (revoked is not true): treat access as still in force",
-                kind="malformed",
-            )
-        return result
+        return await self._send(_core.revoke_share(contract_id))
 
     async def governance_propose(
         self,
         scope: Literal["emission_param", "protocol_upgrade"],
         param_key: str | None = None,
         proposed_value: str | None = None,
-    ) -> Proposed:
+    ) -> models.Proposed:
         """saihm_governance_propose, where the operator enables governance."""
-        _checks.check_proposal(scope, param_key, proposed_value)
-        params = {"scope": scope, "paramKey": param_key, "proposedValue": proposed_value}
-        body = await self.call("saihm_governance_propose", params)
-        return _parse(Proposed, body, "saihm_governance_propose")
+        return await self._send(_core.governance_propose(scope, param_key, proposed_value))
 
-    async def governance_vote(self, proposal_id: str, approve: bool) -> Voted:
+    async def governance_vote(self, proposal_id: str, approve: bool) -> models.Voted:
         """saihm_governance_vote: the vote recorded (a repeat returns the first vote).
 
         Compare ``approve`` and ``proposal_id`` with the request: a differing answer means an
         earlier vote stands.
         """
-        params = {"proposalId": proposal_id, "approve": bool(approve)}
-        body = await self.call("saihm_governance_vote", params)
-        result = _parse(Voted, body, "saihm_governance_vote")
-        if result.weight is None and result.cast_at_epoch is None:
-            raise ClientError(
-                "vote unconfirmed: the response carries neither weight nor castAtEpoch",
-                kind="malformed",
-            )
-        return result
+        return await self._send(_core.governance_vote(proposal_id, approve))
 
     # -- extension methods (DESIGN.md "HTTP") ---------------------------------------------
 
-    async def accept_contract(self, contract_id: str) -> ContractAnswer:
+    async def accept_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_accept_contract: the grantee accepts (its cells then appear in recall)."""
-        body = await self.call("saihm_accept_contract", {"contractId": contract_id})
-        return _parse(ContractAnswer, body, "saihm_accept_contract")
+        return await self._send(_core.accept_contract(contract_id))
 
-    async def decline_contract(self, contract_id: str) -> ContractAnswer:
+    async def decline_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_decline_contract: the grantee declines, or withdraws an earlier acceptance."""
-        body = await self.call("saihm_decline_contract", {"contractId": contract_id})
-        return _parse(ContractAnswer, body, "saihm_decline_contract")
+        return await self._send(_core.decline_contract(contract_id))
 
-    async def record(self, kind: RecordKind, content: str) -> Recorded:
+    async def record(self, kind: RecordKind, content: str) -> models.Recorded:
         """saihm_record: append what the agent said ("said") or did ("did") to the session's
         record, or close it ("end", content may be empty). Entries are chained (seq, prev)
         and can never be altered; they come back from :meth:`recall` with their ``kind``.
         """
-        if kind not in _RECORD_KINDS:
-            raise ClientError(
-                "refused before sending: kind must be said, did or end", kind="refused"
-            )
-        if kind != "end":
-            _checks.check_content(content)
-        params = {"kind": kind, "content": content}
-        return _parse(Recorded, await self.call("saihm_record", params), "saihm_record")
+        return await self._send(_core.record(kind, content))
 
-    async def forget_session(self, session_id: str) -> SessionForgotten:
+    async def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session: erase every cell (memory and record) of one session; every
         receipt stays in the log."""
-        body = await self.call("saihm_forget_session", {"sessionId": session_id})
-        return _parse(SessionForgotten, body, "saihm_forget_session")
+        return await self._send(_core.forget_session(session_id))

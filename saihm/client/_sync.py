@@ -1,7 +1,8 @@
 """``Client``: the synchronous face of :class:`~saihm.client.AsyncClient`.
 
-Each call runs the async client's coroutine on a private event loop in one daemon thread, so
-a ``Client`` works the same from plain scripts, from threads and from code that is already
+Each method builds its request with the sans-I/O core (saihm/client/_core.py) that
+``AsyncClient`` uses too, and runs the one POST on a private event loop in one daemon thread,
+so a ``Client`` works the same from plain scripts, from threads and from code that is already
 inside a running event loop (where ``asyncio.run`` would fail). The loop keeps one
 connection pool until :meth:`Client.close`.
 """
@@ -15,22 +16,10 @@ from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
-from saihm.client._async import AsyncClient, RecordKind
-from saihm.client._env import read_env
+from saihm.client import _core, models
+from saihm.client._async import AsyncClient
+from saihm.client._core import RecordKind
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
-from saihm.client.models import (
-    ContractAnswer,
-    Forgotten,
-    Proposed,
-    RecalledCell,
-    Recorded,
-    Remembered,
-    Revoked,
-    SessionForgotten,
-    Shared,
-    Status,
-    Voted,
-)
 
 __all__ = ["Client"]
 
@@ -67,15 +56,22 @@ class Client:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         names: tuple[str, str] = ("endpoint", "auth_header"),
     ) -> None:
-        self._async = AsyncClient(
-            endpoint,
-            auth_header,
-            timeout=timeout,
-            ca_file=ca_file,
-            tls_pin_sha256=tls_pin_sha256,
-            max_response_bytes=max_response_bytes,
-            names=names,
+        self._wrap(
+            AsyncClient(
+                endpoint,
+                auth_header,
+                timeout=timeout,
+                ca_file=ca_file,
+                tls_pin_sha256=tls_pin_sha256,
+                max_response_bytes=max_response_bytes,
+                names=names,
+            )
         )
+
+    def _wrap(self, transport: AsyncClient) -> None:
+        # The async client is used for its checked target and connection pool only.
+        self._async = transport
+        self._holder_id: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
@@ -87,20 +83,14 @@ class Client:
     def from_env(cls, env: Mapping[str, str]) -> Self:
         """A client configured like ``saihm-mcp``: ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``,
         ``SAIHM_TIMEOUT_SECONDS``, ``SAIHM_CA_FILE``, ``SAIHM_TLS_PIN_SHA256`` from ``env``."""
-        settings = read_env(env)
-        return cls(
-            settings.endpoint_url or "",
-            settings.auth_header or "",
-            timeout=settings.timeout_seconds,
-            ca_file=settings.ca_file,
-            tls_pin_sha256=settings.tls_pin_sha256,
-            names=("SAIHM_ENDPOINT_URL", "SAIHM_AUTH_HEADER"),
-        )
+        client = cls.__new__(cls)
+        client._wrap(AsyncClient.from_env(env))
+        return client
 
     @property
     def holder_id(self) -> str | None:
         """The caller's holderId once :meth:`status` (or :meth:`recall`) learned it."""
-        return self._async.holder_id
+        return self._holder_id
 
     @property
     def endpoint_for_display(self) -> str:
@@ -142,9 +132,12 @@ class Client:
         """One raw binding call: the parsed 2xx JSON body."""
         return self._run(self._async.call(method, params))
 
-    def remember(self, content: str, *, namespace: str | None = None) -> Remembered:
+    def _send(self, call: _core.Call[T]) -> T:
+        return call.result(self.call(call.method, call.params))
+
+    def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
         """saihm_remember (see :meth:`AsyncClient.remember`)."""
-        return self._run(self._async.remember(content, namespace=namespace))
+        return self._send(_core.remember(content, namespace))
 
     def recall(
         self,
@@ -153,17 +146,22 @@ class Client:
         namespaces: list[str] | None = None,
         kinds: list[str] | None = None,
         limit: int | None = None,
-    ) -> list[RecalledCell]:
+    ) -> list[models.RecalledCell]:
         """saihm_recall (see :meth:`AsyncClient.recall`)."""
-        return self._run(self._async.recall(query, namespaces=namespaces, kinds=kinds, limit=limit))
+        if self.holder_id is None:
+            self.status()
+        return self._send(_core.recall(query, namespaces, kinds, limit, self.holder_id))
 
-    def forget(self, cell_id: str) -> Forgotten:
+    def forget(self, cell_id: str) -> models.Forgotten:
         """saihm_forget (see :meth:`AsyncClient.forget`)."""
-        return self._run(self._async.forget(cell_id))
+        return self._send(_core.forget(cell_id))
 
-    def status(self) -> Status:
-        """saihm_status (see :meth:`AsyncClient.status`)."""
-        return self._run(self._async.status())
+    def status(self) -> models.Status:
+        """saihm_status (see :meth:`AsyncClient.status`); also remembers the caller's holderId
+        (``holder_id``)."""
+        result = self._send(_core.status())
+        self._holder_id = result.agent_id_hash_hex
+        return result
 
     def share(
         self,
@@ -173,41 +171,39 @@ class Client:
         *,
         scope: Literal["read", "write", "readwrite"] = "read",
         expiry_epoch: str | int | None = None,
-    ) -> Shared:
+    ) -> models.Shared:
         """saihm_share (see :meth:`AsyncClient.share`)."""
-        return self._run(
-            self._async.share(grantees, shard_ids, mode, scope=scope, expiry_epoch=expiry_epoch)
-        )
+        return self._send(_core.share(grantees, shard_ids, mode, scope, expiry_epoch))
 
-    def revoke_share(self, contract_id: str) -> Revoked:
+    def revoke_share(self, contract_id: str) -> models.Revoked:
         """saihm_revoke_share (see :meth:`AsyncClient.revoke_share`)."""
-        return self._run(self._async.revoke_share(contract_id))
+        return self._send(_core.revoke_share(contract_id))
 
     def governance_propose(
         self,
         scope: Literal["emission_param", "protocol_upgrade"],
         param_key: str | None = None,
         proposed_value: str | None = None,
-    ) -> Proposed:
+    ) -> models.Proposed:
         """saihm_governance_propose (see :meth:`AsyncClient.governance_propose`)."""
-        return self._run(self._async.governance_propose(scope, param_key, proposed_value))
+        return self._send(_core.governance_propose(scope, param_key, proposed_value))
 
-    def governance_vote(self, proposal_id: str, approve: bool) -> Voted:
+    def governance_vote(self, proposal_id: str, approve: bool) -> models.Voted:
         """saihm_governance_vote (see :meth:`AsyncClient.governance_vote`)."""
-        return self._run(self._async.governance_vote(proposal_id, approve))
+        return self._send(_core.governance_vote(proposal_id, approve))
 
-    def accept_contract(self, contract_id: str) -> ContractAnswer:
+    def accept_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_accept_contract (see :meth:`AsyncClient.accept_contract`)."""
-        return self._run(self._async.accept_contract(contract_id))
+        return self._send(_core.accept_contract(contract_id))
 
-    def decline_contract(self, contract_id: str) -> ContractAnswer:
+    def decline_contract(self, contract_id: str) -> models.ContractAnswer:
         """saihm_decline_contract (see :meth:`AsyncClient.decline_contract`)."""
-        return self._run(self._async.decline_contract(contract_id))
+        return self._send(_core.decline_contract(contract_id))
 
-    def record(self, kind: RecordKind, content: str) -> Recorded:
+    def record(self, kind: RecordKind, content: str) -> models.Recorded:
         """saihm_record (see :meth:`AsyncClient.record`)."""
-        return self._run(self._async.record(kind, content))
+        return self._send(_core.record(kind, content))
 
-    def forget_session(self, session_id: str) -> SessionForgotten:
+    def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session (see :meth:`AsyncClient.forget_session`)."""
-        return self._run(self._async.forget_session(session_id))
+        return self._send(_core.forget_session(session_id))

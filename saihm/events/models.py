@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import ConfigDict, Field, Strict, model_validator
+from pydantic import Field, Strict, model_validator
 
 from saihm.errors import MalformedInput, rejects
 from saihm.events._types import (
+    FROZEN,
     U32,
     U64,
     Id32,
@@ -50,13 +51,11 @@ __all__ = [
     "VoteDetail",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
-
 
 class Cell(Record):
     """A cell at rest (saihm-protocol "Cell shape"): {1: cellId, ..., 8: timestamp}."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     cell_id: Id32
     holder_id: Id32
@@ -122,7 +121,7 @@ class Receipt(Record):
     Key 7 (detail) is present exactly for KEY (public key bytes), PROPOSE, VOTE and GRANT.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     receipt_id: Id32
     subject_id: Id32
@@ -215,7 +214,7 @@ class Contract(Record):
     protocol's rules on grantees, mode, scope and expiry.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     contract_id: Id32
     holder_id: Id32
@@ -275,7 +274,7 @@ class SealedPayload(Record):
     always present, and an absent ``seq`` or ``prev`` is CBOR null.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     content: Annotated[str, Strict(), Field(repr=False)]
     session_id: Id32

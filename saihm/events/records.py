@@ -18,8 +18,9 @@ this whole set of layouts; the projections store it beside their applied index
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, cast
 
 import cbor2
 
@@ -141,8 +142,72 @@ def _ids(m: dict[int, object], key: int, what: str) -> tuple[bytes, ...]:
     raise _bad(key, what, "a list of ids")
 
 
-def _keys(*keys: int) -> frozenset[int]:
-    return frozenset(keys)
+def _blob(m: dict[int, object], key: int, what: str) -> bytes:
+    """Bytes of any length."""
+    return _bytes(m, key, what, None)
+
+
+def _nullable_text(m: dict[int, object], key: int, what: str) -> str | None:
+    return _text(m, key, what, nullable=True)
+
+
+def _session_tag(m: dict[int, object], key: int, what: str) -> bytes:
+    """A session tag: 32 bytes, or empty for a cell that has none."""
+    tag = _bytes(m, key, what, None)
+    if len(tag) not in (0, 32):
+        raise RecordError(f"field {key} of a stored {what} is not a session tag")
+    return tag
+
+
+def _namespaces(m: dict[int, object], key: int, what: str) -> tuple[str, ...] | None:
+    """A list of namespace names, or null for every namespace."""
+    raw = m.get(key, _bad)
+    if raw is None:
+        return None
+    if type(raw) is list and all(type(n) is str for n in raw):
+        return tuple(raw)
+    raise RecordError(f"field {key} of a stored {what} is not a list of namespaces")
+
+
+def _flag(m: dict[int, object], key: int, what: str) -> bool:
+    """A key that is either absent (false) or holds ``true``."""
+    if key not in m:
+        return False
+    if m[key] is not True:
+        raise RecordError(f"field {key} of a stored {what} is not true")
+    return True
+
+
+_Reader = Callable[[dict[int, object], int, str], object]
+
+
+def _optional(reader: _Reader) -> _Reader:
+    """``reader`` for a key that may be absent (then the field is None)."""
+
+    def read(m: dict[int, object], key: int, what: str) -> object:
+        return reader(m, key, what) if key in m else None
+
+    return read
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A record's CBOR map as a table: ``fields[i]`` is the key and reader of the record's
+    i-th constructor argument. The one decoder of every map record reads through it."""
+
+    what: str
+    fields: tuple[tuple[int, _Reader], ...]
+    keys: frozenset[int]
+
+    @classmethod
+    def of(cls, what: str, *fields: tuple[int, _Reader]) -> _Layout:
+        return cls(what, fields, frozenset(key for key, _ in fields))
+
+    def read(self, data: bytes | memoryview) -> list[Any]:
+        """The constructor arguments the map in ``data`` holds; :class:`RecordError` for
+        anything that is not a map of these keys with values of these types."""
+        m = _map(data, self.what, self.keys)
+        return [reader(m, key, self.what) for key, reader in self.fields]
 
 
 class _Encodable(Protocol):
@@ -164,11 +229,31 @@ def _exact(record: _R, data: bytes | memoryview, authentic: bool = False) -> _R:
     return record
 
 
+class _MapRecord:
+    """What every map record shares: its decoder, read through its :class:`_Layout`."""
+
+    __slots__ = ()
+
+    WHAT: ClassVar[str]
+    _LAYOUT: ClassVar[_Layout]
+
+    if TYPE_CHECKING:
+
+        def encode(self) -> bytes: ...
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> Self:
+        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
+        its record MAC (saihm/projections/seal.py), which also proves it exact."""
+        make = cast(Callable[..., Self], cls)
+        return _exact(make(*cls._LAYOUT.read(data)), data, authentic)
+
+
 # -- the records ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class HolderRecord:
+class HolderRecord(_MapRecord):
     """``p_holders``: holderId -> the holder's KEY receipt (saihm-protocol "Identity").
 
     CBOR ``{1: publicKey, 2: index, 3: timestamp}``.
@@ -182,23 +267,15 @@ class HolderRecord:
     timestamp: int
 
     WHAT: ClassVar[str] = "holder record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _blob), (2, _int), (3, _int))
 
     def encode(self) -> bytes:
         """The stored form."""
         return cbor2.dumps({1: self.public_key, 2: self.index, 3: self.timestamp})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> HolderRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bytes(m, 1, w, None), _int(m, 2, w), _int(m, 3, w)), data, authentic)
-
 
 @dataclass(frozen=True, slots=True)
-class CellRecord:
+class CellRecord(_MapRecord):
     """``p_cells``: cellId -> what the log says of a cell (saihm-protocol "Cell shape").
 
     CBOR ``{1: holderId, 2: tier, 3: kekVersion, 4: timestamp, 5: index, 6: sessionTag,
@@ -221,7 +298,16 @@ class CellRecord:
     erased_at: int | None = None
 
     WHAT: ClassVar[str] = "cell record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4, 5, 6, 7)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT,
+        (1, _bytes),
+        (2, _str),
+        (3, _int),
+        (4, _int),
+        (5, _int),
+        (6, _session_tag),
+        (7, _optional(_int)),
+    )
 
     @property
     def erased(self) -> bool:
@@ -242,33 +328,9 @@ class CellRecord:
             m[7] = self.erased_at
         return cbor2.dumps(m)
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> CellRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        tag = _bytes(m, 6, w, None)
-        if len(tag) not in (0, 32):
-            raise RecordError(f"field 6 of a stored {w} is not a session tag")
-        erased = _int(m, 7, w) if 7 in m else None
-        return _exact(
-            cls(
-                _bytes(m, 1, w),
-                _str(m, 2, w),
-                _int(m, 3, w),
-                _int(m, 4, w),
-                _int(m, 5, w),
-                tag,
-                erased,
-            ),
-            data,
-            authentic,
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class RecordHead:
+class RecordHead(_MapRecord):
     """``p_record_heads``: session tag -> the last record cell of that session's chain.
 
     CBOR ``{1: seq, 2: cellId, 3: ended}`` (DESIGN.md "Data at rest": seq/prev chain the
@@ -283,19 +345,11 @@ class RecordHead:
     ended: bool
 
     WHAT: ClassVar[str] = "record head"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _int), (2, _bytes), (3, _bool))
 
     def encode(self) -> bytes:
         """The stored form."""
         return cbor2.dumps({1: self.seq, 2: self.cell_id, 3: self.ended})
-
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RecordHead:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_int(m, 1, w), _bytes(m, 2, w), _bool(m, 3, w)), data, authentic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +372,7 @@ class ErasureRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class ContractRecord:
+class ContractRecord(_MapRecord):
     """``p_contracts``: contractId -> a sharing contract and what became of it
     (saihm-protocol "Sharing contracts"; the acceptances are the ACCEPT / DECLINE extension).
 
@@ -349,7 +403,19 @@ class ContractRecord:
     accepted: tuple[bytes, ...]
 
     WHAT: ClassVar[str] = "contract record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(*range(1, 11))
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT,
+        (1, _bytes),
+        (2, _ids),
+        (3, _ids),
+        (4, _str),
+        (5, _str),
+        (6, _int),
+        (7, _int),
+        (8, _int),
+        (9, _bool),
+        (10, _ids),
+    )
 
     def active_for(self, grantee: bytes, now: int) -> bool:
         """Whether the contract shares its cells with ``grantee`` at ``now``: named among its
@@ -374,32 +440,9 @@ class ContractRecord:
             }
         )
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> ContractRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(
-            cls(
-                _bytes(m, 1, w),
-                _ids(m, 2, w),
-                _ids(m, 3, w),
-                _str(m, 4, w),
-                _str(m, 5, w),
-                _int(m, 6, w),
-                _int(m, 7, w),
-                _int(m, 8, w),
-                _bool(m, 9, w),
-                _ids(m, 10, w),
-            ),
-            data,
-            authentic,
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class GrantRecord:
+class GrantRecord(_MapRecord):
     """``p_grants``: grantId -> a wider scope a person granted (GRANT / UNGRANT extension,
     requirements.txt "Capabilities").
 
@@ -419,7 +462,9 @@ class GrantRecord:
     revoked: bool
 
     WHAT: ClassVar[str] = "grant record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4, 5)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT, (1, _bytes), (2, _namespaces), (3, _int), (4, _int), (5, _bool)
+    )
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -428,25 +473,9 @@ class GrantRecord:
             {1: self.holder, 2: namespaces, 3: self.expires_at, 4: self.index, 5: self.revoked}
         )
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> GrantRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        raw = m.get(2, _bad)
-        if raw is not None and not (type(raw) is list and all(type(n) is str for n in raw)):
-            raise RecordError(f"field 2 of a stored {w} is not a list of namespaces")
-        namespaces = None if raw is None else tuple(raw)
-        return _exact(
-            cls(_bytes(m, 1, w), namespaces, _int(m, 3, w), _int(m, 4, w), _bool(m, 5, w)),
-            data,
-            authentic,
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class RevocationRecord:
+class RevocationRecord(_MapRecord):
     """``p_session_revocations``: revocation subject -> the UNGRANT that revoked every token
     of a holder carrying one tokenId or sessionId (docs/formats.md "Session revocation").
 
@@ -459,23 +488,15 @@ class RevocationRecord:
     index: int
 
     WHAT: ClassVar[str] = "session revocation"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _bytes), (2, _int))
 
     def encode(self) -> bytes:
         """The stored form."""
         return cbor2.dumps({1: self.holder, 2: self.index})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> RevocationRecord:
-        """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
-        its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bytes(m, 1, w), _int(m, 2, w)), data, authentic)
-
 
 @dataclass(frozen=True, slots=True)
-class ProposalRecord:
+class ProposalRecord(_MapRecord):
     """``p_proposals``: proposalId -> the first PROPOSE receipt with that id
     (saihm-protocol "saihm_governance_propose").
 
@@ -499,7 +520,16 @@ class ProposalRecord:
     timestamp: int
 
     WHAT: ClassVar[str] = "proposal record"
-    _KEYS: ClassVar[frozenset[int]] = _keys(*range(1, 8))
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT,
+        (1, _str),
+        (2, _nullable_text),
+        (3, _nullable_text),
+        (4, _int),
+        (5, _bytes),
+        (6, _int),
+        (7, _int),
+    )
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -515,27 +545,9 @@ class ProposalRecord:
             }
         )
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> ProposalRecord:
-        """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(
-            cls(
-                _str(m, 1, w),
-                _text(m, 2, w, nullable=True),
-                _text(m, 3, w, nullable=True),
-                _int(m, 4, w),
-                _bytes(m, 5, w),
-                _int(m, 6, w),
-                _int(m, 7, w),
-            ),
-            data,
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Vote:
+class Vote(_MapRecord):
     """``p_votes``: proposalId || holderId -> the first VOTE of that holder on that proposal
     (saihm-protocol "saihm_governance_vote").
 
@@ -552,22 +564,15 @@ class Vote:
     index: int
 
     WHAT: ClassVar[str] = "vote"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _bool), (2, _int), (3, _int), (4, _int))
 
     def encode(self) -> bytes:
         """The stored form."""
         return cbor2.dumps({1: self.approve, 2: self.weight, 3: self.cast_at, 4: self.index})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> Vote:
-        """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_bool(m, 1, w), _int(m, 2, w), _int(m, 3, w), _int(m, 4, w)), data)
-
 
 @dataclass(frozen=True, slots=True)
-class Tally:
+class Tally(_MapRecord):
     """``p_tallies``: proposalId -> the weights counted so far (saihm-protocol governance
     form: ``tally_for``, ``tally_against``, ``tally_abstain``).
 
@@ -579,7 +584,7 @@ class Tally:
     votes_abstain: int = 0
 
     WHAT: ClassVar[str] = "tally"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _int), (2, _int), (3, _int))
 
     def counted(self, approve: bool, weight: int) -> Tally:
         """This tally with one more vote of ``weight``."""
@@ -591,16 +596,9 @@ class Tally:
         """The stored form."""
         return cbor2.dumps({1: self.votes_for, 2: self.votes_against, 3: self.votes_abstain})
 
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> Tally:
-        """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        return _exact(cls(_int(m, 1, w), _int(m, 2, w), _int(m, 3, w)), data)
-
 
 @dataclass(frozen=True, slots=True)
-class Body:
+class Body(_MapRecord):
     """The private part of an event, stored in ``bodies`` under its subjectId.
 
     CBOR ``{1: object, 2: sessionTag, 3: recordSeq, 4: recordEnd}``: 1 = the cell or contract
@@ -616,7 +614,9 @@ class Body:
     record_end: bool = False
 
     WHAT: ClassVar[str] = "event body"
-    _KEYS: ClassVar[frozenset[int]] = _keys(1, 2, 3, 4)
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(
+        WHAT, (1, _blob), (2, _optional(_blob)), (3, _optional(_int)), (4, _flag)
+    )
 
     def encode(self) -> bytes:
         """The stored form."""
@@ -628,14 +628,3 @@ class Body:
         if self.record_end:
             m[4] = True
         return cbor2.dumps(m)
-
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> Body:
-        """Read the stored form; raises :class:`RecordError`."""
-        w = cls.WHAT
-        m = _map(data, w, cls._KEYS)
-        tag = _bytes(m, 2, w, None) if 2 in m else None
-        seq = _int(m, 3, w) if 3 in m else None
-        if 4 in m and m[4] is not True:
-            raise RecordError(f"field 4 of a stored {w} is not true")
-        return _exact(cls(_bytes(m, 1, w, None), tag, seq, 4 in m), data)

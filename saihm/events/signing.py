@@ -21,17 +21,14 @@ import hmac
 import os
 import struct
 from collections.abc import Sequence
-from typing import TypeVar
 
 from saihm.errors import MalformedInput, rejects
 from saihm.events.capability import Capability, CapabilityScope
 from saihm.events.codec import encode
 from saihm.events.errors import CapabilityError, SignatureError
 from saihm.events.identity import AuthorityKey, HolderKey, holder_id_of
-from saihm.events.models import Contract, Operation, Receipt
-from saihm.mldsa import InvalidSignature, mldsa65_verify
-
-M = TypeVar("M", Receipt, Contract)
+from saihm.events.models import Contract, Detail, Operation, Receipt
+from saihm.mldsa import MLDSA65_SIGNATURE_SIZE, InvalidSignature, mldsa65_verify
 
 __all__ = [
     "CAPABILITY_CONTEXT",
@@ -56,6 +53,11 @@ CELL_CONTEXT = b"SAIHM-CELL-v1"
 RECEIPT_CONTEXT = b"SAIHM-RECEIPT-v1"
 CONTRACT_CONTEXT = b"SAIHM-CONTRACT-v1"
 CAPABILITY_CONTEXT = b"SAIHM-CAPABILITY-v1"
+
+# Stand-ins of the shapes the models require, so that a draft is validated once before the
+# bytes it signs are known; the id and the signature replace them (``model_copy``).
+_UNSET_ID = bytes(32)
+_UNSET_SIGNATURE = bytes(MLDSA65_SIGNATURE_SIZE)
 
 
 @rejects()
@@ -85,26 +87,22 @@ def cell_message(cell_id: bytes, holder_id: bytes, kek_version: int, timestamp: 
 # Identified objects: receipts and contracts ----------------------------------------------------
 
 
-def _sign_identified(
-    model: type[M], id_field: str, key: HolderKey, context: bytes, fields: dict
-) -> M:
-    """Build ``model`` from ``fields``, sign its unsigned map, and set its id to the SHA-256 of
-    the same signed bytes (saihm-protocol "Signed messages").
-
-    The draft is validated once; the id (32 bytes) and the signature (an ML-DSA-65 signature)
-    are computed values of the shapes the model requires. Raises ``InvalidValue``.
-    """
-    draft = model(**{id_field: bytes(32), "signature": bytes(3309)}, **fields)
+def _identify(draft: Receipt | Contract, key: HolderKey, context: bytes) -> tuple[bytes, bytes]:
+    """The id (SHA-256 of the signed bytes) and the signature of a validated draft's unsigned
+    map under ``key`` and ``context`` (saihm-protocol "Signed messages")."""
     signed = encode(draft.unsigned_map())
-    return draft.model_copy(
-        update={id_field: hashlib.sha256(signed).digest(), "signature": key.sign(signed, context)}
-    )
+    return hashlib.sha256(signed).digest(), key.sign(signed, context)
 
 
 def _verify_identified(
-    signed: bytes, identifier: bytes, holder_id: bytes, signature: bytes, public_key: bytes,
-    context: bytes, what: str,
-) -> None:  # fmt: skip
+    signed: bytes,
+    identifier: bytes,
+    holder_id: bytes,
+    signature: bytes,
+    public_key: bytes,
+    context: bytes,
+    what: str,
+) -> None:
     """Check the id is SHA-256 of ``signed``, the holder binding, then the signature."""
     if not hmac.compare_digest(hashlib.sha256(signed).digest(), identifier):
         raise SignatureError(f"{what}Id does not match the {what}")
@@ -128,7 +126,7 @@ def sign_receipt(
     subject_id: bytes,
     operation: Operation | str,
     timestamp: int,
-    detail: object = None,
+    detail: Detail | None = None,
     receipt_nonce: bytes | None = None,
 ) -> Receipt:
     """Build, sign and identify a receipt for ``key``'s holder.
@@ -136,24 +134,32 @@ def sign_receipt(
     ``receipt_nonce`` defaults to 16 bytes of ``os.urandom``. Raises ``MalformedInput``
     (``InvalidValue``) if a field or the detail does not fit the operation.
     """
-    fields = {
-        "subject_id": subject_id,
-        "operation": Operation(operation),
-        "holder_id": key.holder_id,
-        "timestamp": timestamp,
-        "receipt_nonce": os.urandom(16) if receipt_nonce is None else receipt_nonce,
-        "detail": detail,
-    }
-    return _sign_identified(Receipt, "receipt_id", key, RECEIPT_CONTEXT, fields)
+    draft = Receipt(
+        receipt_id=_UNSET_ID,
+        subject_id=subject_id,
+        operation=Operation(operation),
+        holder_id=key.holder_id,
+        signature=_UNSET_SIGNATURE,
+        timestamp=timestamp,
+        receipt_nonce=os.urandom(16) if receipt_nonce is None else receipt_nonce,
+        detail=detail,
+    )
+    receipt_id, signature = _identify(draft, key, RECEIPT_CONTEXT)
+    return draft.model_copy(update={"receipt_id": receipt_id, "signature": signature})
 
 
 @rejects()
 def verify_receipt(receipt: Receipt, public_key: bytes) -> None:
     """Check receiptId, the holderId binding and the signature; raises ``SignatureError``."""
     _verify_identified(
-        receipt_signed_bytes(receipt), receipt.receipt_id, receipt.holder_id, receipt.signature,
-        public_key, RECEIPT_CONTEXT, "receipt",
-    )  # fmt: skip
+        receipt_signed_bytes(receipt),
+        receipt.receipt_id,
+        receipt.holder_id,
+        receipt.signature,
+        public_key,
+        RECEIPT_CONTEXT,
+        "receipt",
+    )
 
 
 # Contracts -----------------------------------------------------------------------------------
@@ -179,26 +185,34 @@ def sign_contract(
 ) -> Contract:
     """Build, sign and identify a contract. Structure is checked here; the protocol's rules
     (``saihm.events.rules.check_contract_terms``) are the caller's to apply first."""
-    fields = {
-        "holder_id": key.holder_id,
-        "grantee_ids": tuple(grantee_ids),
-        "shard_ids": tuple(shard_ids),
-        "mode": mode,
-        "scope": scope,
-        "expires_at": expires_at,
-        "timestamp": timestamp,
-        "contract_nonce": os.urandom(16) if contract_nonce is None else contract_nonce,
-    }
-    return _sign_identified(Contract, "contract_id", key, CONTRACT_CONTEXT, fields)
+    draft = Contract(
+        contract_id=_UNSET_ID,
+        holder_id=key.holder_id,
+        grantee_ids=tuple(grantee_ids),
+        shard_ids=tuple(shard_ids),
+        mode=mode,
+        scope=scope,
+        expires_at=expires_at,
+        timestamp=timestamp,
+        signature=_UNSET_SIGNATURE,
+        contract_nonce=os.urandom(16) if contract_nonce is None else contract_nonce,
+    )
+    contract_id, signature = _identify(draft, key, CONTRACT_CONTEXT)
+    return draft.model_copy(update={"contract_id": contract_id, "signature": signature})
 
 
 @rejects()
 def verify_contract(contract: Contract, public_key: bytes) -> None:
     """Check contractId, the holderId binding and the signature; raises ``SignatureError``."""
     _verify_identified(
-        contract_signed_bytes(contract), contract.contract_id, contract.holder_id,
-        contract.signature, public_key, CONTRACT_CONTEXT, "contract",
-    )  # fmt: skip
+        contract_signed_bytes(contract),
+        contract.contract_id,
+        contract.holder_id,
+        contract.signature,
+        public_key,
+        CONTRACT_CONTEXT,
+        "contract",
+    )
 
 
 # Capabilities --------------------------------------------------------------------------------
@@ -221,18 +235,16 @@ def sign_capability(
     token_id: bytes | None = None,
 ) -> Capability:
     """A capability signed by the authority; ``token_id`` defaults to 16 random bytes."""
-    fields = {
-        "holder_id": holder_id,
-        "session_id": session_id,
-        "scope": scope,
-        "expires_at": expires_at,
-        "token_id": os.urandom(16) if token_id is None else token_id,
-    }
-    draft = Capability(signature=bytes(3309), **fields)
-    return Capability(
-        signature=authority_key.sign(capability_signed_bytes(draft), CAPABILITY_CONTEXT),
-        **fields,
+    draft = Capability(
+        holder_id=holder_id,
+        session_id=session_id,
+        scope=scope,
+        expires_at=expires_at,
+        token_id=os.urandom(16) if token_id is None else token_id,
+        signature=_UNSET_SIGNATURE,
     )
+    signature = authority_key.sign(capability_signed_bytes(draft), CAPABILITY_CONTEXT)
+    return draft.model_copy(update={"signature": signature})
 
 
 @rejects()

@@ -4,12 +4,13 @@ saihm-protocol "Request and response": ``POST /`` carries ``{"method", "params"}
 capability; the answer is the tool's result object (an array for recall) or ``{"error": code}``
 with a failure status. This module is the only place where protocol params are parsed into
 typed values and typed results are rendered as the protocol's JSON (hex ids, decimal-string
-epochs); the operations (:class:`saihm.operator.Operator`) speak bytes and ints.
+epochs); the operations (the parts of :class:`saihm.operator.Operator`) speak bytes and ints.
 
 :data:`BINDINGS` is the binding half of the one operation registry: one :class:`Binding` row per
 method of :data:`saihm.events.operations.METHODS` (the pure half, which the public log, the
 projections, replay and the MCP surface check read). A row names the params parser, the
-operation it calls and the renderer of its result. docs/internals.md "Adding an operation".
+operation it calls (on the operator's part, such as ``op.sharing.share``) and the renderer of
+its result. docs/internals.md "Adding an operation".
 
 :func:`call` runs one call in process (tests, benchmarks); :func:`handle` is the aiohttp route.
 """
@@ -27,16 +28,24 @@ from aiohttp import web
 from saihm import params as P
 from saihm.errors import Disabled, ErrorCode, MalformedInput, NotFound, NotPermitted, TooLarge
 from saihm.events.operations import METHODS, Method
-from saihm.governance import SCOPES, TERM_MAX, ProposalSummary, Proposed, Voted
 from saihm.http.common import MAX_BODY, OPERATOR, bearer_token, json_response, run_sync
 from saihm.operator import (
+    MODES,
+    SCOPES,
+    TERM_MAX,
     AlreadyErased,
     Forgotten,
     ForgottenSession,
+    ProposalSummary,
+    Proposed,
     Recalled,
     Recorded,
     Remembered,
+    Responded,
+    Revoked,
+    Shared,
     Status,
+    Voted,
 )
 from saihm.recallwindow import (
     CUT_HEADER,
@@ -47,7 +56,6 @@ from saihm.recallwindow import (
     encode_cursor,
     item_bytes,
 )
-from saihm.sharing import MODES, Responded, Revoked, Shared
 
 if TYPE_CHECKING:
     from saihm.config import Config
@@ -371,68 +379,73 @@ BINDINGS: Mapping[str, Binding[Any, Any]] = _rows(
     Binding(
         _m("saihm_remember"),
         _remember_params,
-        lambda op, access, a: op.remember(access, a[0], namespace=a[1]),
+        lambda op, access, a: op.memory.remember(access, a[0], namespace=a[1]),
         render_remembered,
     ),
     Binding(
         _m("saihm_recall"),
         _recall_params,
-        lambda op, access, a: op.recall(access, a[0], a[1]),
+        lambda op, access, a: op.memory.recall(access, a[0], a[1]),
         render_recalled,
     ),
     Binding(
         _m("saihm_forget"),
         _id_param("id"),
-        lambda op, access, cell_id: op.forget(access, cell_id),
+        lambda op, access, cell_id: op.memory.forget(access, cell_id),
         render_forgotten,
     ),
-    Binding(_m("saihm_status"), _no_params, lambda op, access, _: op.status(access), render_status),
+    Binding(
+        _m("saihm_status"),
+        _no_params,
+        lambda op, access, _: op.memory.status(access),
+        render_status,
+    ),
     Binding(
         _m("saihm_share"),
         _share_params,
-        lambda op, access, a: op.share(access, *a),
+        lambda op, access, a: op.sharing.share(access, *a),
         render_shared,
     ),
     Binding(
         _m("saihm_revoke_share"),
         _CONTRACT_ID,
-        lambda op, access, contract_id: op.revoke_share(access, contract_id),
+        lambda op, access, contract_id: op.sharing.revoke_share(access, contract_id),
         render_revoked,
     ),
     Binding(
         _m("saihm_governance_propose"),
         _propose_params,
-        lambda op, access, a: op.propose(access, *a),
+        lambda op, access, a: op.governance.propose(access, *a),
         render_proposed,
     ),
     Binding(
         _m("saihm_governance_vote"),
         _vote_params,
-        lambda op, access, a: op.vote(access, *a),
+        lambda op, access, a: op.governance.vote(access, *a),
         render_voted,
     ),
     Binding(
         _m("saihm_accept_contract"),
         _CONTRACT_ID,
-        lambda op, access, contract_id: op.respond(access, contract_id, accept=True),
+        lambda op, access, contract_id: op.sharing.respond(access, contract_id, accept=True),
         render_responded,
     ),
     Binding(
         _m("saihm_decline_contract"),
         _CONTRACT_ID,
-        lambda op, access, contract_id: op.respond(access, contract_id, accept=False),
+        lambda op, access, contract_id: op.sharing.respond(access, contract_id, accept=False),
         render_responded,
     ),
     Binding(
         _m("saihm_record"),
         _record_params,
-        lambda op, access, a: op.record(access, *a),
+        lambda op, access, a: op.memory.record(access, *a),
         render_remembered,
     ),
     Binding(
         _m("saihm_forget_session"),
         _id_param("sessionId"),
-        lambda op, access, session_id: op.forget_session(access, session_id),
+        lambda op, access, session_id: op.memory.forget_session(access, session_id),
         render_forgotten_session,
     ),
 )

@@ -55,7 +55,7 @@ def render_html(form: dict) -> str:
 
 async def governance(request: web.Request) -> web.Response:
     """The governance form as JSON or HTML, chosen by the Accept header."""
-    form = request.app[OPERATOR].governance_form()
+    form = request.app[OPERATOR].governance.governance_form()
     if wants_json(request.headers.get("Accept", "")):
         return json_response(form, cache=CACHE)
     return web.Response(

@@ -249,8 +249,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"saihm: error: {scrub(str(err), getattr(args, 'store', None))}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"saihm: error: cannot listen on {args.host}:{args.port}: {err.strerror}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"saihm: error: cannot listen on {args.host}:{args.port}: {err.strerror}",
+            file=sys.stderr,
+        )
         return 2
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

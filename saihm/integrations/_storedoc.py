@@ -72,7 +72,8 @@ def encode_namespace(namespace: Sequence[object]) -> str:
     """The SAIHM namespace holding the items of LangGraph ``namespace`` (module docstring).
 
     Raises :class:`InvalidLabel` for an empty namespace, a bad label, or an encoding longer
-    than 256 characters (the operator's namespace bound, operator.py ``_check_writable``).
+    than 256 characters (the operator's namespace bound, ``_check_writable`` in
+    saihm/operator/memory.py).
     """
     labels = check_labels(namespace)
     if not labels:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from saihm.integrations import require
+from saihm.integrations._chat import chat_entry
 
 require("langchain_core", "langchain")
 
@@ -100,18 +101,8 @@ class SaihmRetriever(BaseRetriever):
 
 def _chat_entry(cell: RecalledCell) -> tuple[int, dict[str, Any]] | None:
     """(ordering stamp, message dict) of a cell this history wrote, else None."""
-    if cell.kind != "said" or cell.shared_by_other_holder:
-        return None
-    try:
-        body = json.loads(cell.plaintext)
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or body.get(CHAT_MARK) != 1:
-        return None
-    at, message = body.get("at"), body.get("message")
-    if not isinstance(at, int) or not isinstance(message, dict):
-        return None
-    return at, message
+    entry = chat_entry(cell, CHAT_MARK)
+    return None if entry is None else entry[:2]
 
 
 class SaihmChatMessageHistory(BaseChatMessageHistory):

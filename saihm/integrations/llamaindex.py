@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from saihm.integrations import require
+from saihm.integrations._chat import chat_entry
 
 require("llama_index.core", "llamaindex")
 
@@ -52,16 +53,11 @@ CHAT_MARK = "saihm-llama"
 
 def _entry(cell: RecalledCell, chat_key: str) -> tuple[int, str, ChatMessage] | None:
     """(time, cellId, message) of a cell this memory wrote for ``chat_key``, else None."""
-    if cell.kind != "said" or cell.shared_by_other_holder:
+    entry = chat_entry(cell, CHAT_MARK)
+    if entry is None:
         return None
-    try:
-        body = json.loads(cell.plaintext)
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or body.get(CHAT_MARK) != 1 or body.get("chat") != chat_key:
-        return None
-    at, message = body.get("at"), body.get("message")
-    if not isinstance(at, int) or isinstance(at, bool) or not isinstance(message, dict):
+    at, message, body = entry
+    if body.get("chat") != chat_key:
         return None
     try:
         return at, cell.cell_id, ChatMessage.model_validate(message)

@@ -44,11 +44,6 @@ class Receipts(Projection):
         put(leaf.holder_id + idx, u64(leaf.timestamp), db=db[RX_BY_HOLDER])
         put(operation_key(leaf.operation) + idx, b"", db=db[BY_OPERATION])
 
-    def index_of(self, txn: Txn, receipt_id: bytes) -> int | None:
-        """The leaf index of the receipt, or None."""
-        raw = self.t.get(txn, RECEIPT_IDS, receipt_id)
-        return None if raw is None else read_u64(raw)
-
     def timestamps_of_holder(self, txn: Txn, holder_id: bytes) -> Iterator[int]:
         """The timestamps of every receipt naming the holder, in log order."""
         for _, value in self.t.scan(txn, RX_BY_HOLDER, holder_id):

@@ -244,8 +244,14 @@ def _grant(vault, ns) -> int:
         raise MalformedInput("--mode needs --memory NS,NS")
     grant, token = vault.grant(ns.consumer, _list(ns.memory), mode, _list(ns.sections), ns.ttl)
     entry = vault.meta.consumers[ns.consumer]
-    _emit({"grant": grant.model_dump(mode="json"), "grantId": entry.get("grantId"),
-           "expiresAt": entry.get("expiresAt"), "token": token})  # fmt: skip
+    _emit(
+        {
+            "grant": grant.model_dump(mode="json"),
+            "grantId": entry.get("grantId"),
+            "expiresAt": entry.get("expiresAt"),
+            "token": token,
+        }
+    )
     return 0
 
 
@@ -272,9 +278,12 @@ def _revoke(vault, ns) -> int:
 
 def _store(vault, ns) -> int:
     request = parse_store(
-        ns.content, ns.namespace, confidence=ns.confidence, verified_at=ns.verified_at,
+        ns.content,
+        ns.namespace,
+        confidence=ns.confidence,
+        verified_at=ns.verified_at,
         sources=ns.sources,
-    )  # fmt: skip
+    )
     _emit(vault.store(request).model_dump(mode="json"))
     return 0
 
@@ -282,9 +291,12 @@ def _store(vault, ns) -> int:
 def _query(vault, ns) -> int:
     token, consumer = _token(ns)
     request = MemoryQuery(
-        consumer=consumer, namespaces=_list(ns.namespaces), limit=ns.limit,
-        max_bytes=ns.max_bytes, text=ns.text,
-    )  # fmt: skip
+        consumer=consumer,
+        namespaces=_list(ns.namespaces),
+        limit=ns.limit,
+        max_bytes=ns.max_bytes,
+        text=ns.text,
+    )
     excerpt = vault.for_consumer(token).query(request)
     if ns.action == "export":
         _emit(MemoryContext(excerpt=excerpt).block())
@@ -296,9 +308,12 @@ def _query(vault, ns) -> int:
 def _graph(vault, ns) -> int:
     token, consumer = _token(ns)
     request = GraphQuery(
-        consumer=consumer, namespaces=_list(ns.namespaces), entity=ns.entity, depth=ns.depth,
+        consumer=consumer,
+        namespaces=_list(ns.namespaces),
+        entity=ns.entity,
+        depth=ns.depth,
         limit=ns.limit,
-    )  # fmt: skip
+    )
     _emit(vault.for_consumer(token).graph(request).model_dump(mode="json"))
     return 0
 
@@ -336,8 +351,17 @@ def _reject(vault, ns) -> int:
 
 
 _ACTIONS: dict[str, Callable[..., int]] = {
-    "grant": _grant, "revoke": _revoke, "forget": _forget, "register": _register,
-    "store": _store, "query": _query, "export": _query,
-    "graph": _graph, "propose": _propose, "status": _status, "pending": _pending,
-    "accept": _accept, "reject": _reject,
-}  # fmt: skip
+    "grant": _grant,
+    "revoke": _revoke,
+    "forget": _forget,
+    "register": _register,
+    "store": _store,
+    "query": _query,
+    "export": _query,
+    "graph": _graph,
+    "propose": _propose,
+    "status": _status,
+    "pending": _pending,
+    "accept": _accept,
+    "reject": _reject,
+}

@@ -54,9 +54,10 @@ VaultSource = LocalVault | Callable[[], LocalVault]
 
 
 def _handler(
-    vault: VaultSource, model: type[BaseModel] | None,
+    vault: VaultSource,
+    model: type[BaseModel] | None,
     call: Callable[[ConsumerProvider, Any], Any],
-) -> Callable[[web.Request], Any]:  # fmt: skip
+) -> Callable[[web.Request], Any]:
     async def handle(request: web.Request) -> web.Response:
         try:
             token = _bearer(request)

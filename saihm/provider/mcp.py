@@ -113,14 +113,19 @@ class MemoryEndpoint:
             async with asyncio.timeout(target.timeout_seconds), new_session(target) as session:
                 method = "GET" if body is None else "POST"
                 async with session.request(
-                    method, target.url, data=data, headers=headers, allow_redirects=False,
+                    method,
+                    target.url,
+                    data=data,
+                    headers=headers,
+                    allow_redirects=False,
                     ssl=ssl_arg,
-                ) as resp:  # fmt: skip
+                ) as resp:
                     if 300 <= resp.status < 400:
                         raise ClientError(
-                            f"HTTP {resp.status}: redirect refused", kind="redirect",
+                            f"HTTP {resp.status}: redirect refused",
+                            kind="redirect",
                             http_status=resp.status,
-                        )  # fmt: skip
+                        )
                     raw = await read_bounded(resp.content, target.max_response_bytes)
                     try:
                         return resp.status, parse_json(raw)
@@ -189,9 +194,12 @@ def render_excerpt(excerpt: Mapping[str, Any]) -> str:
 
 
 def _query(
-    namespaces: list[str] | None, intent: str | None, limit: int, max_bytes: int | None,
+    namespaces: list[str] | None,
+    intent: str | None,
+    limit: int,
+    max_bytes: int | None,
     text: str | None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     body: dict[str, Any] = {"namespaces": list(namespaces or []), "limit": limit}
     for name, value in (("intent", intent), ("max_bytes", max_bytes), ("text", text)):
         if value is not None:

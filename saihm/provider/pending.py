@@ -183,7 +183,7 @@ class PendingProposals:
 
     def accept(self, proposal_id: str) -> MemoryRecordRef:
         """Make a held proposal a live record: REMEMBER receipt + cell, proposal removed,
-        atomically, through :meth:`Operator.remember_sealed` (the path of every remember).
+        atomically, through :meth:`MemoryTools.remember_sealed` (the path of every remember).
 
         An expired proposal is not acceptable: it is dropped, its DEK destroyed, and the answer
         is :class:`NotFound` ("proposal_not_found"), as for one never held.
@@ -196,7 +196,7 @@ class PendingProposals:
             raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
         if cell.holder_id != self.meta.holder_id:
             raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
-        done = self.operator.remember_sealed(
+        done = self.operator.memory.remember_sealed(
             self.person(), cell, payload.session_id, guard=self.held.take_guard(pid)
         )
         return MemoryRecordRef(

@@ -57,15 +57,21 @@ def to_record(opened: OpenedCell) -> MemoryRecord:
     stamp = iso8601(opened.cell.timestamp)
     try:
         return MemoryRecord(
-            id=opened.cell.cell_id.hex(), namespace=payload.namespace,
-            created_at=stamp, updated_at=stamp, **fields,
-        )  # fmt: skip
+            id=opened.cell.cell_id.hex(),
+            namespace=payload.namespace,
+            created_at=stamp,
+            updated_at=stamp,
+            **fields,
+        )
     except ValueError:
         # Sealed metadata out of range: show the content, drop the metadata.
         return MemoryRecord(
-            id=opened.cell.cell_id.hex(), namespace=payload.namespace,
-            content=fields.get("content"), created_at=stamp, updated_at=stamp,
-        )  # fmt: skip
+            id=opened.cell.cell_id.hex(),
+            namespace=payload.namespace,
+            content=fields.get("content"),
+            created_at=stamp,
+            updated_at=stamp,
+        )
 
 
 def _words(value: object) -> list[str]:
@@ -112,18 +118,14 @@ def parse_store(raw: str, namespace: str, **meta: object) -> MemoryStore:
         # The metadata is the command line's, unchecked: the model validates it.
         return MemoryStore.model_validate({"namespace": namespace, "content": content, **fields})
     except ValueError as err:
-        raise MalformedInput(_first_error(err)) from err
+        raise MalformedInput(validation_message(err)) from err
 
 
-def _first_error(err: ValueError) -> str:
+def validation_message(err: ValueError) -> str:
+    """A one-line description of a pydantic validation error (never echoes the input)."""
     errors = getattr(err, "errors", None)
     if callable(errors):
         first = errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         return f"invalid {where or 'input'}: {first.get('msg', 'bad value')}"
     return "invalid input"
-
-
-def validation_message(err: ValueError) -> str:
-    """A one-line description of a pydantic validation error (never echoes the input)."""
-    return _first_error(err)

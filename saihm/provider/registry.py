@@ -71,9 +71,10 @@ def register(path: Path, data_dir: Path, endpoint: str | None = None) -> dict[st
     registry = _load(path)
     item = entry(data_dir, endpoint)
     kept = [
-        p for p in registry["providers"]
+        p
+        for p in registry["providers"]
         if not (p.get("id") == item["id"] and p.get("dataDir") == item["dataDir"])
-    ]  # fmt: skip
+    ]
     registry["providers"] = [*kept, item]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".providers.", suffix=".json")

@@ -87,7 +87,7 @@ class LocalVault:
                 raise Conflict("this data directory already has a vault for another holder")
             return cls(operator, meta, authority), False
         if holder_id is None:
-            holder_id = operator.create_holder()
+            holder_id = operator.admin.create_holder()
         else:
             with operator.store.read_txn() as txn:
                 if not operator.store.projections.holders.known(txn, holder_id):
@@ -149,7 +149,9 @@ class LocalVault:
         entry: dict = {"sections": list(sections), "mode": mode, "namespaces": list(namespaces)}
         token = None
         if authority is not None and mode is not None:
-            grant_id, _ = self.operator.grant(self.meta.holder_id, list(namespaces), expires_at)
+            grant_id, _ = self.operator.admin.grant(
+                self.meta.holder_id, list(namespaces), expires_at
+            )
             scope = CapabilityScope(
                 sessions="all", namespaces=tuple(namespaces), grant_id=grant_id,
                 consumer=consumer, mode=mode,
@@ -176,7 +178,7 @@ class LocalVault:
             raise NotFound("no grant for this consumer", code="grant_not_found")
         changed = False
         if entry.get("grantId"):
-            changed = self.operator.ungrant(bytes.fromhex(entry["grantId"]))
+            changed = self.operator.admin.ungrant(bytes.fromhex(entry["grantId"]))
         rejected = self.proposals.reject_consumer(consumer)
         del self.meta.consumers[consumer]
         self.meta.save(self.data_dir)
@@ -186,9 +188,11 @@ class LocalVault:
 
     def store(self, request: MemoryStore) -> MemoryRecordRef:
         """Store a record as the person: sealed into the vault session, logged REMEMBER
-        (:meth:`Operator.remember` with the person's Access; no token is minted)."""
+        (:meth:`MemoryTools.remember` with the person's Access; no token is minted)."""
         access = self.proposals.person()
-        done = self.operator.remember(access, seal_text(request), namespace=request.namespace)
+        done = self.operator.memory.remember(
+            access, seal_text(request), namespace=request.namespace
+        )
         return MemoryRecordRef(
             id=done.cell_id.hex(),
             namespace=request.namespace,
@@ -201,7 +205,7 @@ class LocalVault:
         """Erase one record as the person (RFC 0007 "memory forget"; saihm-protocol "Erasure").
 
         The record's DEK is destroyed and FORGET is logged in one transaction
-        (:meth:`Operator.forget`). Returns ``{"id", "erased", "receiptId"}``; ``erased`` is
+        (:meth:`MemoryTools.forget`). Returns ``{"id", "erased", "receiptId"}``; ``erased`` is
         False for a record that is unknown or already erased. Raises ``MalformedInput`` for an
         id that is not 64 hex characters and ``NotPermitted`` for a cell outside the vault's
         session.
@@ -212,7 +216,7 @@ class LocalVault:
             raise MalformedInput("a record id is 64 hex characters") from err
         if len(cell_id) != 32:
             raise MalformedInput("a record id is 64 hex characters")
-        result = self.operator.forget(self.proposals.person(), cell_id)
+        result = self.operator.memory.forget(self.proposals.person(), cell_id)
         if isinstance(result, Forgotten):
             return {"id": record_id, "erased": True, "receiptId": result.destruction_anchor.hex()}
         return {"id": record_id, "erased": False, "receiptId": None}
@@ -280,7 +284,7 @@ class LocalVault:
         not the sealed JSON, so a field name or the vault's marker matches nothing.
         """
         opened = self.cells.read(access, include_shared=False)
-        self.operator.log_receipt(access, Operation.RECALL)
+        self.operator.context.log_receipt(access, Operation.RECALL)
         chosen = [c for c in opened if namespaces is None or c.payload.namespace in namespaces]
         chosen.sort(key=lambda c: c.index, reverse=True)
         records = [to_record(c) for c in chosen]

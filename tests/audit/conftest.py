@@ -82,8 +82,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict:
     authority = initialise(config)
     op = open_operator(config, checkpointer=False)
     s1, s2, sb = os.urandom(32), os.urandom(32), os.urandom(32)
-    a = op.create_holder()
-    b = op.create_holder()
+    a = op.admin.create_holder()
+    b = op.admin.create_holder()
     tok = {
         "a1": authority.issue(a, s1, CapabilityScope(), 86_400).to_token(),
         "a2": authority.issue(a, s2, CapabilityScope(), 86_400).to_token(),

@@ -5,16 +5,39 @@ from __future__ import annotations
 import json
 import struct
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cbor2
 import lmdb
+from aiohttp.test_utils import TestServer
 
 from saihm.audit import cli
+from saihm.http.app import create_app
+from saihm.operator import Operator
 from saihm.storage.lmdb import LmdbStorage
 from saihm.translog import Checkpoint, LogKeys, TreeStorage
 
+if TYPE_CHECKING:
+    from .conftest import World
+
 _U64 = struct.Struct(">Q")
+
+
+@asynccontextmanager
+async def serving(world: World) -> AsyncIterator[tuple[Operator, str]]:
+    """The world's operator behind the real HTTP app on a loopback port: ``(operator, base
+    URL without the trailing slash)``; the server and the store are closed afterwards."""
+    op = world.operator()
+    server = TestServer(create_app(op), host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield op, str(server.make_url("")).rstrip("/")
+    finally:
+        await server.close()
+        op.store.close()
 
 
 def run_verify(capsys, *argv: str) -> tuple[int, dict]:

@@ -26,25 +26,13 @@ from saihm.audit import cli
 from saihm.audit.fetch import HttpSource
 from saihm.audit.mirror import mirror, verify_log
 from saihm.audit.publish import tile_paths
-from saihm.http.app import create_app
 from saihm.http.binding import call as binding_call
 from saihm.translog.tiles import decode_entry_bundle, tile_path
 
 from .conftest import GROWN, World
+from .helpers import serving
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@asynccontextmanager
-async def serving(world: World):
-    op = world.operator()
-    server = TestServer(create_app(op), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield op, str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
-        op.store.close()
 
 
 def tree_files(directory: Path) -> dict[str, bytes]:

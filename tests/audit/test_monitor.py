@@ -9,30 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from contextlib import asynccontextmanager
 from pathlib import Path
-
-from aiohttp.test_utils import TestServer
 
 from saihm.audit import cli
 from saihm.audit.monitor import check_once
-from saihm.http.app import create_app
 from saihm.http.binding import call as binding_call
 from saihm.translog import LogKeys
 
 from .conftest import World
-
-
-@asynccontextmanager
-async def serving(world: World):
-    op = world.operator()
-    server = TestServer(create_app(op), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield op, str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
-        op.store.close()
+from .helpers import serving
 
 
 def _remember(op, world: World, text: str) -> None:
@@ -54,6 +39,16 @@ def _restore(world: World, backup: Path) -> None:
     shutil.copytree(backup, world.data)
 
 
+async def _seen_then_restored(world: World, tmp_path: Path, state: Path, text: str) -> None:
+    """The monitor (state in ``state``) sees the log once ``text`` is remembered; then the
+    operator restores the copy of its data directory taken before that."""
+    backup = _backup(world, tmp_path)
+    async with serving(world) as (op, url):
+        _remember(op, world, text)
+        assert (await _once(url, state)).ok
+    _restore(world, backup)
+
+
 async def test_monitor_follows_a_growing_log_verifying_every_entry(world: World, tmp_path) -> None:
     state = tmp_path / "state"
     async with serving(world) as (op, url):
@@ -72,12 +67,9 @@ async def test_monitor_follows_a_growing_log_verifying_every_entry(world: World,
 
 async def test_monitor_detects_rollback(world: World, tmp_path) -> None:
     state = tmp_path / "state"
-    backup = _backup(world, tmp_path)
-    async with serving(world) as (op, url):
-        _remember(op, world, "after the backup")
-        assert (await _once(url, state)).ok
-    _restore(world, backup)  # the operator restores an older copy of its data directory
-    async with serving(world) as (op, url):
+    # The operator restores an older copy of its data directory.
+    await _seen_then_restored(world, tmp_path, state, "after the backup")
+    async with serving(world) as (_op, url):
         result = await _once(url, state)
     assert not result.ok
     assert result.alarms[0] == "rollback: checkpoint size 12 < held checkpoint size 13"
@@ -85,11 +77,7 @@ async def test_monitor_detects_rollback(world: World, tmp_path) -> None:
 
 async def test_monitor_detects_fork_at_same_size(world: World, tmp_path) -> None:
     state = tmp_path / "state"
-    backup = _backup(world, tmp_path)
-    async with serving(world) as (op, url):
-        _remember(op, world, "history one")
-        assert (await _once(url, state)).ok
-    _restore(world, backup)
+    await _seen_then_restored(world, tmp_path, state, "history one")
     async with serving(world) as (op, url):
         _remember(op, world, "history two")  # same size, different leaf
         result = await _once(url, state)
@@ -99,11 +87,7 @@ async def test_monitor_detects_fork_at_same_size(world: World, tmp_path) -> None
 
 async def test_monitor_detects_inconsistent_growth(world: World, tmp_path) -> None:
     state = tmp_path / "state"
-    backup = _backup(world, tmp_path)
-    async with serving(world) as (op, url):
-        _remember(op, world, "history one")
-        assert (await _once(url, state)).ok
-    _restore(world, backup)
+    await _seen_then_restored(world, tmp_path, state, "history one")
     async with serving(world) as (op, url):
         for text in ("history two", "and more"):
             _remember(op, world, text)
@@ -138,11 +122,8 @@ async def test_monitor_pins_trusted_keys_and_cli_exits_nonzero(world: World, tmp
 
 async def test_monitor_held_checkpoint_catches_truncated_bundle(world: World, tmp_path) -> None:
     state = tmp_path / "state"
-    backup = _backup(world, tmp_path)
-    async with serving(world) as (op, url):
-        _remember(op, world, "later")
-        assert (await _once(url, state)).ok
-    _restore(world, backup)  # the bundle is exported from the rolled-back directory
+    # The bundle is exported from the rolled-back directory.
+    await _seen_then_restored(world, tmp_path, state, "later")
     bundle = tmp_path / "b.cbor"
     assert cli.export(["--data", str(world.data), "--out", str(bundle)]) == 0
     held = str(state / "checkpoints" / "13.note")

@@ -8,29 +8,15 @@ operator computes from its own storage (``/log/v1/proof/...``) and verify agains
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager
 
 import pytest
-from aiohttp.test_utils import TestServer
 
 from saihm.audit.fetch import FetchError, HttpSource, Source, tile_nodes, tile_reader
 from saihm.errors import MalformedInput, NotFound
-from saihm.http.app import create_app
 from saihm.translog import leaf_hash, proof, verify_consistency, verify_inclusion
 
 from .conftest import World
-
-
-@asynccontextmanager
-async def serving(world: World):
-    op = world.operator()
-    server = TestServer(create_app(op), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield op, str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
-        op.store.close()
+from .helpers import serving
 
 
 def _over_http(url: str, size: int, sizes: list[int]) -> dict:

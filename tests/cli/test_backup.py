@@ -15,13 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_saihm
 from tests.support.serve import SAIHM, holder_create, post, serving
 
-
-def saihm(*argv: str, cwd: Path | None = None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [SAIHM, *argv], capture_output=True, text=True, timeout=120, cwd=cwd, **kw
-    )
+saihm = run_saihm
 
 
 def backup(data: Path, dest: Path) -> dict:

@@ -14,14 +14,13 @@ import pytest
 from mcp import StdioServerParameters
 
 from saihm.mcp import ClientConfig, OperatorClient, build_mcp
+from tests.support.cli import run_saihm
 from tests.support.serve import SAIHM, holder_create, serving
 
 
 def host(url: str, token: str, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SAIHM_ENDPOINT_URL": url, "SAIHM_AUTH_HEADER": f"Bearer {token}"}
-    return subprocess.run(
-        [SAIHM, *argv], env=env, input=stdin, capture_output=True, text=True, timeout=60
-    )
+    env = {"SAIHM_ENDPOINT_URL": url, "SAIHM_AUTH_HEADER": f"Bearer {token}"}
+    return run_saihm(*argv, env=env, input=stdin, timeout=60)
 
 
 @pytest.fixture(scope="module")

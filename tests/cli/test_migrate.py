@@ -29,7 +29,7 @@ from saihm.operator import Operator
 from saihm.storage import open_storage
 from saihm.store import Store
 from saihm.storeurl import MARKER
-from tests.support.serve import SAIHM
+from tests.support.cli import one_line_refusal, run_saihm
 
 
 def populate(data: Path, remembers: int = 12) -> tuple[bytes, int, str]:
@@ -40,7 +40,7 @@ def populate(data: Path, remembers: int = 12) -> tuple[bytes, int, str]:
     store = Store(config)
     operator = Operator(store, config)
     try:
-        holder = operator.create_holder()
+        holder = operator.admin.create_holder()
         token = authority.issue(holder, os.urandom(32), CapabilityScope(), 3600).to_token()
         ids = [
             binding_call(operator, token, "saihm_remember", {"content": f"fact {i}"})["cellId"]
@@ -195,34 +195,21 @@ def test_no_write_lands_on_the_source_while_the_copy_runs(tmp_path: Path) -> Non
     assert b"written-during-migrate" not in dict(_all_pairs(tmp_path / "target")[b"stats"])
 
 
-def _saihm(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SAIHM, *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def _one_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode != 0, done.stdout
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    return lines[0]
-
-
 def test_migrate_refuses_what_it_cannot_use_in_one_line_without_the_password(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
     populate(data, remembers=1)
-    line = _one_line(_saihm("migrate", "--from", str(tmp_path), "--to", "postgresql://u@h/x"))
+    line = one_line_refusal(
+        run_saihm("migrate", "--from", str(tmp_path), "--to", "postgresql://u@h/x")
+    )
     assert "not a saihm data directory" in line
-    line = _one_line(_saihm("migrate", "--from", str(data), "--to", "mysql://u:hunter22@h/db"))
+    line = one_line_refusal(
+        run_saihm("migrate", "--from", str(data), "--to", "mysql://u:hunter22@h/db")
+    )
     assert "postgresql://" in line and "hunter22" not in line
-    line = _one_line(
-        _saihm("migrate", "--from", str(data), "--to", "postgresql://u:hunter22@h:x/d")
+    line = one_line_refusal(
+        run_saihm("migrate", "--from", str(data), "--to", "postgresql://u:hunter22@h:x/d")
     )
     assert "hunter22" not in line
     assert not (data / MARKER).exists()
@@ -233,7 +220,9 @@ def test_a_migrated_data_directory_is_not_served_from_its_lmdb_again(tmp_path: P
     data = tmp_path / "data"
     populate(data, remembers=1)
     (data / MARKER).write_text(json.dumps({"to": "postgresql://u:***@db/log", "treeSize": 3}))
-    line = _one_line(_saihm("holder", "create", "--data", str(data)))
+    line = one_line_refusal(run_saihm("holder", "create", "--data", str(data)))
     assert "migrated to postgresql://u:***@db/log" in line and "--store" in line
-    line = _one_line(_saihm("session", "open", "--data", str(data), "--holder", "00" * 32))
+    line = one_line_refusal(
+        run_saihm("session", "open", "--data", str(data), "--holder", "00" * 32)
+    )
     assert "--store" in line

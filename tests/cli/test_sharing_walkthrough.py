@@ -28,20 +28,26 @@ def _block(pattern: str) -> str:
     return blocks[0]
 
 
+def _run_as_written(script: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a shell block of the docs in ``cwd`` with its example endpoint replaced by ``url``
+    and without this process's ``SAIHM_*`` variables (the block sets what it needs)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAIHM_")}
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script.replace("http://127.0.0.1:8080/", url)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_two_holder_sharing_walkthrough_runs_as_written(tmp_path: Path) -> None:
     script = _block(r"```sh sharing\n(.*?)```")
     assert script.count("http://127.0.0.1:8080/") == 1
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
     with serving(tmp_path, "--data", "./saihm-data") as (_, url):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SAIHM_")}
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script.replace("http://127.0.0.1:8080/", url)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = _run_as_written(script, url, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     lines = done.stdout.strip().splitlines()
@@ -109,15 +115,7 @@ async def test_mcp_local_server_example_runs_as_written(tmp_path: Path) -> None:
     (script,) = blocks
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
     with serving(tmp_path, "--data", "./saihm-data") as (_, url):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SAIHM_")}
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script.replace("http://127.0.0.1:8080/", url)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = _run_as_written(script, url, tmp_path)
         assert done.returncode == 0, done.stderr
         server = json.loads(done.stdout)["mcpServers"]["saihm"]
         assert Path(server["command"]).is_absolute()

@@ -5,7 +5,6 @@ says to use the database's own backups."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,28 +14,14 @@ from saihm.cli import build_parser, subparser
 from saihm.settings import parse_with_settings
 from saihm.storeurl import check_store_url, redact, scrub
 from tests.cli.test_migrate import populate
-from tests.support.serve import SAIHM
+from tests.support.cli import one_line_refusal, run_saihm
 
 SECRET = "hunter22"
 UNREACHABLE = f"postgresql://saihm:{SECRET}@127.0.0.1:1/saihm"  # port 1: nothing listens
 
 
-def _saihm(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SAIHM, *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
-
-
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode != 0, done.stdout
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    assert SECRET not in done.stderr + done.stdout
-    return lines[0]
+    return one_line_refusal(done, SECRET)
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +42,13 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
 )
 def test_an_unreachable_store_is_one_line_without_the_password(data: Path, argv: list[str]) -> None:
-    line = _one_line(_saihm(*argv, "--data", str(data), "--store", UNREACHABLE))
+    line = _one_line(run_saihm(*argv, "--data", str(data), "--store", UNREACHABLE))
     assert "127.0.0.1:1" in line
 
 
 def test_the_store_may_come_from_the_environment(data: Path) -> None:
     line = _one_line(
-        _saihm("holder", "create", "--data", str(data), env={"SAIHM_STORE": UNREACHABLE})
+        run_saihm("holder", "create", "--data", str(data), env={"SAIHM_STORE": UNREACHABLE})
     )
     assert "127.0.0.1:1" in line
 
@@ -74,20 +59,22 @@ def test_the_store_may_come_from_the_environment(data: Path) -> None:
 def test_a_url_that_is_not_postgresql_is_refused_before_anything_opens(
     data: Path, url: str
 ) -> None:
-    line = _one_line(_saihm("holder", "create", "--data", str(data), "--store", url))
+    line = _one_line(run_saihm("holder", "create", "--data", str(data), "--store", url))
     assert "--store" in line
 
 
 def test_verify_and_export_take_the_store_and_hide_its_password(data: Path, tmp_path: Path) -> None:
-    line = _one_line(_saihm("verify", "--data", str(data), "--store", UNREACHABLE, "--no-progress"))
+    line = _one_line(
+        run_saihm("verify", "--data", str(data), "--store", UNREACHABLE, "--no-progress")
+    )
     assert line.startswith("saihm verify:")
     out = str(tmp_path / "bundle.cbor")
-    line = _one_line(_saihm("export", "--data", str(data), "--store", UNREACHABLE, "--out", out))
+    line = _one_line(run_saihm("export", "--data", str(data), "--store", UNREACHABLE, "--out", out))
     assert line.startswith("saihm export:") and not Path(out).exists()
 
 
 def test_serve_with_an_unreachable_store_exits_with_one_line(tmp_path: Path) -> None:
-    done = _saihm("serve", "--data", str(tmp_path / "d"), "--port", "0", "--store", UNREACHABLE)
+    done = run_saihm("serve", "--data", str(tmp_path / "d"), "--port", "0", "--store", UNREACHABLE)
     assert done.returncode != 0
     assert SECRET not in done.stderr + done.stdout and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -99,7 +86,7 @@ def test_backup_of_a_postgresql_store_points_at_the_database_tools(
     data: Path, tmp_path: Path
 ) -> None:
     line = _one_line(
-        _saihm("backup", "--data", str(data), "--store", UNREACHABLE, str(tmp_path / "b"))
+        run_saihm("backup", "--data", str(data), "--store", UNREACHABLE, str(tmp_path / "b"))
     )
     assert "pg_dump" in line and not (tmp_path / "b").exists()
 

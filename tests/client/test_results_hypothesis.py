@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from saihm.client import ClientError, models
-from saihm.client._async import _parse
+from saihm.client._core import parse as _parse
 from saihm.client._wire import is_result_identifier
 
 json_values = st.recursive(

@@ -9,7 +9,6 @@ error or ``struct.error``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from saihm.errors import MalformedInput, SaihmError
+from saihm.errors import MalformedInput
 from saihm.events import (
     AuthorityKey,
     Capability,
@@ -56,20 +55,15 @@ from saihm.events import (
     verify_receipt,
 )
 from saihm.events.envelope import decrypt_bytes, encrypt_bytes
-
-HOSTILE = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**70), 2**70),
-    st.floats(allow_nan=True),
-    st.text(max_size=24),
-    st.binary(max_size=48),
-    st.builds(bytearray, st.binary(max_size=8)),
-    st.lists(st.one_of(st.integers(), st.binary(max_size=33), st.text(max_size=4)), max_size=4),
-    st.dictionaries(st.integers(0, 9), st.integers(), max_size=3),
-    st.tuples(st.integers()),
-    st.sampled_from([b"\x00" * 32, b"\x00" * 16, b"\x00" * 3309, 1 << 64, -1, "KEY", object()]),
+from tests.support.error_root import (
+    call_allowing_saihm_errors as _call,
 )
+from tests.support.error_root import (
+    hostile_values,
+    with_hostile_arguments,
+)
+
+HOSTILE = hostile_values(b"\x00" * 32, b"\x00" * 16, b"\x00" * 3309, 1 << 64, -1, "KEY", object())
 
 _KEY = HolderKey.from_seed(b"\x07" * 32)
 _AUTH = AuthorityKey.from_seed(b"\x08" * 32)
@@ -207,11 +201,6 @@ CASES: list[tuple[str, Callable[..., Any], list[Any], dict[str, Any]]] = [
 _IDS = [c[0] for c in CASES]
 
 
-def _call(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> None:
-    with contextlib.suppress(SaihmError):
-        fn(*args, **kwargs)
-
-
 @pytest.mark.parametrize(("name", "fn", "args", "kwargs"), CASES, ids=_IDS)
 def test_valid_arguments_pass(name, fn, args, kwargs) -> None:
     fn(*args, **kwargs)
@@ -221,16 +210,7 @@ def test_valid_arguments_pass(name, fn, args, kwargs) -> None:
 @settings(max_examples=50, deadline=None)
 @given(data=st.data())
 def test_hostile_arguments_raise_only_saihm_errors(name, fn, args, kwargs, data) -> None:
-    args, kwargs = list(args), dict(kwargs)
-    slots = [("a", i) for i in range(len(args))] + [("k", k) for k in kwargs]
-    which = data.draw(st.sets(st.sampled_from(slots), min_size=1), label="replaced")
-    for kind, slot in which:
-        value = data.draw(HOSTILE, label=str(slot))
-        if kind == "a":
-            args[slot] = value
-        else:
-            kwargs[slot] = value
-    _call(fn, args, kwargs)
+    _call(fn, *with_hostile_arguments(data, HOSTILE, args, kwargs))
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,8 +10,10 @@ KEYS = {"bench", "figure", "value", "unit", "peer", "peer_value", "ratio"}
 def test_bench_recall_small_run_yields_every_figure(tmp_path: Path) -> None:
     from saihm.bench.recall import run
 
-    args = ["--sizes", "30", "--samples", "2", "--cold", "1", "--workers", "1",
-            "--cache-dir", str(tmp_path), "--conversations", "1"]  # fmt: skip
+    args = [
+        *("--sizes", "30", "--samples", "2", "--cold", "1", "--workers", "1"),
+        *("--cache-dir", str(tmp_path), "--conversations", "1"),
+    ]
     figures = list(run(args))
     names = [f["figure"] for f in figures]
     for kind in ("all", "top20"):

@@ -262,7 +262,7 @@ async def test_unexpected_exception_is_internal_without_details(
     def explode(access):
         raise RuntimeError("secret plaintext and " + holder.token)
 
-    monkeypatch.setattr(operator, "status", explode)
+    monkeypatch.setattr(operator.memory, "status", explode)
     with caplog.at_level(logging.INFO):
         async with client.post(
             "/", json={"method": "saihm_status", "params": {}}, headers=holder.auth

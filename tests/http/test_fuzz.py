@@ -67,19 +67,21 @@ class Server:
         vault, _ = LocalVault.init(self.operator, self.authority)
         _, self.consumer = vault.grant("agent", ["notes"], "readwrite")
         _, self.reader = vault.grant("reader", ["notes"], "read")
-        self.holder_id = self.operator.create_holder()
+        self.holder_id = self.operator.admin.create_holder()
         self.session_id = secrets.token_bytes(32)
         self.token = self.authority.issue(
             self.holder_id, self.session_id, CapabilityScope(), 3600
         ).to_token()
-        other = self.operator.create_holder()
+        other = self.operator.admin.create_holder()
         self.other = self.authority.issue(
             other, secrets.token_bytes(32), CapabilityScope(), 3600
         ).to_token()
         access = store.authenticate(self.token)
-        cell = self.operator.remember(access, "a fact to share", namespace="notes")
+        cell = self.operator.memory.remember(access, "a fact to share", namespace="notes")
         self.cell_id = cell.cell_id.hex()
-        contract = self.operator.share(access, [other], [cell.cell_id], "PERMANENT", "read", None)
+        contract = self.operator.sharing.share(
+            access, [other], [cell.cell_id], "PERMANENT", "read", None
+        )
         self.contract_id = contract.contract_id.hex()
         self.ids = [
             self.cell_id,

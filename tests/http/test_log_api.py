@@ -64,12 +64,22 @@ async def test_entries_are_the_leaves_and_immutable_below_the_checkpoint(client,
 @pytest.mark.parametrize(
     "query",
     [
-        "", "start=0", "end=1", "start=-1&end=1", "start=a&end=1", "start=0&end=1.0",
-        "start=00&end=1", "start=+0&end=1", "start=1&end=1", "start=1&end=0",
-        "start=0&end=1001", "start=0&end=1&x=1", "start=0&start=0&end=1",
+        "",
+        "start=0",
+        "end=1",
+        "start=-1&end=1",
+        "start=a&end=1",
+        "start=0&end=1.0",
+        "start=00&end=1",
+        "start=+0&end=1",
+        "start=1&end=1",
+        "start=1&end=0",
+        "start=0&end=1001",
+        "start=0&end=1&x=1",
+        "start=0&start=0&end=1",
         "start=0&end=99999999999999999999999",
     ],
-)  # fmt: skip
+)
 async def test_bad_entries_queries_are_bad_request(client, holder, query):
     status, headers, body = await get_json(client, f"/log/v1/entries?{query}")
     assert (status, body) == (400, {"error": "bad_request"})
@@ -206,11 +216,16 @@ async def test_receipt_lists_page_by_cursor(client, operator, authority, make_ho
 @pytest.mark.parametrize(
     "query",
     [
-        "", "operation=KEY&holderId=" + "ab" * 32, "operation=NOPE", "holderId=xyz",
-        "operation=KEY&limit=0", "operation=KEY&limit=1001", "operation=KEY&cursor=-1",
+        "",
+        "operation=KEY&holderId=" + "ab" * 32,
+        "operation=NOPE",
+        "holderId=xyz",
+        "operation=KEY&limit=0",
+        "operation=KEY&limit=1001",
+        "operation=KEY&cursor=-1",
         "operation=KEY&sort=desc",
     ],
-)  # fmt: skip
+)
 async def test_bad_receipt_list_queries(client, query):
     status, _, body = await get_json(client, f"/log/v1/receipts?{query}")
     assert (status, body) == (400, {"error": "bad_request"})
@@ -261,11 +276,21 @@ async def test_tiles_and_entry_bundles(client, operator, full_tile):
 @pytest.mark.parametrize(
     "path, status",
     [
-        ("0/1", 400), ("0/0001", 400), ("00/000", 400), ("64/000", 400), ("0/000.p/256", 400),
-        ("0/000.p/0", 400), ("0/x000/000", 400), ("entries/abc", 400), ("0/-01", 400),
-        ("0/999", 404), ("entries/999", 404), ("0/000.p/255", 404), ("3/000", 404),
+        ("0/1", 400),
+        ("0/0001", 400),
+        ("00/000", 400),
+        ("64/000", 400),
+        ("0/000.p/256", 400),
+        ("0/000.p/0", 400),
+        ("0/x000/000", 400),
+        ("entries/abc", 400),
+        ("0/-01", 400),
+        ("0/999", 404),
+        ("entries/999", 404),
+        ("0/000.p/255", 404),
+        ("3/000", 404),
     ],
-)  # fmt: skip
+)
 async def test_bad_tile_paths(client, holder, path, status):
     got, headers, body = await get(client, f"/log/tile/{path}")
     assert got == status, path

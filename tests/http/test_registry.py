@@ -18,13 +18,25 @@ from saihm.events.operations import (
     public_log_names,
     replay_events,
 )
-from saihm.governance import Proposed, Voted
 from saihm.http import binding, log_api
 from saihm.http.binding import BINDINGS
 from saihm.mcp.server import ANNOTATIONS, TOOL_NAMES
-from saihm.operator import AlreadyErased, Forgotten, Operator, Recorded, Remembered
+from saihm.operator import (
+    AlreadyErased,
+    Forgotten,
+    GovernanceTools,
+    MemoryTools,
+    Operator,
+    Proposed,
+    Recorded,
+    Remembered,
+    Responded,
+    Revoked,
+    Shared,
+    SharingTools,
+    Voted,
+)
 from saihm.projections import apply
-from saihm.sharing import Responded, Revoked, Shared
 
 
 def test_every_method_has_exactly_one_binding_row() -> None:
@@ -86,22 +98,17 @@ def test_replay_writes_the_registrys_events() -> None:
 
 def test_each_binding_calls_an_operator_method_that_returns_a_typed_result() -> None:
     # The operations speak typed values: no operation is annotated to return a dict or JSON.
-    for name in (
-        "remember",
-        "record",
-        "recall",
-        "forget",
-        "forget_session",
-        "status",
-        "share",
-        "revoke_share",
-        "respond",
-        "propose",
-        "vote",
-    ):
-        returns = inspect.signature(getattr(Operator, name)).return_annotation
-        assert "dict" not in str(returns) and "Any" not in str(returns), (name, returns)
-    assert not hasattr(Operator, "call")  # the JSON binding lives in saihm.http.binding
+    parts = {
+        MemoryTools: ("remember", "record", "recall", "forget", "forget_session", "status"),
+        SharingTools: ("share", "revoke_share", "respond"),
+        GovernanceTools: ("propose", "vote"),
+    }
+    for part, names in parts.items():
+        for name in names:
+            returns = inspect.signature(getattr(part, name)).return_annotation
+            assert "dict" not in str(returns) and "Any" not in str(returns), (name, returns)
+    for part in (Operator, *parts):
+        assert not hasattr(part, "call")  # the JSON binding lives in saihm.http.binding
 
 
 ids = st.binary(min_size=32, max_size=32)

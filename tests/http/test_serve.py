@@ -36,8 +36,10 @@ def test_serve_refuses_bad_arguments_with_one_line(tmp_path, extra):
     """Plain http only on the loopback; TLS needs both files; nothing is created first."""
     done = subprocess.run(
         [SAIHM, "serve", "--data", str(tmp_path / "data"), "--port", str(free_port()), *extra],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not (tmp_path / "data").exists()
@@ -70,8 +72,9 @@ def test_fresh_directory_over_tls_then_sigterm_signs_a_final_checkpoint(tmp_path
     data = tmp_path / "data"
     args = ("--data", str(data), "--tls-cert", "cert.pem", "--tls-key", "key.pem")
     with serving(tmp_path, *args, "--max-body", "4096", context=client, scheme="https") as (
-        proc, url,
-    ):  # fmt: skip
+        proc,
+        url,
+    ):
         printed = (tmp_path / "serve.out").read_text()
         for where in (str(data), str(tmp_path / "kek"), str(tmp_path / "authority")):
             assert where in printed
@@ -124,8 +127,11 @@ def test_readme_quickstart_runs_as_written(tmp_path):
     with serving(tmp_path, "--data", "./saihm-data") as (_, url):
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script.replace("http://127.0.0.1:8080", url[:-1])],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         out = done.stdout
         assert "The user prefers green tea." in out

@@ -7,7 +7,6 @@ docs/security.md: "the authority refuses to issue a token longer than ISSUABLE_T
 from __future__ import annotations
 
 import secrets
-import subprocess
 
 import pytest
 
@@ -15,7 +14,8 @@ from saihm.authority import ISSUABLE_TOKEN_CHARS, Authority, check_token_fits
 from saihm.errors import MalformedInput
 from saihm.events import CapabilityScope
 from saihm.events.capability import HEADER_FIELD_MAX
-from tests.support.serve import SAIHM, holder_create
+from tests.support.cli import run_saihm
+from tests.support.serve import holder_create
 
 
 def _scope(count: int, width: int = 160) -> CapabilityScope:
@@ -73,23 +73,8 @@ def test_cli_grant_with_fifty_namespaces_is_refused_and_logs_no_grant(tmp_path):
     before = operator.store.size()
     operator.store.close()
     names = ",".join(f"project-{i:02d}-" + "x" * 150 for i in range(50))
-    done = subprocess.run(
-        [
-            SAIHM,
-            "grant",
-            "--data",
-            str(data),
-            "--holder",
-            holder,
-            "--sessions",
-            "all",
-            "--namespaces",
-            names,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    argv = ["--data", str(data), "--holder", holder, "--sessions", "all", "--namespaces"]
+    done = run_saihm("grant", *argv, names, timeout=60)
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("saihm: error: the token would be") and "Traceback" not in line
@@ -108,22 +93,7 @@ def test_cli_grant_with_an_overlong_namespace_is_one_line(tmp_path):
     data = tmp_path / "data"
     initialise(Config.for_data(data))
     holder = holder_create(data)["holderId"]
-    done = subprocess.run(
-        [
-            SAIHM,
-            "grant",
-            "--data",
-            str(data),
-            "--holder",
-            holder,
-            "--sessions",
-            "all",
-            "--namespaces",
-            "n" * 300,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    argv = ["--data", str(data), "--holder", holder, "--sessions", "all", "--namespaces"]
+    done = run_saihm("grant", *argv, "n" * 300, timeout=60)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -43,7 +43,7 @@ def _dec(value: object) -> None:
 
 def test_every_method_keeps_its_members_in_order(world) -> None:
     operator, token = world
-    alice, bob = operator.create_holder(), operator.create_holder()
+    alice, bob = operator.admin.create_holder(), operator.admin.create_holder()
     a, b = token(alice), token(bob)
 
     cell = call(operator, a, "saihm_remember", {"content": "tea", "namespace": "notes"})

@@ -28,7 +28,7 @@ def test_a_node_that_loses_the_race_returns_the_stored_checkpoint(
     second = Store(config, clock=lambda: 2_000_000.0)
     try:
         operator = Operator(first, config)
-        holder = operator.create_holder()
+        holder = operator.admin.create_holder()
         token = authority.issue(holder, os.urandom(32), CapabilityScope(), 3600).to_token()
         binding_call(operator, token, "saihm_remember", {"content": "one"})
         sign = second.log_keys.sign

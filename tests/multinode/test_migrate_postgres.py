@@ -19,11 +19,12 @@ from saihm.migrate import store_namespaces
 from saihm.storage import open_storage
 from saihm.store import Store
 from tests.cli.test_migrate import populate
-from tests.support.serve import SAIHM, post, serving
+from tests.support.cli import run_saihm
+from tests.support.serve import post, serving
 
 
 def _saihm(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SAIHM, *argv], capture_output=True, text=True, timeout=300)
+    return run_saihm(*argv, timeout=300)
 
 
 def _keys_in(url: str) -> int:

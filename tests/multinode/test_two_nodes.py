@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.serve import SAIHM, checkpoint, fetch, holder_create, post, serving
+from tests.support.cli import run_saihm
+from tests.support.serve import checkpoint, fetch, holder_create, post, serving
 
 DEADLINE = 120.0  # seconds any bounded wait below may take on a loaded runner
 
@@ -37,7 +38,7 @@ def _until(condition, what: str, seconds: float = DEADLINE) -> None:
 
 
 def _saihm(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([SAIHM, *argv], capture_output=True, text=True, timeout=300)
+    return run_saihm(*argv, timeout=300)
 
 
 def _entries(url: str, size: int) -> list[dict]:

@@ -33,7 +33,7 @@ def data(tmp_path: Path) -> Iterator[tuple[Config, bytes]]:
     initialise(config)
     store = Store(config)
     try:
-        holder = Operator(store, config).create_holder()
+        holder = Operator(store, config).admin.create_holder()
     finally:
         store.close()
     yield config, holder

@@ -40,8 +40,10 @@ def test_full_cycle(run, tmp_path):
     run("store", "--namespace", "health", "--json", '{"fact": "private"}')
     granted = run("grant", "cursor", "--memory", "preferences", "--write", "--sections", "coding")
     assert granted["grant"]["memory"] == {
-        "provider_id": "local-vault", "namespaces": ["preferences"], "mode": "readwrite",
-    }  # fmt: skip
+        "provider_id": "local-vault",
+        "namespaces": ["preferences"],
+        "mode": "readwrite",
+    }
     token = granted["token"]
     excerpt = run("query", "--consumer-token", token)
     assert [r["content"] for r in excerpt["records"]] == [{"fact": "tabs"}]
@@ -49,8 +51,8 @@ def test_full_cycle(run, tmp_path):
     assert block["memory"]["provider"] == "local-vault"
     err = run("query", "--consumer-token", token, "--namespaces", "health", ok=False)
     assert "outside the grant" in err
-    ref = run("propose", "--consumer-token", token, "--namespace", "preferences",
-              "--json", '{"fact": "dark mode"}')  # fmt: skip
+    propose = ("propose", "--consumer-token", token, "--namespace", "preferences", "--json")
+    ref = run(*propose, '{"fact": "dark mode"}')
     assert ref["state"] == "pending"
     assert len(run("query", "--consumer-token", token)["records"]) == 1
     (held,) = run("pending")["pending"]
@@ -58,8 +60,7 @@ def test_full_cycle(run, tmp_path):
     stored = run("accept", held["id"])
     assert stored["state"] == "stored"
     assert len(run("query", "--consumer-token", token)["records"]) == 2
-    ref2 = run("propose", "--consumer-token", token, "--namespace", "preferences",
-               "--json", '{"fact": "nope"}')  # fmt: skip
+    ref2 = run(*propose, '{"fact": "nope"}')
     assert run("reject", ref2["id"])["rejected"] is True
     run("reject", ref2["id"], ok=False)
     assert run("revoke", "cursor")["revoked"] is True

@@ -37,17 +37,22 @@ def test_byte_budget_bounds_the_excerpt(world):
 
 def test_record_shape_and_metadata(world):
     rid = world.put(
-        "preferences", {"fact": "User prefers vertical video"},
-        confidence=0.99, verified_at="2026-07-06T00:00:00Z", sources=17,
-    )  # fmt: skip
+        "preferences",
+        {"fact": "User prefers vertical video"},
+        confidence=0.99,
+        verified_at="2026-07-06T00:00:00Z",
+        sources=17,
+    )
     (record,) = (
         world.consumer("cursor", ["preferences"]).query(MemoryQuery(consumer="cursor")).records
     )
     assert record.id == rid and len(rid) == 64
     assert record.content == {"fact": "User prefers vertical video"}
     assert (record.confidence, record.verified_at, record.sources) == (
-        0.99, "2026-07-06T00:00:00Z", 17,
-    )  # fmt: skip
+        0.99,
+        "2026-07-06T00:00:00Z",
+        17,
+    )
     assert record.created_at == "2027-01-15T08:00:00Z" == record.updated_at
 
 
@@ -65,12 +70,14 @@ def test_invalid_metadata_is_refused():
 def test_foreign_cells_show_plaintext_content(world):
     access = world.store.authenticate(
         world.authority.issue(
-            world.vault.meta.holder_id, world.vault.meta.session_id,
-            __import__("saihm.events", fromlist=["CapabilityScope"]).CapabilityScope(), 60,
+            world.vault.meta.holder_id,
+            world.vault.meta.session_id,
+            __import__("saihm.events", fromlist=["CapabilityScope"]).CapabilityScope(),
+            60,
             now=int(world.clock()),
         ).to_token()
-    )  # fmt: skip
-    world.operator.remember(access, "plain words", namespace="notes")
+    )
+    world.operator.memory.remember(access, "plain words", namespace="notes")
     (record,) = world.consumer("cursor", ["notes"]).query(MemoryQuery(consumer="cursor")).records
     assert record.content == "plain words"
 

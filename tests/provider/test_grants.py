@@ -105,20 +105,23 @@ def test_read_mode_cannot_store_and_write_mode_cannot_read(world):
 def test_non_consumer_tokens_are_refused(world):
     scope = CapabilityScope()
     token = world.authority.issue(
-        world.vault.meta.holder_id, world.vault.meta.session_id, scope, 60,
+        world.vault.meta.holder_id,
+        world.vault.meta.session_id,
+        scope,
+        60,
         now=int(world.clock()),
-    ).to_token()  # fmt: skip
+    ).to_token()
     with pytest.raises(NotPermitted) as err:
         world.vault.for_consumer(token).query(MemoryQuery(consumer="cursor"))
     assert err.value.code == "not_consumer"
 
 
 def test_other_holders_cells_never_appear(world):
-    other = world.operator.create_holder()
+    other = world.operator.admin.create_holder()
     sid = b"\x01" * 32
     token = world.authority.issue(other, sid, CapabilityScope(), 60, now=int(world.clock()))
     access = world.store.authenticate(token.to_token())
-    world.operator.remember(access, "someone else's", namespace="preferences")
+    world.operator.memory.remember(access, "someone else's", namespace="preferences")
     world.put("preferences", {"fact": "mine"})
     excerpt = world.consumer("cursor", ["preferences"]).query(MemoryQuery(consumer="cursor"))
     assert [r.content for r in excerpt.records] == [{"fact": "mine"}]

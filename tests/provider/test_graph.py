@@ -6,8 +6,13 @@ from saihm.provider.models import GraphQuery
 
 
 def _setup(world):
-    world.put("ip", {"entity": {"id": "Mira", "type": "character"},
-                     "relations": [{"relation": "appears_in", "target": "Skyline"}]})  # fmt: skip
+    world.put(
+        "ip",
+        {
+            "entity": {"id": "Mira", "type": "character"},
+            "relations": [{"relation": "appears_in", "target": "Skyline"}],
+        },
+    )
     world.put("ip", {"entity": "Skyline", "relations": [{"type": "sold_as", "target": "Mug"}]})
     world.put("private", {"entity": "Mira", "relations": [{"relation": "secret", "target": "X"}]})
     world.put("ip", {"note": "no entity here"})
@@ -18,8 +23,9 @@ def test_graph_is_filtered_per_item(world):
     g = world.consumer("studio", ["ip"]).graph(GraphQuery(consumer="studio"))
     assert {n.id for n in g.nodes} == {"Mira", "Skyline", "Mug"}
     assert {(e.source, e.relation, e.target) for e in g.edges} == {
-        ("Mira", "appears_in", "Skyline"), ("Skyline", "sold_as", "Mug"),
-    }  # fmt: skip
+        ("Mira", "appears_in", "Skyline"),
+        ("Skyline", "sold_as", "Mug"),
+    }
     mira = next(n for n in g.nodes if n.id == "Mira")
     assert mira.type == "character" and len(mira.record_ids) == 1
     assert "X" not in {n.id for n in g.nodes}

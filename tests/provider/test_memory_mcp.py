@@ -72,8 +72,16 @@ def test_the_module_imports_no_store_code_and_no_cryptography() -> None:
     tree = ast.parse(MODULE.read_text())
     names = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    forbidden = ("saihm.store", "saihm.operator", "saihm.keyring", "saihm.provider.vault",
-                 "saihm.authority", "cryptography", "lmdb", "cbor2")  # fmt: skip
+    forbidden = (
+        "saihm.store",
+        "saihm.operator",
+        "saihm.keyring",
+        "saihm.provider.vault",
+        "saihm.authority",
+        "cryptography",
+        "lmdb",
+        "cbor2",
+    )
     assert not [n for n in names if n.startswith(forbidden)]
 
 
@@ -89,13 +97,13 @@ async def test_tools_against_a_real_saihm_serve(tmp_path: Path) -> None:
     with serving(tmp_path, "--data", str(data)) as (_, url):
         d = ("--data", str(data))
         cli("memory", "init", *d)
-        older = cli("memory", "store", *d, "--namespace", "projects", "--json",
-                    '{"name": "saihm", "lang": "python"}')["id"]  # fmt: skip
-        newer = cli("memory", "store", *d, "--namespace", "projects", "--json",
-                    '{"name": "kettle", "note": "green tea"}')["id"]  # fmt: skip
+        store_projects = ("memory", "store", *d, "--namespace", "projects", "--json")
+        older = cli(*store_projects, '{"name": "saihm", "lang": "python"}')["id"]
+        newer = cli(*store_projects, '{"name": "kettle", "note": "green tea"}')["id"]
         cli("memory", "store", *d, "--namespace", "health", "--json", '{"x": "private"}')
-        token = cli("memory", "grant", "cursor", *d, "--memory", "projects",
-                    "--sections", "identity,coding")["token"]  # fmt: skip
+        token = cli(
+            "memory", "grant", "cursor", *d, "--memory", "projects", "--sections", "identity,coding"
+        )["token"]
 
         server = build_memory_mcp(endpoint(url, token))
         async with mcp.Client(server, raise_exceptions=True) as client:
@@ -183,8 +191,10 @@ def test_memory_forget_refuses_a_bad_id_with_one_line(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1 and "64 hex" in done.stderr
     gone = subprocess.run(
         [SAIHM, "memory", "forget", "--data", str(data), "00" * 32],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(gone.stdout)["erased"] is False
     assert sys.executable  # the console script is the one beside this interpreter
 

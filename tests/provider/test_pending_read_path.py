@@ -82,7 +82,7 @@ def test_another_holders_access_opens_no_proposal(world) -> None:
     ``proposal_not_found``, as for a proposal never held: nothing of the content leaves."""
     ref = bytes.fromhex(_propose(world))
     held = HeldProposals(world.store)
-    other = world.operator.create_holder()
+    other = world.operator.admin.create_holder()
     stranger = world.store.person_access(other, bytes(32))
     with pytest.raises(NotFound) as refused:
         held.open(stranger, ref)

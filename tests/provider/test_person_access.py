@@ -1,6 +1,6 @@
 """The person's own actions call the operations directly with an Access: no token is minted
 and none is authenticated (issue 12 Build 4), and a held proposal is accepted through the same
-operation path as any remember (Operator.remember_sealed)."""
+operation path as any remember (MemoryTools.remember_sealed)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from saihm.authority import Authority
 from saihm.errors import NotFound, NotPermitted, Unauthenticated
 from saihm.events import Operation, Receipt
-from saihm.operator import Operator
+from saihm.operator import MemoryTools
 from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryQuery, MemoryStore
 from saihm.store import Store
@@ -49,14 +49,14 @@ def test_accept_mints_no_token_and_goes_through_remember_sealed(world, monkeypat
     agent = world.consumer("agent", ["notes"], "readwrite")
     ref = agent.store(MemoryStore(consumer="agent", namespace="notes", content={"fact": "x"}))
     calls: list[bytes] = []
-    real = Operator.remember_sealed
+    real = MemoryTools.remember_sealed
 
     def spy(self, access, cell, session_id, guard=None):
         calls.append(cell.cell_id)
         return real(self, access, cell, session_id, guard)
 
     _no_tokens(monkeypatch)
-    monkeypatch.setattr(Operator, "remember_sealed", spy)
+    monkeypatch.setattr(MemoryTools, "remember_sealed", spy)
     stored = world.vault.accept(ref.id)
     assert calls == [bytes.fromhex(stored.id)]
     remembers, _ = world.store.receipts("operation", Operation.REMEMBER.value.encode())
@@ -70,10 +70,10 @@ def test_remember_sealed_refuses_another_holders_cell(world) -> None:
     agent = world.consumer("agent", ["notes"], "readwrite")
     agent.store(MemoryStore(consumer="agent", namespace="notes", content={"fact": "x"}))
     ((_, cell, _),) = HeldProposals(world.store).items()
-    other = world.operator.create_holder()
+    other = world.operator.admin.create_holder()
     access = world.store.person_access(other, b"\x01" * 32)
     with pytest.raises(NotPermitted):
-        world.operator.remember_sealed(access, cell, b"\x01" * 32)
+        world.operator.memory.remember_sealed(access, cell, b"\x01" * 32)
     assert world.vault.pending() != []  # nothing taken
 
 
@@ -83,9 +83,9 @@ def test_person_access_is_session_scoped_and_honours_revocation(world) -> None:
     assert not access.all_sessions and access.namespaces is None and access.consumer is None
     other_session = b"\x02" * 32
     elsewhere = world.store.person_access(holder, other_session)
-    world.operator.remember(elsewhere, "in another session")
+    world.operator.memory.remember(elsewhere, "in another session")
     assert [c.payload.content for c in world.store.read(access)] == []
-    world.operator.revoke_session(holder, other_session)
+    world.operator.admin.revoke_session(holder, other_session)
     with pytest.raises(Unauthenticated):
         world.store.person_access(holder, other_session)
     with pytest.raises(Unauthenticated):
@@ -104,7 +104,7 @@ _CHILD = textwrap.dedent(
     import json, sys
     from saihm.config import Config
     from saihm.errors import NotFound
-    from saihm.operator import Operator
+    from saihm.operator import MemoryTools, Operator
     from saihm.provider.vault import LocalVault
     from saihm.store import Store
 

@@ -22,8 +22,9 @@ from tests.support.serve import SAIHM
 
 def _record(content: object) -> MemoryRecord:
     stamp = "2026-01-01T00:00:00Z"
-    return MemoryRecord(id="0" * 64, namespace="n", content=content, created_at=stamp,
-                        updated_at=stamp)  # fmt: skip
+    return MemoryRecord(
+        id="0" * 64, namespace="n", content=content, created_at=stamp, updated_at=stamp
+    )
 
 
 def test_text_query_matches_content_not_field_names_or_the_marker(world) -> None:
@@ -124,8 +125,9 @@ def test_register_command_writes_the_default_registry_under_home(tmp_path: Path)
     env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
     run = [SAIHM, "memory"]
     subprocess.run([*run, "init", "--data", str(data)], check=True, capture_output=True, env=env)
-    done = subprocess.run([*run, "register", "--data", str(data)], check=True,
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    done = subprocess.run(
+        [*run, "register", "--data", str(data)], check=True, capture_output=True, text=True, env=env
+    )
     written = tmp_path / "home" / ".ai-passport" / "memory" / "providers.json"
     assert json.loads(done.stdout)["registry"] == str(written)
     assert json.loads(written.read_text())["providers"][0]["dataDir"] == str(data.resolve())

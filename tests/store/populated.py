@@ -110,14 +110,16 @@ def populate(root: Path) -> Populated:
     p.tokens["a_memory"] = world.grant_token(alice.holder_id, ["memory"])
     p.tokens["a_withdrawn"] = world.grant_token(alice.holder_id)
     withdrawn = _grant_id(p.tokens["a_withdrawn"])
-    world.operator.ungrant(withdrawn)
+    world.operator.admin.ungrant(withdrawn)
     p.grants.update(withdrawn=withdrawn, all=_grant_id(p.tokens["a_all"]))
 
     revoked_session, p.tokens["a_revoked"] = world.session(alice.holder_id)
-    world.operator.revoke_session(alice.holder_id, revoked_session)
+    world.operator.admin.revoke_session(alice.holder_id, revoked_session)
 
     # Two pending provider proposals under a consumer grant of alice's (RFC 0007).
-    consumer_grant, _ = world.operator.grant(alice.holder_id, ["memory"], int(world.clock()) + 600)
+    consumer_grant, _ = world.operator.admin.grant(
+        alice.holder_id, ["memory"], int(world.clock()) + 600
+    )
     p.grants["consumer"] = consumer_grant
     for n in range(2):
         payload = SealedPayload(

@@ -55,9 +55,13 @@ class Scene:
 def crash(world: World, token: str, method: str, params: dict, step: str) -> None:
     """Run ``method`` in a child on the same data directory, killed at ``step``."""
     job = {
-        "data": str(world.config.data_dir), "now": world.clock.now, "token": token,
-        "method": method, "params": params, "step": step,
-    }  # fmt: skip
+        "data": str(world.config.data_dir),
+        "now": world.clock.now,
+        "token": token,
+        "method": method,
+        "params": params,
+        "step": step,
+    }
     done = subprocess.run(
         [sys.executable, str(CHILD), json.dumps(job)], capture_output=True, text=True, timeout=60
     )
@@ -118,9 +122,12 @@ def _shared(world: World) -> tuple[object, object, bytes]:
 
 def share_params(b: object, cell: bytes) -> dict:
     return {
-        "granteeIdHashesHex": [b.hex], "shardIds": [cell.hex()], "type": "permanent",
-        "scope": "read", "expiryEpoch": None,
-    }  # fmt: skip
+        "granteeIdHashesHex": [b.hex],
+        "shardIds": [cell.hex()],
+        "type": "permanent",
+        "scope": "read",
+        "expiryEpoch": None,
+    }
 
 
 def scene_share(world: World) -> Scene:
@@ -248,9 +255,13 @@ def test_child_without_crash_completes(world: World) -> None:
     """Control: the child script, with a step that never fires, performs the call normally."""
     a = world.holder()
     job = {
-        "data": str(world.config.data_dir), "now": world.clock.now, "token": a.token,
-        "method": "saihm_remember", "params": {"content": "plain"}, "step": "never",
-    }  # fmt: skip
+        "data": str(world.config.data_dir),
+        "now": world.clock.now,
+        "token": a.token,
+        "method": "saihm_remember",
+        "params": {"content": "plain"},
+        "step": "never",
+    }
     done = subprocess.run(
         [sys.executable, str(CHILD), json.dumps(job)], capture_output=True, text=True, timeout=60
     )

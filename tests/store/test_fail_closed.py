@@ -314,8 +314,8 @@ def test_a_revoked_session_token_is_refused_and_the_revocation_is_logged(populat
     world = p.world
     session_id, token = world.session(p.holders["alice"])
     binding_call(world.operator, token, "saihm_remember", {"content": "before revocation"})
-    assert world.operator.revoke_session(p.holders["alice"], session_id) is True
-    assert world.operator.revoke_session(p.holders["alice"], session_id) is False
+    assert world.operator.admin.revoke_session(p.holders["alice"], session_id) is True
+    assert world.operator.admin.revoke_session(p.holders["alice"], session_id) is False
     with pytest.raises(SaihmError) as info:
         binding_call(world.operator, token, "saihm_recall", {})
     assert info.value.code == "unauthenticated"
@@ -341,7 +341,7 @@ def test_a_token_id_revokes_one_token_and_not_its_session(populated):
         3600,
         now=int(world.clock()),
     ).to_token()
-    world.operator.revoke_session(p.holders["alice"], Capability.from_token(first).token_id)
+    world.operator.admin.revoke_session(p.holders["alice"], Capability.from_token(first).token_id)
     with pytest.raises(SaihmError):
         binding_call(world.operator, first, "saihm_recall", {})
     assert binding_call(world.operator, second, "saihm_recall", {}) == []

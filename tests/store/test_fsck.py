@@ -169,7 +169,7 @@ def test_verify_data_passes_on_an_untouched_populated_store(populated, capsys):
 
 def test_a_pending_proposal_whose_grant_was_withdrawn_is_a_finding(populated, capsys):
     p = populated
-    p.world.operator.ungrant(p.grants["consumer"])  # without rejecting its proposals
+    p.world.operator.admin.ungrant(p.grants["consumer"])  # without rejecting its proposals
     p.world.store.close()
     code, report = _verify(capsys, p)
     assert code == 1
@@ -186,7 +186,7 @@ def test_rollback_to_an_older_authentic_record_passes_the_mac_but_not_the_fsck(p
     db = store.projections.db[PJ.GRANTS]
     with store.read_txn() as txn:
         before = bytes(txn.get(grant, db=db))
-    p.world.operator.ungrant(grant)
+    p.world.operator.admin.ungrant(grant)
     assert p.recall("a_all") is None
     with store.storage.write() as txn:
         txn.put(grant, before, db=db)

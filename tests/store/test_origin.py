@@ -74,7 +74,7 @@ def test_a_chosen_origin_is_recorded_and_read_back_by_every_later_open(tmp_path)
     assert config.origin == "log.example.com/saihm"
     operator = _open(data)
     try:
-        operator.create_holder()
+        operator.admin.create_holder()
         note = operator.store.checkpoint_now()
         keys = operator.store.log_keys.verifier_keys()
         assert verify_checkpoint(note, keys, "log.example.com/saihm").size >= 1
@@ -115,7 +115,7 @@ def test_a_first_round_directory_keeps_saihm_localhost_log(tmp_path) -> None:
     checkpoints named saihm.localhost/log) keeps that origin and records it on first open."""
     data = tmp_path / "d"
     operator = _open(data, origin=LEGACY_ORIGIN)
-    operator.create_holder()
+    operator.admin.create_holder()
     operator.store.close()
     (data / ORIGIN_FILE).unlink()  # what a first-round directory looks like
     assert recorded_origin(data) == LEGACY_ORIGIN

@@ -7,9 +7,15 @@ import cbor2
 from saihm.projections import apply as PJ
 
 CBOR_VALUED = (
-    PJ.CELLS, PJ.RECORD_HEADS, PJ.CONTRACTS, PJ.HOLDERS, PJ.PROPOSALS, PJ.VOTES, PJ.TALLIES,
+    PJ.CELLS,
+    PJ.RECORD_HEADS,
+    PJ.CONTRACTS,
+    PJ.HOLDERS,
+    PJ.PROPOSALS,
+    PJ.VOTES,
+    PJ.TALLIES,
     PJ.GRANTS,
-)  # fmt: skip
+)
 
 
 def test_every_projection_value_is_canonical_cbor_after_every_kind_of_event(world, tmp_path):
@@ -17,9 +23,13 @@ def test_every_projection_value_is_canonical_cbor_after_every_kind_of_event(worl
     cell = world.call(alice, "saihm_remember", content="x")["cellId"]
     world.call(alice, "saihm_record", content="said", kind="said")
     contract = world.call(
-        alice, "saihm_share", granteeIdHashesHex=[bob.hex], shardIds=[cell], type="permanent",
+        alice,
+        "saihm_share",
+        granteeIdHashesHex=[bob.hex],
+        shardIds=[cell],
+        type="permanent",
         scope="read",
-    )["contractId"]  # fmt: skip
+    )["contractId"]
     world.call(bob, "saihm_accept_contract", contractId=contract)
     world.call(alice, "saihm_revoke_share", contractId=contract)
     pid = world.call(alice, "saihm_governance_propose", scope="protocol_upgrade")["proposalId"]

@@ -348,9 +348,14 @@ class StoreMachine(RuleBasedStateMachine):
         ids = list(self.cells)
         chosen = list(dict.fromkeys(ids[s % len(ids)] for s in shards))
         result, err = self.call(
-            tok, "saihm_share", granteeIdHashesHex=[self.ids[i].hex() for i in grantees],
-            shardIds=[c.hex() for c in chosen], type=mode, scope="read", expiryEpoch=None,
-        )  # fmt: skip
+            tok,
+            "saihm_share",
+            granteeIdHashesHex=[self.ids[i].hex() for i in grantees],
+            shardIds=[c.hex() for c in chosen],
+            type=mode,
+            scope="read",
+            expiryEpoch=None,
+        )
         if not self._valid(tok):
             return
         for cid in chosen:
@@ -443,9 +448,15 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(t=pick, upgrade=st.booleans())
     def propose(self, t: int, upgrade: bool) -> None:
         tok = self._tok(t)
-        params = {"scope": "protocol_upgrade"} if upgrade else {
-            "scope": "emission_param", "paramKey": "kek_rotation_hours", "proposedValue": "12",
-        }  # fmt: skip
+        params = (
+            {"scope": "protocol_upgrade"}
+            if upgrade
+            else {
+                "scope": "emission_param",
+                "paramKey": "kek_rotation_hours",
+                "proposedValue": "12",
+            }
+        )
         result, err = self.call(tok, "saihm_governance_propose", **params)
         if not self._valid(tok):
             return
@@ -489,7 +500,7 @@ class StoreMachine(RuleBasedStateMachine):
     def ungrant(self, g: int) -> None:
         grant_id = list(self.grants)[g % len(self.grants)]
         grant = self.grants[grant_id]
-        assert self.world.operator.ungrant(grant_id) is (not grant.revoked)
+        assert self.world.operator.admin.ungrant(grant_id) is (not grant.revoked)
         grant.revoked = True
 
     @rule()
@@ -562,9 +573,11 @@ class StoreMachine(RuleBasedStateMachine):
                 assert hashlib.sha256(receipt.detail).digest() == receipt.holder_id
                 self.public_keys[receipt.holder_id] = receipt.detail
             pq_verify(
-                self.public_keys[receipt.holder_id], signed, receipt.signature,
+                self.public_keys[receipt.holder_id],
+                signed,
+                receipt.signature,
                 context=RECEIPT_CONTEXT,
-            )  # fmt: skip
+            )
         self.verified = size
         for index, leaf in enumerate(leaves):
             proof = store.inclusion_proof(index, size)

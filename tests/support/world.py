@@ -67,7 +67,7 @@ def issue_holder(
     operator: Operator, authority: Authority, *, ttl: int = 3600, **issue: Any
 ) -> Holder:
     """A new holder with one session token of ``ttl`` seconds (``issue``: e.g. ``now=``)."""
-    holder_id = operator.create_holder()
+    holder_id = operator.admin.create_holder()
     session_id = secrets.token_bytes(32)
     capability = authority.issue(holder_id, session_id, CapabilityScope(), ttl=ttl, **issue)
     return Holder(holder_id, session_id, capability.to_token())
@@ -88,7 +88,7 @@ class World:
         return self.operator.store
 
     def holder(self) -> Holder:
-        holder_id = self.operator.create_holder()
+        holder_id = self.operator.admin.create_holder()
         session_id, token = self.session(holder_id)
         h = Holder(holder_id, session_id, token)
         self.holders.append(h)
@@ -102,7 +102,7 @@ class World:
         return session_id, cap.to_token()
 
     def grant_token(self, holder_id: bytes, namespaces: list[str] | None = None) -> str:
-        grant_id, _ = self.operator.grant(holder_id, namespaces, int(self.clock()) + 3600)
+        grant_id, _ = self.operator.admin.grant(holder_id, namespaces, int(self.clock()) + 3600)
         scope = CapabilityScope(
             sessions="all",
             namespaces=None if namespaces is None else tuple(namespaces),

@@ -9,7 +9,6 @@ junk text, containers, None). Whatever the function does, the only exception all
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -36,20 +35,10 @@ from saihm.translog import (
 from saihm.translog import note as note_mod
 from saihm.translog.checkpoint import cosigned_message, verifier_from_key
 from saihm.translog.tilenodes import TileNodes, perfect_root
+from tests.support.error_root import call_allowing_saihm_errors as _call
+from tests.support.error_root import hostile_values, with_hostile_arguments
 
-HOSTILE = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**70), 2**70),
-    st.floats(allow_nan=True),
-    st.text(max_size=24),
-    st.binary(max_size=48),
-    st.builds(bytearray, st.binary(max_size=8)),
-    st.lists(st.one_of(st.integers(), st.binary(max_size=33), st.text(max_size=4)), max_size=4),
-    st.dictionaries(st.integers(0, 9), st.integers(), max_size=3),
-    st.tuples(st.integers()),
-    st.sampled_from([b"\x00" * 32, b"\n", "\n", 1 << 64, (1 << 64) - 1, -1, 0, object()]),
-)
+HOSTILE = hostile_values(b"\x00" * 32, b"\n", "\n", 1 << 64, (1 << 64) - 1, -1, 0, object())
 
 _KEYS = LogKeys.generate("example.com/log")
 _TREE = MemoryTree([b"a", b"b", b"c", b"d", b"e"])
@@ -146,11 +135,6 @@ CASES: list[tuple[str, Callable[..., Any], list[Any]]] = [
 ]
 
 
-def _call(fn: Callable[..., Any], args: list[Any]) -> None:
-    with contextlib.suppress(SaihmError):
-        fn(*args)
-
-
 @pytest.mark.parametrize(("name", "fn", "valid"), CASES, ids=[c[0] for c in CASES])
 def test_valid_arguments_are_accepted_or_refused_with_a_saihm_error(name, fn, valid) -> None:
     _call(fn, valid)
@@ -160,10 +144,7 @@ def test_valid_arguments_are_accepted_or_refused_with_a_saihm_error(name, fn, va
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_hostile_arguments_raise_only_saihm_errors(name, fn, valid, data: st.DataObject) -> None:
-    args = list(valid)
-    which = data.draw(st.sets(st.integers(0, len(args) - 1), min_size=1), label="replaced")
-    for i in which:
-        args[i] = data.draw(HOSTILE, label=f"arg {i}")
+    args, _ = with_hostile_arguments(data, HOSTILE, valid)
     _call(fn, args)
 
 

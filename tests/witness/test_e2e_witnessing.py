@@ -18,6 +18,7 @@ import pytest
 
 from saihm.translog import verify_checkpoint
 from saihm.translog.witness import CosignatureV1Signer, verify_cosignatures
+from tests.support.cli import run_saihm
 from tests.support.serve import SAIHM, fetch, free_port, holder_create, serving
 
 ORIGIN = "e2e.example/log"
@@ -99,8 +100,8 @@ def _status_error(data: Path, text: str) -> bool:
     return any(text in (s.get("lastError") or "") for s in status.values())
 
 
-def _saihm(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SAIHM, *argv], capture_output=True, text=True, timeout=120)
+def _saihm(*argv: str) -> subprocess.CompletedProcess[str]:
+    return run_saihm(*argv)
 
 
 def _log_size(data: Path) -> int:
@@ -121,7 +122,7 @@ def _grow_offline(data: Path, beyond: int) -> None:
     operator = open_operator(Config.for_data(data), checkpointer=False)
     try:
         while operator.store.size() <= beyond:
-            operator.create_holder()
+            operator.admin.create_holder()
     finally:
         operator.store.close()
 

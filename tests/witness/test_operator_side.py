@@ -41,7 +41,7 @@ def _cosign(operator) -> bytes:
 
 
 async def test_the_checkpoint_is_served_with_its_cosignatures(aiohttp_client, operator) -> None:
-    operator.create_holder()
+    operator.admin.create_holder()
     merged = _cosign(operator)
     client = await aiohttp_client(create_app(operator))
     async with client.get("/log/checkpoint") as resp:
@@ -61,9 +61,9 @@ async def test_witnessed_asks_for_the_newest_cosigned_checkpoint(aiohttp_client,
     client = await aiohttp_client(create_app(operator))
     async with client.get("/log/checkpoint?witnessed=1") as resp:
         assert (resp.status, await resp.json()) == (404, {"error": "not_found"})
-    operator.create_holder()
+    operator.admin.create_holder()
     cosigned = _cosign(operator)
-    operator.create_holder()  # a newer checkpoint, not cosigned yet
+    operator.admin.create_holder()  # a newer checkpoint, not cosigned yet
     async with client.get("/log/checkpoint") as resp:
         newest = await resp.read()
     assert len(parse_note(newest)[1]) == 2
@@ -172,7 +172,7 @@ async def test_a_hanging_witness_never_blocks_writes_or_checkpoints(
         await asyncio.wait_for(arrived.wait(), 30)  # the submitter is now stuck on the witness
         sizes = []
         for _ in range(3):
-            await asyncio.to_thread(operator.create_holder)
+            await asyncio.to_thread(operator.admin.create_holder)
             async with client.get("/log/checkpoint") as resp:
                 assert resp.status == 200
                 sizes.append(int((await resp.read()).split(b"\n")[1]))
@@ -206,9 +206,9 @@ async def test_the_witnessed_monitor_is_stale_only_when_cosigning_stops(operator
             )
 
         for step in range(3):  # cosigned, then the log moves on beyond the cosigned head
-            await asyncio.to_thread(operator.create_holder)
+            await asyncio.to_thread(operator.admin.create_holder)
             _cosign(operator)
-            await asyncio.to_thread(operator.create_holder)
+            await asyncio.to_thread(operator.admin.create_holder)
             operator.store.checkpoint_now()
             result = await round_at(t0 + 1_000 * step)
             assert result.ok, result.alarms
@@ -228,7 +228,7 @@ def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_pat
     data = tmp_path / "d"
     operator = open_operator(Config.for_data(data, origin="op.example/log"), checkpointer=False)
     try:
-        operator.create_holder()
+        operator.admin.create_holder()
         _cosign(operator)
     finally:
         operator.store.close()

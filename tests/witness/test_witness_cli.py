@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from saihm.translog import LogKeys
+from tests.support.cli import run_saihm
 
 SAIHM = str(Path(sys.executable).parent / "saihm")
 
 
-def _run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SAIHM, *argv], capture_output=True, text=True, timeout=60)
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return run_saihm(*argv, timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,17 @@ their params and renders them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from saihm.errors import Conflict, ErrorCode, NotFound, NotPermitted
 from saihm.events import Operation, Proposal
 from saihm.events.details import ProposeDetail, VoteDetail
 from saihm.events.signing import sign_receipt
+from saihm.operator.context import ToolContext
 from saihm.projections import Vote
+from saihm.storage import ReadTxn, WriteTxn
 from saihm.store import Access, Change
-from saihm.toolbase import ToolBase
+
+__all__ = ["SCOPES", "TERM_MAX", "GovernanceTools", "ProposalSummary", "Proposed", "Voted"]
 
 SCOPES = ("emission_param", "protocol_upgrade")
 #: Longest paramKey or proposedValue accepted.
@@ -64,12 +66,20 @@ class Voted:
     receipt_id: bytes | None = None
 
 
-class GovernanceTools(ToolBase):
-    """saihm_governance_propose, saihm_governance_vote, tallies and the governance form."""
+class GovernanceTools:
+    """saihm_governance_propose, saihm_governance_vote, tallies and the governance form, over
+    one :class:`ToolContext`."""
 
-    def _proposals(self, txn: Any) -> list[ProposalSummary]:
+    def __init__(self, context: ToolContext) -> None:
+        self.context = context
+
+    def proposals(self, txn: ReadTxn) -> list[ProposalSummary]:
+        """Every proposal in ``txn``'s snapshot with its tally so far, in the projection's
+        order (saihm_status ``governance``); ``closes`` is the snapshot plus the voting
+        window."""
         out = []
-        governance = self.store.projections.governance
+        governance = self.context.store.projections.governance
+        window = self.context.config.voting_window
         for pid, prop in governance.proposals(txn):
             tally = governance.tally(txn, pid)
             out.append(
@@ -79,7 +89,7 @@ class GovernanceTools(ToolBase):
                     prop.param_key,
                     prop.proposed_value,
                     prop.snapshot_epoch,
-                    prop.snapshot_epoch + self.config.voting_window,
+                    prop.snapshot_epoch + window,
                     tally.votes_for,
                     tally.votes_against,
                     tally.votes_abstain,
@@ -91,7 +101,8 @@ class GovernanceTools(ToolBase):
         """Open a proposal with a snapshot epoch and log PROPOSE (eligibility: any holder;
         saihm-protocol "saihm_governance_propose"). The binding checked the scope, the
         governable key and the bounds (``TERM_MAX``)."""
-        now = self._now()
+        ctx = self.context
+        now = ctx.now()
         # proposalId = SHA-256 of the proposal (proposer, terms, snapshot, a fresh nonce).
         proposal_id = Proposal.create(
             holder_id=access.holder_id,
@@ -103,13 +114,13 @@ class GovernanceTools(ToolBase):
         ).proposal_id
         detail = ProposeDetail(scope=scope, param_key=key, proposed_value=value, snapshot_epoch=now)
         receipt = sign_receipt(
-            self._key(access),
+            ctx.key(access),
             subject_id=proposal_id,
             operation=Operation.PROPOSE,
             timestamp=now,
             detail=detail,
         )
-        self._commit(Change(receipts=[receipt]))
+        ctx.commit(Change(receipts=[receipt]))
         return Proposed(
             proposal_id=proposal_id,
             scope=scope,
@@ -126,56 +137,59 @@ class GovernanceTools(ToolBase):
         Weight: 1 for each holder whose KEY receipt precedes the proposal in the log (the
         published vote-weight function, evaluated at the snapshot).
         """
+        ctx = self.context
         holder = access.holder_id
-        records = self.store.projections
-        with self.store.read_txn() as txn:
+        records = ctx.store.projections
+        with ctx.store.read_txn() as txn:
             prop = records.governance.proposal(txn, proposal_id)
             if prop is None:
                 raise NotFound("no such proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
             existing = records.governance.vote(txn, proposal_id, holder)
             key_record = records.holders.get(txn, holder)
         if existing is not None:
-            return self._recorded_vote(proposal_id, holder, existing)
-        if self._now() > prop.snapshot_epoch + self.config.voting_window:
+            return _recorded_vote(proposal_id, holder, existing)
+        if ctx.now() > prop.snapshot_epoch + ctx.config.voting_window:
             raise Conflict("the voting window has closed", code=ErrorCode.PROPOSAL_CLOSED)
         if key_record is None or key_record.index > prop.index:
             raise NotPermitted(
                 "the voter held no key at the snapshot", code=ErrorCode.INELIGIBLE_VOTER
             )
-        now = self._now()
+        now = ctx.now()
         receipt = sign_receipt(
-            self._key(access),
+            ctx.key(access),
             subject_id=proposal_id,
             operation=Operation.VOTE,
             timestamp=now,
             detail=VoteDetail(approve=approve, weight=1),
         )
 
-        def guard(txn: Any) -> object:
+        def guard(txn: WriteTxn) -> object:
             recorded = records.governance.vote(txn, proposal_id, holder)
-            return None if recorded is None else self._recorded_vote(proposal_id, holder, recorded)
+            return None if recorded is None else _recorded_vote(proposal_id, holder, recorded)
 
-        change = self._commit(Change(receipts=[receipt], guard=guard))
+        change = ctx.commit(Change(receipts=[receipt], guard=guard))
         if isinstance(change.outcome, Voted):
             return change.outcome
         return Voted(proposal_id, holder, approve, 1, now, receipt.receipt_id)
 
-    @staticmethod
-    def _recorded_vote(proposal_id: bytes, holder: bytes, vote: Vote) -> Voted:
-        return Voted(proposal_id, holder, vote.approve, vote.weight, vote.cast_at)
-
-    def governance_form(self) -> dict:
-        """The governance form the protocol requires an operator to publish."""
+    def governance_form(self) -> dict[str, object]:
+        """The governance form the protocol requires an operator to publish
+        (saihm-protocol "Governance form")."""
+        config = self.context.config
         return {
-            "enabled": self.config.governance,
+            "enabled": config.governance,
             "eligibilityToPropose": "any holder whose KEY receipt is in the log",
             "eligibilityToVote": "any holder whose KEY receipt precedes the PROPOSE receipt",
             "voteWeight": "1 per eligible holder, evaluated at the proposal's snapshot",
             "threshold": "tally_for greater than tally_against when the window closes",
-            "votingWindowSeconds": self.config.voting_window,
+            "votingWindowSeconds": config.voting_window,
             "scopes": {
-                "emission_param": dict(self.config.governable),
+                "emission_param": dict(config.governable),
                 "protocol_upgrade": "adopt a revision of this operator's implementation",
             },
             "tallyRule": "first VOTE receipt per holder and proposal in log order",
         }
+
+
+def _recorded_vote(proposal_id: bytes, holder: bytes, vote: Vote) -> Voted:
+    return Voted(proposal_id, holder, vote.approve, vote.weight, vote.cast_at)

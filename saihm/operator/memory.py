@@ -1,36 +1,29 @@
-"""The SAIHM operations and their rules over the store (saihm-protocol, custodial profile).
+"""The caller's own memory and record (saihm-protocol "saihm_remember", "saihm_recall",
+"saihm_forget", "saihm_status"; saihm's saihm_record and saihm_forget_session).
 
-Each operation acts for an :class:`Access` that :meth:`Store.authenticate` (a bearer token) or
-:meth:`Store.person_access` (the person, in process) issued, reads only through
-:meth:`Store.read`, signs outside any transaction, and commits one :class:`Change` whose guard
-re-checks the rule inside the write transaction. Operations take bytes ids and ints and
-return typed results (:class:`Remembered`, :class:`Recalled`, :class:`Forgotten` or
-:class:`AlreadyErased`, :class:`Status`, ...); the JSON binding that parses the protocol's
-params and renders these results is :mod:`saihm.http.binding` (docs/internals.md "Adding an
-operation").
+Each operation acts for an :class:`Access`, reads only through the store's read path, signs
+outside any transaction and commits one :class:`Change` whose guard re-checks the rule inside
+the write transaction. Results are typed (:class:`Remembered`, :class:`Recorded`,
+:class:`Recalled`, :class:`Forgotten` or :class:`AlreadyErased`, :class:`ForgottenSession`,
+:class:`Status`); :mod:`saihm.http.binding` renders them.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
-from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermitted
-from saihm.events import Operation, SealedPayload
-from saihm.events.details import GrantDetail
+from saihm.errors import Conflict, ErrorCode, MalformedInput, NotPermitted
+from saihm.events import Cell, Operation, SealedPayload
 from saihm.events.envelope import seal
-from saihm.events.identity import HolderKey
 from saihm.events.signing import sign_receipt
-from saihm.governance import GovernanceTools, ProposalSummary
+from saihm.operator.context import ToolContext
+from saihm.operator.governance import GovernanceTools, ProposalSummary
+from saihm.operator.sharing import SharingTools
 from saihm.projections import Body, RecordHead
-from saihm.projections.grants import revocation_subject
-from saihm.recallwindow import (
-    RecallWindow,
-)
-from saihm.sharing import SharingTools
+from saihm.recallwindow import RecallWindow
+from saihm.storage import WriteTxn
 from saihm.store import Access, Change, Page
 
 __all__ = [
@@ -40,7 +33,7 @@ __all__ = [
     "Forgotten",
     "ForgottenSession",
     "IncomingContract",
-    "Operator",
+    "MemoryTools",
     "Recalled",
     "Recorded",
     "Remembered",
@@ -49,6 +42,9 @@ __all__ = [
 
 RECORD_KINDS = ("said", "did", "end")
 WINDOW_30_DAYS = 30 * 86_400
+
+#: A :class:`Change` guard: runs inside the write transaction (saihm.store.commit).
+Guard = Callable[[WriteTxn], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +140,20 @@ class Status:
     prs: float | None
 
 
-class Operator(SharingTools, GovernanceTools):
-    """The eight tools, the extension methods of DESIGN.md, and the person's admin actions.
+class MemoryTools:
+    """remember, record, recall, forget, forget_session and status, over one
+    :class:`ToolContext`.
 
-    Every operation takes an :class:`Access` from :meth:`Store.authenticate`; in-process callers
-    (the Memory Provider, agent code) call them directly, the HTTP binding after parsing.
+    ``sharing`` and ``governance`` are the operator's other parts that :meth:`status` reports
+    on: which of the caller's contracts its token may see, and the proposals with their tallies.
     """
+
+    def __init__(
+        self, context: ToolContext, sharing: SharingTools, governance: GovernanceTools
+    ) -> None:
+        self.context = context
+        self.sharing = sharing
+        self.governance = governance
 
     # -- saihm_remember and saihm_record --------------------------------------------------
 
@@ -163,20 +167,20 @@ class Operator(SharingTools, GovernanceTools):
         """
         if not content.strip():
             raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
-        self._check_writable(access, namespace)
+        _check_writable(access, namespace)
         payload = SealedPayload(
             content=content, session_id=access.session_id, namespace=namespace, kind="memory"
         )
         change, cell = self._cell_change(access, payload, None)
-        self._commit(change)
-        return self._cell_result(cell, change)
+        self.context.commit(change)
+        return _cell_result(cell, change)
 
     def remember_sealed(
         self,
         access: Access,
-        cell: Any,
+        cell: Cell,
         session_id: bytes,
-        guard: Callable[[Any], object] | None = None,
+        guard: Guard | None = None,
     ) -> Remembered:
         """Log REMEMBER for a cell sealed earlier by this operator (a held Memory Provider
         proposal, RFC 0007 "never silent agent write") and store it, as :meth:`remember`
@@ -189,33 +193,24 @@ class Operator(SharingTools, GovernanceTools):
         """
         if cell.holder_id != access.holder_id:
             raise NotPermitted("the cell is not the caller's", code=ErrorCode.NOT_HOLDER)
-        change = self._change_for(access, cell, session_id, None, guard, (), self._now())
-        return self._commit_cell(cell, change)
-
-    def _check_writable(self, access: Access, namespace: str) -> None:
-        if not namespace or len(namespace) > 256:
-            raise MalformedInput("namespace must be 1 to 256 characters")
-        if access.session_id is None:
-            raise MalformedInput(
-                "this token names no session to write into", code=ErrorCode.NO_SESSION
-            )
-        if access.namespaces is not None and namespace not in access.namespaces:
-            raise NotPermitted("namespace outside the token's scope", code=ErrorCode.NOT_HOLDER)
+        change = self._change_for(access, cell, session_id, None, guard, (), self.context.now())
+        self.context.commit(change)
+        return _cell_result(cell, change)
 
     def _cell_change(
         self,
         access: Access,
         payload: SealedPayload,
         record: tuple[int, bool] | None,
-        guard: Callable[[Any], object] | None = None,
-    ) -> tuple[Change, Any]:
-        key = self._key(access)
+        guard: Guard | None = None,
+    ) -> tuple[Change, Cell]:
+        ctx = self.context
         cell, dek = seal(
             payload,
-            key=key,
-            kek_version=self.store.kek_dir.current_version,
-            tier=self.config.tier,
-            timestamp=self._now(),
+            key=ctx.key(access),
+            kek_version=ctx.store.kek_dir.current_version,
+            tier=ctx.config.tier,
+            timestamp=ctx.now(),
         )
         change = self._change_for(
             access, cell, access.session_id, record, guard, [(cell.cell_id, dek)], cell.timestamp
@@ -225,16 +220,17 @@ class Operator(SharingTools, GovernanceTools):
     def _change_for(
         self,
         access: Access,
-        cell: Any,
+        cell: Cell,
         session_id: bytes,
         record: tuple[int, bool] | None,
-        guard: Callable[[Any], object] | None,
-        deks: Any,
+        guard: Guard | None,
+        deks: Sequence[tuple[bytes, bytes]],
         timestamp: int,
     ) -> Change:
         """The one Change that stores a sealed cell with its REMEMBER receipt."""
+        ctx = self.context
         receipt = sign_receipt(
-            self._key(access),
+            ctx.key(access),
             subject_id=cell.cell_id,
             operation=Operation.REMEMBER,
             timestamp=timestamp,
@@ -242,7 +238,7 @@ class Operator(SharingTools, GovernanceTools):
         cell_bytes = cell.to_cbor()
         body = Body(
             cell_bytes,
-            self.store.session_tag(access.holder_id, session_id),
+            ctx.store.session_tag(access.holder_id, session_id),
             None if record is None else record[0],
             False if record is None else record[1],
         )
@@ -252,22 +248,6 @@ class Operator(SharingTools, GovernanceTools):
             deks=list(deks),
             memo=[(cell.cell_id, cell_bytes)],
             guard=guard,
-        )
-
-    def _commit_cell(self, cell: Any, change: Change) -> Remembered:
-        self._commit(change)
-        return self._cell_result(cell, change)
-
-    @staticmethod
-    def _cell_result(cell: Any, change: Change) -> Remembered:
-        return Remembered(
-            cell_id=cell.cell_id,
-            cell_nonce=cell.cell_nonce,
-            tier=cell.tier,
-            kek_version=cell.kek_version,
-            epoch=cell.timestamp,
-            signature_prefix=cell.signature[:16],
-            receipt_id=change.receipts[0].receipt_id,
         )
 
     def record(self, access: Access, content: str, kind: str) -> Recorded:
@@ -281,11 +261,13 @@ class Operator(SharingTools, GovernanceTools):
             raise MalformedInput("kind must be said, did or end", code=ErrorCode.INVALID_KIND)
         if kind != "end" and not content.strip():
             raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
-        self._check_writable(access, "record")
-        tag = self.store.session_tag(access.holder_id, access.session_id)
+        _check_writable(access, "record")
+        store = self.context.store
+        cells = store.projections.cells
+        tag = store.session_tag(access.holder_id, access.session_id)
         for _ in range(5):
-            with self.store.read_txn() as txn:
-                head = self.store.projections.cells.record_head(txn, tag)
+            with store.read_txn() as txn:
+                head = cells.record_head(txn, tag)
             if head is not None and head.ended:
                 raise Conflict("this session's record has ended", code=ErrorCode.RECORD_ENDED)
             seq = 0 if head is None else head.seq + 1
@@ -299,16 +281,16 @@ class Operator(SharingTools, GovernanceTools):
                 prev=prev,
             )
 
-            def guard(txn: Any, expected: RecordHead | None = head) -> None:
-                if self.store.projections.cells.record_head(txn, tag) != expected:
+            def guard(txn: WriteTxn, expected: RecordHead | None = head) -> None:
+                if cells.record_head(txn, tag) != expected:
                     raise _Retry()
 
             change, cell = self._cell_change(access, payload, (seq, kind == "end"), guard)
             try:
-                self._commit(change)
+                self.context.commit(change)
             except _Retry:
                 continue
-            done = self._cell_result(cell, change)
+            done = _cell_result(cell, change)
             return Recorded(
                 cell_id=done.cell_id,
                 cell_nonce=done.cell_nonce,
@@ -339,7 +321,7 @@ class Operator(SharingTools, GovernanceTools):
         """
         window = window or RecallWindow()
         queried = bool((query or "").split())
-        page = self.store.read_page(
+        page = self.context.store.read_page(
             access,
             query=query,
             namespaces=window.namespaces,
@@ -347,8 +329,8 @@ class Operator(SharingTools, GovernanceTools):
             limit=window.limit,
             start=window.start,
         )
-        if self.config.recall_receipts:
-            self.log_receipt(access, Operation.RECALL)
+        if self.context.config.recall_receipts:
+            self.context.log_receipt(access, Operation.RECALL)
         return Recalled(page=page, window=window, queried=queried)
 
     # -- saihm_forget and saihm_forget_session --------------------------------------------
@@ -358,23 +340,24 @@ class Operator(SharingTools, GovernanceTools):
         saihm-protocol "saihm_forget", "Erasure"). A cell never stored or already erased is
         :class:`AlreadyErased`; one the caller does not hold, or outside the token's scope,
         raises :class:`NotPermitted` ("not_holder")."""
-        with self.store.read_txn() as txn:
-            record = self.store.projections.cells.get(txn, cell_id)
+        ctx = self.context
+        with ctx.store.read_txn() as txn:
+            record = ctx.store.projections.cells.get(txn, cell_id)
         if record is None:
             return AlreadyErased()
         if record.owner != access.holder_id:
             raise NotPermitted("the caller does not hold this cell", code=ErrorCode.NOT_HOLDER)
         if record.erased:
             return AlreadyErased()
-        if not self.store.read(access, cell_ids=[cell_id], include_shared=False):
+        if not ctx.store.read(access, cell_ids=[cell_id], include_shared=False):
             raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
         receipt = sign_receipt(
-            self._key(access),
+            ctx.key(access),
             subject_id=cell_id,
             operation=Operation.FORGET,
-            timestamp=self._now(),
+            timestamp=ctx.now(),
         )
-        change = self._commit(
+        change = ctx.commit(
             Change(receipts=[receipt], destroy=[cell_id], guard=self._unerased_guard([cell_id]))
         )
         if change.outcome is not None:
@@ -383,10 +366,12 @@ class Operator(SharingTools, GovernanceTools):
             cell_id=cell_id, destruction_anchor=receipt.receipt_id, epoch=receipt.timestamp
         )
 
-    def _unerased_guard(self, cell_ids: list[bytes]) -> Callable[[Any], object]:
-        def guard(txn: Any) -> object:
+    def _unerased_guard(self, cell_ids: list[bytes]) -> Guard:
+        cells = self.context.store.projections.cells
+
+        def guard(txn: WriteTxn) -> object:
             for cell_id in cell_ids:
-                if self.store.projections.cells.is_erased(txn, cell_id):
+                if cells.is_erased(txn, cell_id):
                     return AlreadyErased()
             return None
 
@@ -402,19 +387,20 @@ class Operator(SharingTools, GovernanceTools):
             raise NotPermitted(
                 "the session is outside this token's scope", code=ErrorCode.NOT_HOLDER
             )
+        ctx = self.context
         cells = [
             c
-            for c in self.store.read(access, include_shared=False)
+            for c in ctx.store.read(access, include_shared=False)
             if c.payload.session_id == session_id
         ]
         ids = [c.cell.cell_id for c in cells]
-        key = self._key(access)
-        now = self._now()
+        key = ctx.key(access)
+        now = ctx.now()
         receipts = [
             sign_receipt(key, subject_id=i, operation=Operation.FORGET, timestamp=now) for i in ids
         ]
         if receipts:
-            change = self._commit(
+            change = ctx.commit(
                 Change(receipts=receipts, destroy=ids, guard=self._unerased_guard(ids))
             )
             if change.outcome is not None:
@@ -432,7 +418,9 @@ class Operator(SharingTools, GovernanceTools):
     def status(self, access: Access) -> Status:
         """The caller's identity, reliability, receipt count, shards, contracts, governance
         (saihm-protocol "saihm_status")."""
-        now = self._now()
+        ctx = self.context
+        store = ctx.store
+        now = ctx.now()
         start = now - WINDOW_30_DAYS
         holder = access.holder_id
         shards: dict[str, int] = {}
@@ -443,17 +431,17 @@ class Operator(SharingTools, GovernanceTools):
         holder_wide = access.all_sessions and access.namespaces is None
         if not holder_wide:
             # A session or namespace-limited token sees only what its own reads would return.
-            for opened in self.store.read(access, include_shared=False):
+            for opened in store.read(access, include_shared=False):
                 shards[opened.cell.tier] = shards.get(opened.cell.tier, 0) + 1
-        records = self.store.projections
-        with self.store.read_txn() as txn:
+        records = store.projections
+        with store.read_txn() as txn:
             for _, cell_id in records.cells.live_of_holder(txn, holder):
                 # The index is a hint; the sealed cell record must name this holder, live.
                 record = records.cells.get(txn, cell_id) if holder_wide else None
                 if record is not None and record.owner == holder and not record.erased:
                     shards[record.tier] = shards.get(record.tier, 0) + 1
             for contract_id, c in records.contracts.of_holder(txn, holder):
-                if not c.revoked and self.contract_in_scope(access, c):
+                if not c.revoked and self.sharing.contract_in_scope(access, c):
                     contracts.append(
                         ContractSummary(contract_id, c.mode, tuple(c.grantees), c.expires_at)
                     )
@@ -466,11 +454,11 @@ class Operator(SharingTools, GovernanceTools):
                     )
             for ts in records.receipts.timestamps_of_holder(txn, holder):
                 receipts_in_window += ts >= start
-            if self.config.governance:
-                governance = self._proposals(txn)
-        calls, within = self.store.stats_since(start)
-        if self.config.status_receipts:
-            self.log_receipt(access, Operation.STATUS)
+            if ctx.config.governance:
+                governance = self.governance.proposals(txn)
+        calls, within = store.stats_since(start)
+        if ctx.config.status_receipts:
+            ctx.log_receipt(access, Operation.STATUS)
         return Status(
             holder_id=holder,
             window_start=start,
@@ -483,91 +471,27 @@ class Operator(SharingTools, GovernanceTools):
             prs=round(within / calls, 6) if calls else None,
         )
 
-    # -- the person's actions (command line) ----------------------------------------------
 
-    def create_holder(self) -> bytes:
-        """Generate a holder seed and key, store the wrapped seed, log the KEY receipt."""
-        seed = os.urandom(32)
-        key = HolderKey.from_seed(seed)
-        receipt = sign_receipt(
-            key,
-            subject_id=key.holder_id,
-            operation=Operation.KEY,
-            timestamp=self._now(),
-            detail=key.public_key,
-        )
-        self._commit(Change(receipts=[receipt], seeds=[(key.holder_id, seed)]))
-        return key.holder_id
+def _check_writable(access: Access, namespace: str) -> None:
+    """Refuse a write the token may not make: a namespace out of bounds or scope, no session."""
+    if not namespace or len(namespace) > 256:
+        raise MalformedInput("namespace must be 1 to 256 characters")
+    if access.session_id is None:
+        raise MalformedInput("this token names no session to write into", code=ErrorCode.NO_SESSION)
+    if access.namespaces is not None and namespace not in access.namespaces:
+        raise NotPermitted("namespace outside the token's scope", code=ErrorCode.NOT_HOLDER)
 
-    def grant(
-        self, holder_id: bytes, namespaces: list[str] | None, expires_at: int
-    ) -> tuple[bytes, bytes]:
-        """Log a person's holder-wide grant (GRANT); return (grantId, receiptId)."""
-        with self.store.read_txn() as txn:
-            if not self.store.projections.holders.known(txn, holder_id):
-                raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
-        grant_id = secrets.token_bytes(32)
-        detail = GrantDetail(
-            namespaces=None if namespaces is None else tuple(namespaces), expires_at=expires_at
-        )
-        receipt = sign_receipt(
-            self.store.holder_key(holder_id),
-            subject_id=grant_id,
-            operation=Operation.GRANT,
-            timestamp=self._now(),
-            detail=detail,
-        )
-        self._commit(Change(receipts=[receipt]))
-        return grant_id, receipt.receipt_id
 
-    def revoke_session(self, holder_id: bytes, token_or_session_id: bytes) -> bool:
-        """Revoke every token of ``holder_id`` that carries this tokenId (16 bytes) or sessionId
-        (32 bytes): log UNGRANT whose subjectId is :func:`revocation_subject` (docs/formats.md
-        "Session revocation"). False if it was already revoked. Raises ``NotFound`` for an
-        unknown holder and ``MalformedInput`` for an id of another length."""
-        if len(token_or_session_id) not in (16, 32):
-            raise MalformedInput("give a tokenId (32 hex) or a sessionId (64 hex)")
-        subject = revocation_subject(holder_id, token_or_session_id)
-        grants = self.store.projections.grants
-        with self.store.read_txn() as txn:
-            if not self.store.projections.holders.known(txn, holder_id):
-                raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
-            if grants.revocation(txn, subject) is not None:
-                return False
-        key = self.store.holder_key(holder_id)
-        receipt = sign_receipt(
-            key, subject_id=subject, operation=Operation.UNGRANT, timestamp=self._now()
-        )
-
-        def guard(txn: Any) -> object:
-            return False if grants.revocation(txn, subject) is not None else None
-
-        change = self._commit(Change(receipts=[receipt], guard=guard))
-        return change.outcome is None
-
-    def ungrant(self, grant_id: bytes) -> bool:
-        """Withdraw a grant (UNGRANT); False if it was already withdrawn."""
-        with self.store.read_txn() as txn:
-            grant = self.store.projections.grants.get(txn, grant_id)
-        if grant is None:
-            raise NotFound("no such grant", code=ErrorCode.GRANT_NOT_FOUND)
-        if grant.revoked:
-            return False
-        receipt = sign_receipt(
-            self.store.holder_key(grant.holder),
-            subject_id=grant_id,
-            operation=Operation.UNGRANT,
-            timestamp=self._now(),
-        )
-
-        def guard(txn: Any) -> object:
-            now_grant = self.store.projections.grants.get(txn, grant_id)
-            if now_grant is None:
-                raise NotFound("no such grant", code="grant_not_found")
-            return False if now_grant.revoked else None
-
-        change = self._commit(Change(receipts=[receipt], guard=guard))
-        return change.outcome is None
+def _cell_result(cell: Cell, change: Change) -> Remembered:
+    return Remembered(
+        cell_id=cell.cell_id,
+        cell_nonce=cell.cell_nonce,
+        tier=cell.tier,
+        kek_version=cell.kek_version,
+        epoch=cell.timestamp,
+        signature_prefix=cell.signature[:16],
+        receipt_id=change.receipts[0].receipt_id,
+    )
 
 
 class _Retry(Conflict):

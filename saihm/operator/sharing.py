@@ -7,15 +7,17 @@ Operations take bytes ids and return :class:`Shared`, :class:`Revoked` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermitted
 from saihm.events import Operation
 from saihm.events.rules import check_contract_terms
 from saihm.events.signing import sign_contract, sign_receipt
+from saihm.operator.context import ToolContext
 from saihm.projections import Body, ContractRecord
+from saihm.storage import WriteTxn
 from saihm.store import Access, Change
-from saihm.toolbase import ToolBase
+
+__all__ = ["MODES", "Responded", "Revoked", "Shared", "SharingTools"]
 
 MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}
 
@@ -50,8 +52,12 @@ class Responded:
     receipt_id: bytes | None = None
 
 
-class SharingTools(ToolBase):
-    """saihm_share, saihm_revoke_share and the grantee's accept and decline."""
+class SharingTools:
+    """saihm_share, saihm_revoke_share and the grantee's accept and decline, over one
+    :class:`ToolContext`."""
+
+    def __init__(self, context: ToolContext) -> None:
+        self.context = context
 
     def share(
         self,
@@ -65,9 +71,11 @@ class SharingTools(ToolBase):
         """Sign and store a sharing contract over the caller's own cells; log SHARE
         (saihm-protocol "saihm_share"). ``mode`` is TEMPORARY, PERMANENT or SYNDICATE;
         ``expiry`` None takes the type's default."""
-        now = self._now()
+        ctx = self.context
+        store = ctx.store
+        now = ctx.now()
         if expiry is None:
-            expiry = now + self.config.temporary_default_ttl if mode == "TEMPORARY" else 0
+            expiry = now + ctx.config.temporary_default_ttl if mode == "TEMPORARY" else 0
         if access.holder_id in grantees:
             raise MalformedInput("a holder cannot grant to itself", code=ErrorCode.INVALID_GRANTEE)
         check_contract_terms(
@@ -78,19 +86,19 @@ class SharingTools(ToolBase):
             expires_at=expiry,
             timestamp=now,
         )
-        with self.store.read_txn() as txn:
+        with store.read_txn() as txn:
             for shard in shards:
-                record = self.store.projections.cells.get(txn, shard)
+                record = store.projections.cells.get(txn, shard)
                 if record is None or record.erased:
                     raise NotFound("no such cell", code=ErrorCode.SHARD_NOT_FOUND)
                 if record.owner != access.holder_id:
                     raise NotPermitted(
                         "the caller does not hold this cell", code=ErrorCode.NOT_HOLDER
                     )
-        visible = self.store.read(access, cell_ids=shards, include_shared=False)
+        visible = store.read(access, cell_ids=shards, include_shared=False)
         if len(visible) != len(set(shards)):
             raise NotPermitted("a cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
-        key = self._key(access)
+        key = ctx.key(access)
         contract = sign_contract(
             key,
             grantee_ids=grantees,
@@ -104,12 +112,12 @@ class SharingTools(ToolBase):
             key, subject_id=contract.contract_id, operation=Operation.SHARE, timestamp=now
         )
 
-        def guard(txn: Any) -> None:
+        def guard(txn: WriteTxn) -> None:
             for shard in shards:
-                if self.store.projections.cells.is_erased(txn, shard):
+                if store.projections.cells.is_erased(txn, shard):
                     raise NotFound("a cell was erased", code=ErrorCode.SHARD_NOT_FOUND)
 
-        self._commit(
+        ctx.commit(
             Change(
                 receipts=[receipt],
                 bodies={contract.contract_id: Body(contract.to_cbor())},
@@ -128,30 +136,32 @@ class SharingTools(ToolBase):
     def revoke_share(self, access: Access, contract_id: bytes) -> Revoked:
         """End a contract for every grantee; a repeat answers revoked = true with no receipt
         (saihm-protocol "saihm_revoke_share")."""
-        with self.store.read_txn() as txn:
-            record = self.store.projections.contracts.get(txn, contract_id)
+        ctx = self.context
+        contracts = ctx.store.projections.contracts
+        with ctx.store.read_txn() as txn:
+            record = contracts.get(txn, contract_id)
         if record is None:
             raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
         if record.holder != access.holder_id or not self.contract_in_scope(access, record):
             raise NotPermitted("the caller does not hold this contract", code=ErrorCode.NOT_HOLDER)
         if record.revoked:
-            return Revoked(epoch=self._now())
+            return Revoked(epoch=ctx.now())
         receipt = sign_receipt(
-            self._key(access),
+            ctx.key(access),
             subject_id=contract_id,
             operation=Operation.REVOKE,
-            timestamp=self._now(),
+            timestamp=ctx.now(),
         )
 
-        def guard(txn: Any) -> object:
-            now_record = self.store.projections.contracts.get(txn, contract_id)
+        def guard(txn: WriteTxn) -> object:
+            now_record = contracts.get(txn, contract_id)
             if now_record is None:
                 raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
             if now_record.revoked:
-                return Revoked(epoch=self._now())
+                return Revoked(epoch=ctx.now())
             return None
 
-        change = self._commit(Change(receipts=[receipt], guard=guard))
+        change = ctx.commit(Change(receipts=[receipt], guard=guard))
         if isinstance(change.outcome, Revoked):
             return change.outcome
         return Revoked(epoch=receipt.timestamp, receipt_id=receipt.receipt_id)
@@ -169,20 +179,19 @@ class SharingTools(ToolBase):
             return False
         if access.all_sessions and access.namespaces is None:
             return True
+        store = self.context.store
         shards = list(record.shards)
         visible = {
-            c.cell.cell_id for c in self.store.read(access, cell_ids=shards, include_shared=False)
+            c.cell.cell_id for c in store.read(access, cell_ids=shards, include_shared=False)
         }
         tag = (
-            None
-            if access.all_sessions
-            else self.store.session_tag(access.holder_id, access.session_id)
+            None if access.all_sessions else store.session_tag(access.holder_id, access.session_id)
         )
-        with self.store.read_txn() as txn:
+        with store.read_txn() as txn:
             for shard in shards:
                 if shard in visible:
                     continue
-                cell = self.store.projections.cells.get(txn, shard)
+                cell = store.projections.cells.get(txn, shard)
                 erased_here = (
                     cell is not None
                     and cell.erased
@@ -198,8 +207,10 @@ class SharingTools(ToolBase):
         """A grantee accepts a contract, or declines it (withdrawing an earlier acceptance);
         DESIGN.md "Capabilities" (ACCEPT / DECLINE). A repeat changes nothing and logs no
         receipt."""
-        with self.store.read_txn() as txn:
-            record = self.store.projections.contracts.get(txn, contract_id)
+        ctx = self.context
+        contracts = ctx.store.projections.contracts
+        with ctx.store.read_txn() as txn:
+            record = contracts.get(txn, contract_id)
         if record is None:
             raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
         if access.holder_id not in record.grantees:
@@ -211,16 +222,16 @@ class SharingTools(ToolBase):
             return result
         op = Operation.ACCEPT if accept else Operation.DECLINE
         receipt = sign_receipt(
-            self._key(access), subject_id=contract_id, operation=op, timestamp=self._now()
+            ctx.key(access), subject_id=contract_id, operation=op, timestamp=ctx.now()
         )
 
-        def guard(txn: Any) -> object:
-            now_record = self.store.projections.contracts.get(txn, contract_id)
+        def guard(txn: WriteTxn) -> object:
+            now_record = contracts.get(txn, contract_id)
             if now_record is None:
-                raise NotFound("no such contract", code="contract_not_found")
+                raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
             return result if (access.holder_id in now_record.accepted) == accept else None
 
-        change = self._commit(Change(receipts=[receipt], guard=guard))
+        change = ctx.commit(Change(receipts=[receipt], guard=guard))
         if change.outcome is None:
             return Responded(
                 contract_id=contract_id, accepted=accept, receipt_id=receipt.receipt_id
