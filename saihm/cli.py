@@ -16,7 +16,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -635,7 +635,7 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
 
         raise NotFound(f"{config.data_dir} is not a saihm data directory")
     # The applied-index check on open would refuse exactly the store this command repairs.
-    store = Store(config, checkpointer=False, check_applied=False)
+    store = Store(config, check_applied=False)
     try:
         total = store.size()
         with (
@@ -648,6 +648,7 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
             def advance(n: int) -> None:
                 bar.advance(task, n)
 
+            report: Mapping[str, Any]
             if args.replace:
                 report = store.replace_projections(target, progress=advance)
             else:

@@ -22,9 +22,13 @@ def initialise(config: Config) -> Authority:
 
 
 def open_operator(config: Config, *, checkpointer: bool = True) -> Operator:
-    """The operator over the store of ``config.data_dir`` (created if new)."""
+    """The operator over the store of ``config.data_dir`` (created if new); with
+    ``checkpointer`` (the default) the store's background jobs (checkpointer, KEK schedule)
+    run until the operator is closed."""
     if not config.authority_public_key_file.exists():
         initialise(config)
-    store = Store(config, checkpointer=checkpointer)
+    store = Store(config)
+    if checkpointer:
+        store.start_jobs()
     # A new data directory chose its origin while being created: pass the recorded one on.
     return Operator(store, dataclasses.replace(config, origin=store.origin))

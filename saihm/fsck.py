@@ -36,7 +36,6 @@ from pathlib import Path
 
 import cbor2
 
-from saihm.changes import BODIES, MEMO
 from saihm.config import Config
 from saihm.errors import NotFound, SaihmError
 from saihm.events import Cell, Contract
@@ -46,7 +45,7 @@ from saihm.keyring.errors import KekUnavailable
 from saihm.projections import Body, LeafView, Projections, ProjectionState, StaleProjections
 from saihm.projections import apply as P
 from saihm.storage.base import Namespace, ReadTxn
-from saihm.store import PENDING, RebuildFailed, Store
+from saihm.store import BODIES, MEMO, PENDING, RebuildFailed, Store
 from saihm.storehint import with_store
 from saihm.translog import TreeStorage
 
@@ -503,7 +502,7 @@ def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> Fsck
         raise NotFound(f"no KEK directory at {config.kek_dir} (give --kek-dir)")
     if not config.log_keys_dir.is_dir():
         raise NotFound(f"no log keys at {config.log_keys_dir} (give --log-keys-dir)")
-    store = Store(config, checkpointer=False, check_applied=False)
+    store = Store(config, check_applied=False)
     try:
         return check_store(store, tasks)
     finally:

@@ -63,7 +63,8 @@ Tasks = Callable[[str, int], Advance]
 
 
 def store_namespaces() -> tuple[bytes, ...]:
-    """Every namespace the store declares, in the order it opens them (saihm/store.py)."""
+    """Every namespace the store declares, in the order it opens them
+    (saihm/store/environment.py)."""
     from saihm.store import STORAGE_NAMES
 
     return STORAGE_NAMES

@@ -60,10 +60,23 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("the verifier and the configuration", ("saihm.audit", "saihm.config")),
+    ("the recall cache", ("saihm.cellcache",)),
+    ("the store's environment", ("saihm.store.environment",)),
     (
-        "the store",
-        ("saihm.store", "saihm.changes", "saihm.publiclog", "saihm.cellcache", "saihm.fsck"),
+        "the store's parts over its environment",
+        (
+            "saihm.store.auth",
+            "saihm.store.commit",
+            "saihm.store.publiclog",
+            "saihm.store.rebuild",
+            "saihm.store.keys",
+            "saihm.store.jobs",
+        ),
     ),
+    ("which cells a read considers", ("saihm.store.candidates",)),
+    ("the holder-wide read", ("saihm.store.holderwide",)),
+    ("the checked read path", ("saihm.store.reader",)),
+    ("the store: the composition of its parts", ("saihm.store", "saihm.fsck")),
     (
         "the operator's parts over one context",
         (

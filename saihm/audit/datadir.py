@@ -5,12 +5,13 @@ The audit layer may not import ``saihm.store`` or ``saihm.projections`` (DESIGN.
 a verifier must not depend on the code it checks. The stored records it reads (the erasure
 list, the tallies and the event bodies) are decoded with their one definition in
 saihm/events/records.py; the database and file names are re-declared here, keep them in step
-with saihm/store.py (``BODIES``, ``CHECKPOINTS``), saihm/projections/cells.py (``ERASURES``),
-saihm/projections/governance.py (``TALLIES``), saihm/config.py (``lmdb``, ``log-keys``,
-``authority.pub``) and saihm/translog/storage.py (``leaves``); tests/audit/test_datadir_layout.py
-checks that they are. What is read: leaves, checkpoint notes, the published
-erasure list and tallies, the log's verifier keys, the authority public key and, optionally,
-stored cells and contracts in their wire CBOR. Never DEKs, seeds, session tags or KEKs.
+with saihm/store/environment.py (``BODIES``, ``CHECKPOINTS``), saihm/projections/cells.py
+(``ERASURES``), saihm/projections/governance.py (``TALLIES``), saihm/config.py (``lmdb``,
+``log-keys``, ``authority.pub``) and saihm/translog/storage.py (``leaves``);
+tests/audit/test_datadir_layout.py checks that they are. What is read: leaves, checkpoint
+notes, the published erasure list and tallies, the log's verifier keys, the authority public
+key and, optionally, stored cells and contracts in their wire CBOR. Never DEKs, seeds, session
+tags or KEKs.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ LOG_KEYS_FILE = "log-keys/checkpoint-verifier-keys.txt"
 AUTHORITY_PUB = "authority.pub"
 # saihm/translog/storage.py TreeStorage.DB_NAMES[0]
 LEAVES = b"leaves"
-# saihm/store.py
+# saihm/store/environment.py
 BODIES = b"bodies"  # subjectId -> Body
 CHECKPOINTS = b"checkpoints"  # u64 BE size -> signed checkpoint note
 # saihm/projections/cells.py, saihm/projections/governance.py

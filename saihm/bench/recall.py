@@ -160,7 +160,7 @@ def _build(root: Path, cells: int, workers: int) -> dict:
     from saihm.events import Receipt
     from saihm.events.models import Cell
 
-    with Store(config, checkpointer=False) as store:
+    with Store(config) as store:
         operator = Operator(store, config)
         holder = operator.admin.create_holder()
         sessions = [secrets.token_bytes(32) for _ in range(SESSIONS)]
@@ -215,7 +215,7 @@ def _latencies(
     token = None
     CPU_MS.clear()
     for attempt in range(max(1, cold)):
-        with Store(config, checkpointer=False) as store:
+        with Store(config) as store:
             operator = Operator(store, config)
             token = token or _grant_token(config, operator, holder)
             ms, returned = _timed(operator, token, params_list[attempt % len(params_list)])
@@ -239,7 +239,7 @@ def _memory(config: Config, holder: bytes, bound_mb: int | None) -> tuple[int, i
             recall_cache_mb=bound_mb,
             checkpoint_interval=3600.0,
         )
-    with Store(config, checkpointer=False) as store:
+    with Store(config) as store:
         operator = Operator(store, config)
         token = _grant_token(config, operator, holder)
         binding_call(operator, token, "saihm_recall", {"limit": 1})  # authenticate, open the log
@@ -254,7 +254,7 @@ def _memory(config: Config, holder: bytes, bound_mb: int | None) -> tuple[int, i
             retained = tracemalloc.get_traced_memory()[0] - before
         finally:
             tracemalloc.stop()
-        return store._cache.used_bytes, retained
+        return store.reader.cache.used_bytes, retained
 
 
 # -- quality ---------------------------------------------------------------------------------
@@ -287,7 +287,7 @@ def _quality(
     authority = initialise(config)
     ours: list[int | None] = []
     peer: list[int | None] = []
-    with Store(config, checkpointer=False, embedder=embedder) as store:  # type: ignore[arg-type]
+    with Store(config, embedder=embedder) as store:  # type: ignore[arg-type]
         operator = Operator(store, config)
         for conversation in conversations:
             holder = operator.admin.create_holder()

@@ -228,7 +228,7 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
     # Throughput on its own data directory, so the recall store below holds exactly --cells.
     config = Config.for_data(tmp / "rate" / "data", checkpoint_interval=3600.0)
     authority = initialise(config)
-    operator = Operator(Store(config, checkpointer=False), config)
+    operator = Operator(Store(config), config)
     try:
         tokens = []
         for _ in range(max(1, opts.threads)):
@@ -253,7 +253,7 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
 
     config = Config.for_data(tmp / "recall" / "data", checkpoint_interval=3600.0)
     authority = initialise(config)
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     operator = Operator(store, config)
     try:
         holder = operator.admin.create_holder()

@@ -93,17 +93,17 @@ def figures(store: Store, now: float | None = None) -> OpsFigures:
     now = time.time() if now is None else now
     with store.storage.read() as txn:
         size = store.tree.size(txn)
-        latest = store._latest_checkpoint(txn)
+        latest = store.public_log.latest_stored(txn)
     usage = store.storage.usage()
     checkpoint_size = 0 if latest is None else latest[0]
     kek_version = store.kek_dir.current_version
     kek_age = max(0.0, now - store.kek_dir.issued_at(kek_version))
-    signed_at = store._last_checkpoint
+    signed_at = store.public_log.last_signed
     lag_age = 0.0 if checkpoint_size >= size else max(0.0, store.clock() - signed_at)
-    thread = store._thread
+    jobs = store.background
     caches = {
-        "holder_keys": len(getattr(store, "_holder_keys", ())),
-        "tokens": len(getattr(store, "_token_cache", ())),
+        "holder_keys": len(store.holder_keys.cached),
+        "tokens": store.authenticator.cached_tokens,
     }
     return OpsFigures(
         log_size=size,
@@ -111,7 +111,7 @@ def figures(store: Store, now: float | None = None) -> OpsFigures:
         kek_version=kek_version,
         kek_age_seconds=kek_age,
         checkpoint_age_seconds=lag_age,
-        checkpointer_alive=thread is not None and thread.is_alive(),
+        checkpointer_alive=jobs is not None and jobs.alive(),
         caches=caches,
         storage_used_bytes=usage.used,
         storage_limit_bytes=usage.limit,

@@ -43,7 +43,7 @@ __all__ = [
 RECORD_KINDS = ("said", "did", "end")
 WINDOW_30_DAYS = 30 * 86_400
 
-#: A :class:`Change` guard: runs inside the write transaction (saihm.changes).
+#: A :class:`Change` guard: runs inside the write transaction (saihm.store.commit).
 Guard = Callable[[WriteTxn], object]
 
 

@@ -1,9 +1,11 @@
 """Consumer write proposals held for the person (RFC 0007: "never silent agent write").
 
 A proposal is sealed and signed at once (the plaintext never rests on disk); its cell bytes and
-wrapped DEK are held by the store's pending section. Accepting commits the very same cell with
-a REMEMBER receipt, in one transaction that also removes the proposal; rejecting destroys the
-wrapped DEK, so the held ciphertext can no longer be read.
+wrapped DEK are held in the provider's ``provider-pending`` namespace (saihm/provider/held.py)
+and its content is opened only through the store's checked read path, with the person's
+Access. Accepting commits the very same cell with a REMEMBER receipt, in one transaction that
+also removes the proposal; rejecting destroys the wrapped DEK, so the held ciphertext can no
+longer be read.
 
 Bounds (Build 6, docs/operations.md): a consumer holds at most ``Config.pending_max``
 proposals (one more is refused, 409 "pending_full", and changes nothing; the count is taken
@@ -26,6 +28,7 @@ from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound
 from saihm.events import SealedPayload
 from saihm.events.envelope import seal
 from saihm.operator import Operator
+from saihm.provider.held import HeldProposals
 from saihm.provider.meta import VaultMeta
 from saihm.provider.models import MemoryRecordRef, MemoryStore, PendingProposal, iso8601
 from saihm.provider.records import parse_sealed, seal_text
@@ -74,6 +77,7 @@ class PendingProposals:
     def __init__(self, operator: Operator, meta: VaultMeta) -> None:
         self.operator = operator
         self.cells = operator.store
+        self.held = HeldProposals(operator.store)
         self.meta = meta
 
     def person(self) -> Access:
@@ -129,7 +133,7 @@ class PendingProposals:
                 )
             return expired
 
-        store.pending_put(proposal_id, cell, dek, json.dumps(meta).encode(), admit=admit)
+        self.held.put(proposal_id, cell, dek, json.dumps(meta).encode(), admit=admit)
         return MemoryRecordRef(
             id=proposal_id.hex(),
             namespace=request.namespace,
@@ -142,9 +146,9 @@ class PendingProposals:
         now = int(self.cells.clock())
         ttl = self.operator.config.pending_ttl
         count = 0
-        for proposal_id, _cell, raw_meta in self.cells.pending_items():
+        for proposal_id, _cell, raw_meta in self.held.items():
             if _expired(_meta(raw_meta), now, ttl):
-                count += self.cells.pending_reject(proposal_id)
+                count += self.held.reject(proposal_id)
         return count
 
     def listing(self, *, show: bool) -> list[PendingProposal]:
@@ -156,13 +160,13 @@ class PendingProposals:
         now = int(self.cells.clock())
         ttl = self.operator.config.pending_ttl
         out = []
-        for proposal_id, _cell, raw_meta in self.cells.pending_items():
+        for proposal_id, _cell, raw_meta in self.held.items():
             meta = json.loads(raw_meta)
             if _expired(meta, now, ttl):
                 continue
             namespace = record = None
             if show:
-                _, _, payload = self.cells.pending_open(proposal_id)
+                _, _, payload = self.held.open(self.person(), proposal_id)
                 namespace = payload.namespace
                 record = parse_sealed(payload.content)
             out.append(
@@ -186,14 +190,14 @@ class PendingProposals:
         """
         pid = _id(proposal_id)
         store = self.cells
-        cell, raw_meta, payload = store.pending_open(pid)
+        cell, raw_meta, payload = self.held.open(self.person(), pid)
         if _expired(_meta(raw_meta), int(store.clock()), self.operator.config.pending_ttl):
-            store.pending_reject(pid)
+            self.held.reject(pid)
             raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
         if cell.holder_id != self.meta.holder_id:
             raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
         done = self.operator.memory.remember_sealed(
-            self.person(), cell, payload.session_id, guard=store.pending_take_guard(pid)
+            self.person(), cell, payload.session_id, guard=self.held.take_guard(pid)
         )
         return MemoryRecordRef(
             id=done.cell_id.hex(),
@@ -205,14 +209,14 @@ class PendingProposals:
 
     def reject(self, proposal_id: str) -> bool:
         """Drop a held proposal and destroy its wrapped DEK."""
-        return self.cells.pending_reject(_id(proposal_id))
+        return self.held.reject(_id(proposal_id))
 
     def reject_consumer(self, consumer: str) -> int:
         """Reject every proposal of ``consumer`` (on revocation); returns how many."""
         count = 0
-        for proposal_id, _cell, raw_meta in self.cells.pending_items():
+        for proposal_id, _cell, raw_meta in self.held.items():
             if json.loads(raw_meta).get("consumer") == consumer:
-                count += self.cells.pending_reject(proposal_id)
+                count += self.held.reject(proposal_id)
         return count
 
 

@@ -116,9 +116,13 @@ class LocalVault:
     # -- grants (RFC "Permission model extension") ------------------------------------------
 
     def grant(
-        self, consumer: str, namespaces: list[str] | tuple[str, ...], mode: Mode | None,
-        sections: tuple[str, ...] = (), ttl: int = GRANT_TTL,
-    ) -> tuple[ConsumerGrant, str | None]:  # fmt: skip
+        self,
+        consumer: str,
+        namespaces: list[str] | tuple[str, ...],
+        mode: Mode | None,
+        sections: tuple[str, ...] = (),
+        ttl: int = GRANT_TTL,
+    ) -> tuple[ConsumerGrant, str | None]:
         """Grant ``consumer`` memory access; returns (the RFC grant, the consumer's token).
 
         Logs GRANT and issues a capability scoped to ``consumer``, ``mode``, ``namespaces`` and
@@ -153,9 +157,12 @@ class LocalVault:
                 self.meta.holder_id, list(namespaces), expires_at
             )
             scope = CapabilityScope(
-                sessions="all", namespaces=tuple(namespaces), grant_id=grant_id,
-                consumer=consumer, mode=mode,
-            )  # fmt: skip
+                sessions="all",
+                namespaces=tuple(namespaces),
+                grant_id=grant_id,
+                consumer=consumer,
+                mode=mode,
+            )
             cap = authority.issue(
                 self.meta.holder_id, secrets.token_bytes(32), scope, ttl, now=self._now()
             )

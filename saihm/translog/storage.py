@@ -81,6 +81,12 @@ class TreeStorage:
         index: int = _U64.unpack(last[0])[0]  # the struct's one field, a ">Q"
         return index + 1
 
+    def dense(self, txn: ReadTxn) -> bool:
+        """Whether the stored leaves are exactly the indexes ``0 .. size - 1``: false when a leaf
+        was deleted from inside the log or a row inserted beyond its end (a raw edit), which
+        would make :meth:`size` claim leaves that were never appended."""
+        return txn.count(self._leaves) == self.size(txn)
+
     def leaf(self, txn: ReadTxn, index: int) -> bytes:
         """Return leaf ``index``; raise ``NotFound`` if it does not exist."""
         if index < 0:

@@ -12,8 +12,7 @@ from saihm.config import Config
 from saihm.projections import apply as P
 from saihm.projections.cells import ERASURES
 from saihm.projections.governance import TALLIES
-from saihm.publiclog import CHECKPOINTS
-from saihm.store import OWN_DBS
+from saihm.store import CHECKPOINTS, OWN_DBS
 from saihm.translog import TreeStorage
 
 

@@ -37,7 +37,7 @@ def populate(data: Path, remembers: int = 12) -> tuple[bytes, int, str]:
     the holder's session token)."""
     config = Config.for_data(data, checkpoint_interval=3600.0)
     authority = initialise(config)
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     operator = Operator(store, config)
     try:
         holder = operator.admin.create_holder()
@@ -90,7 +90,7 @@ def test_the_copy_holds_every_key_and_value_of_every_namespace_and_the_same_root
     # The copy serves the same log: the store opened over it (node-local files copied beside
     # it) has the same size and root, and its projections reflect the whole log.
     _copy_dir(data, tmp_path / "copy")
-    store = Store(Config.for_data(tmp_path / "copy"), checkpointer=False)
+    store = Store(Config.for_data(tmp_path / "copy"))
     try:
         assert store.size() == size
         assert store.root(size) == root

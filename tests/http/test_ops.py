@@ -41,8 +41,8 @@ async def test_readyz_is_200_when_the_store_answers_and_the_jobs_keep_up(client)
 async def test_readyz_is_503_with_a_reason_when_the_checkpointer_has_stopped(
     client, operator
 ) -> None:
-    operator.store._stop.set()
-    operator.store._thread.join(timeout=10)
+    assert operator.store.background is not None
+    operator.store.background.stop(timeout=10)
     status, headers, body = await get(client, "/readyz")
     assert status == 503
     assert body == b'{"status":"not_ready","reason":"checkpointer_stopped"}'
@@ -65,10 +65,10 @@ def test_a_checkpoint_lagging_past_its_bound_is_not_ready(tmp_path, make_holder)
             operator, holder.token, "saihm_remember", {"content": "waits for a checkpoint"}
         )
         with store.storage.read() as txn:
-            assert store._latest_checkpoint(txn)[0] < store.size()
+            assert store.public_log.latest_stored(txn)[0] < store.size()
         # Entries are uncovered; only once they have waited past the bound is it not ready.
         assert not_ready_reason(store) is None
-        store._last_checkpoint = store.clock() - 10 * 3600 - 1
+        store.public_log.last_signed = store.clock() - 10 * 3600 - 1
         assert not_ready_reason(store) == "checkpoint_stale"
         store.checkpoint_now()
         assert not_ready_reason(store) is None

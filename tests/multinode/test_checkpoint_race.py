@@ -24,8 +24,8 @@ def test_a_node_that_loses_the_race_returns_the_stored_checkpoint(
 ) -> None:
     config = Config.for_data(tmp_path / "data", store=postgres_location, checkpoint_interval=3600)
     authority = initialise(config)
-    first = Store(config, checkpointer=False, clock=lambda: 1_000_000.0)
-    second = Store(config, checkpointer=False, clock=lambda: 2_000_000.0)
+    first = Store(config, clock=lambda: 1_000_000.0)
+    second = Store(config, clock=lambda: 2_000_000.0)
     try:
         operator = Operator(first, config)
         holder = operator.admin.create_holder()

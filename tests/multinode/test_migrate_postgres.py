@@ -50,7 +50,7 @@ def test_a_migrated_log_verifies_with_identical_roots_and_serves_its_old_tokens(
 
     verified = _saihm("verify", "--data", str(data), "--store", url, "--no-progress")
     assert verified.returncode == 0, verified.stdout[-4000:] + verified.stderr[-2000:]
-    store = Store(Config.for_data(data, store=url), checkpointer=False)
+    store = Store(Config.for_data(data, store=url))
     try:
         assert store.size() == size and store.root(size) == root
     finally:

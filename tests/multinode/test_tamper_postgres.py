@@ -178,7 +178,7 @@ def _views(t: Template) -> dict[str, frozenset[str] | None]:
     """Every token's recall through a freshly opened store (None: refused); nothing written."""
     p = t.p
     try:
-        store = Store(p.world.config, clock=p.world.clock, checkpointer=False)
+        store = Store(p.world.config, clock=p.world.clock)
     except SaihmError:
         return dict.fromkeys(p.tokens)  # the store refuses to open: every token reads nothing
     p.world.operator = Operator(store, p.world.config)
@@ -423,7 +423,7 @@ def test_a_log_rolled_back_by_deleting_its_newest_leaves_is_refused_by_every_ope
     each with one line naming the repair and never the password."""
     _delete_newest_leaves(t, raw)
     with pytest.raises(StaleProjections, match=r"saihm rebuild --data DIR --replace"):
-        Store(t.p.world.config, checkpointer=False)
+        Store(t.p.world.config)
     holder = t.p.holders["alice"].hex()
     for argv, timeout in (
         (["session", "open", *t.store_args, "--holder", holder], 120),

@@ -31,7 +31,7 @@ SAIHM = str(Path(sys.executable).with_name("saihm"))
 def data(tmp_path: Path) -> Iterator[tuple[Config, bytes]]:
     config = Config.for_data(tmp_path / "data")
     initialise(config)
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     try:
         holder = Operator(store, config).admin.create_holder()
     finally:
@@ -69,10 +69,10 @@ def test_a_store_of_another_schema_version_refuses_to_open_until_rebuilt(
     config, holder = data
     _put_meta(config, P.FORMAT, u64(1))
     with pytest.raises(StaleProjections, match=r"format 1, not 2.*rebuild --data DIR --replace"):
-        Store(config, checkpointer=False)
+        Store(config)
     assert "rebuild --data DIR --replace" in _refused_in_another_process(config, holder)
 
-    store = Store(config, checkpointer=False, check_applied=False)
+    store = Store(config, check_applied=False)
     try:
         findings = [(f.database, f.check) for f in check_store(store).findings]
         assert ("p_meta", "schema version") in findings
@@ -82,14 +82,14 @@ def test_a_store_of_another_schema_version_refuses_to_open_until_rebuilt(
         assert (state.applied, state.format) == (store.size(), P.PROJECTION_FORMAT)
     finally:
         store.close()
-    Store(config, checkpointer=False).close()  # opens again
+    Store(config).close()  # opens again
 
 
 def test_an_applied_index_that_lags_the_log_refuses_to_open(data: tuple[Config, bytes]) -> None:
     config, holder = data
     _put_meta(config, P.APPLIED, u64(0))
     with pytest.raises(StaleProjections, match=r"projections reflect 0 of 1 log entries"):
-        Store(config, checkpointer=False)
+        Store(config)
     assert "reflect 0 of 1" in _refused_in_another_process(config, holder)
 
 
@@ -99,5 +99,5 @@ def test_a_damaged_meta_value_is_a_clear_refusal_not_a_traceback(
     config, holder = data
     _put_meta(config, P.APPLIED, b"\x01")
     with pytest.raises(StaleProjections, match=r"damaged.*rebuild --data DIR --replace"):
-        Store(config, checkpointer=False)
+        Store(config)
     assert "damaged" in _refused_in_another_process(config, holder)

@@ -62,7 +62,7 @@ def make_vault(tmp: Path) -> tuple[Vault, Store]:
     config = Config.for_data(tmp / "data", tmp / "kek", tmp / "authority")
     authority = initialise(config)
     clock = Clock()
-    store = Store(config, clock=clock, checkpointer=False)
+    store = Store(config, clock=clock)
     operator = Operator(store, config)
     vault, created = LocalVault.init(operator, authority)
     assert created

@@ -19,6 +19,7 @@ from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import Conflict, NotFound
 from saihm.operator import Operator
+from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryStore
 from saihm.provider.vault import LocalVault
 from saihm.store import Store
@@ -38,7 +39,7 @@ def bounded(tmp_path: Path):
     )
     authority = initialise(config)
     clock = Clock()
-    store = Store(config, clock=clock, checkpointer=False)
+    store = Store(config, clock=clock)
     vault, _ = LocalVault.init(Operator(store, config), authority)
     try:
         yield vault, store, clock
@@ -56,7 +57,7 @@ def _propose(provider, consumer: str, fact: str = "x"):
 
 
 def _held(store: Store) -> list[bytes]:
-    return [pid for pid, _cell, _meta in store.pending_items()]
+    return [pid for pid, _cell, _meta in HeldProposals(store).items()]
 
 
 def test_a_consumer_over_its_cap_is_refused_and_nothing_is_stored(bounded):
@@ -82,14 +83,14 @@ def test_an_expired_proposal_is_not_listed_not_acceptable_and_its_dek_is_destroy
     vault, store, clock = bounded
     agent = _writer(vault, "agent")
     ref = _propose(agent, "agent")
-    ((_, cell, _),) = store.pending_items()
+    ((_, cell, _),) = HeldProposals(store).items()
     clock.now += TTL - 1
     assert [p.id for p in vault.pending()] == [ref.id]  # still live one second before
     clock.now += 1
     assert vault.pending() == []
     with store.read_txn() as txn:
         assert not store.keyring.has_dek(txn, cell.cell_id)
-    assert store.pending_items() == []
+    assert HeldProposals(store).items() == []
     with pytest.raises(NotFound):
         vault.accept(ref.id)
 
@@ -98,7 +99,7 @@ def test_accepting_an_expired_proposal_is_refused_and_destroys_it(bounded):
     vault, store, clock = bounded
     agent = _writer(vault, "agent")
     ref = _propose(agent, "agent")
-    ((_, cell, _),) = store.pending_items()
+    ((_, cell, _),) = HeldProposals(store).items()
     leaves = store.size()
     clock.now += TTL
     with pytest.raises(NotFound) as refused:
@@ -114,7 +115,7 @@ def test_expired_proposals_do_not_count_against_the_cap_and_are_swept_at_propose
     agent = _writer(vault, "agent")
     for i in range(CAP):
         _propose(agent, "agent", str(i))
-    cells = [cell.cell_id for _pid, cell, _meta in store.pending_items()]
+    cells = [cell.cell_id for _pid, cell, _meta in HeldProposals(store).items()]
     clock.now += TTL
     fresh = _propose(agent, "agent", "after expiry")
     assert [bytes.fromhex(fresh.id)] == _held(store)
@@ -140,7 +141,7 @@ def test_the_expiry_is_written_into_the_proposal(bounded):
     vault, store, clock = bounded
     agent = _writer(vault, "agent")
     _propose(agent, "agent", "MARKER-5d1e")
-    ((_, _, raw),) = store.pending_items()
+    ((_, _, raw),) = HeldProposals(store).items()
     meta = json.loads(raw)
     assert meta["expiresAt"] == int(clock.now) + TTL
     assert b"MARKER-5d1e" not in raw  # the record itself is not in the meta
@@ -163,7 +164,7 @@ _CHILD = textwrap.dedent(
                              pending_max=int(cap), pending_ttl=int(ttl))
     offset = float(later)
     import time
-    store = Store(config, clock=lambda: time.time() + offset, checkpointer=False)
+    store = Store(config, clock=lambda: time.time() + offset)
     try:
         vault = LocalVault.open(Operator(store, config))
         if token == "-":
@@ -201,7 +202,7 @@ def _world(tmp: Path, cap: int, ttl: int) -> tuple[str, Config]:
         tmp / "data", tmp / "kek", tmp / "authority", pending_max=cap, pending_ttl=ttl
     )
     authority = initialise(config)
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     try:
         vault, _ = LocalVault.init(Operator(store, config), authority)
         _, token = vault.grant("agent", ["notes"], "write")
@@ -222,9 +223,9 @@ def test_two_processes_racing_never_pass_the_cap(tmp_path: Path):
         results.append(json.loads(out))
     assert sum(r["stored"] for r in results) == cap
     assert sum(r["refused"] for r in results) == 2 * each - cap
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     try:
-        assert len(store.pending_items()) == cap
+        assert len(HeldProposals(store).items()) == cap
     finally:
         store.close()
 
@@ -235,9 +236,9 @@ def test_a_sweep_in_another_process_destroys_expired_proposals(tmp_path: Path):
     out, err = child.communicate(timeout=120)
     assert child.returncode == 0, err.decode()[-2000:]
     assert json.loads(out) == {"stored": 2, "refused": 0}
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     try:
-        cells = [cell.cell_id for _pid, cell, _meta in store.pending_items()]
+        cells = [cell.cell_id for _pid, cell, _meta in HeldProposals(store).items()]
         assert len(cells) == 2
     finally:
         store.close()
@@ -246,9 +247,9 @@ def test_a_sweep_in_another_process_destroys_expired_proposals(tmp_path: Path):
     out, err = sweeper.communicate(timeout=120)
     assert sweeper.returncode == 0, err.decode()[-2000:]
     assert json.loads(out) == {"swept": 2}
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     try:
-        assert store.pending_items() == []
+        assert HeldProposals(store).items() == []
         with store.read_txn() as txn:
             assert not any(store.keyring.has_dek(txn, c) for c in cells)
     finally:

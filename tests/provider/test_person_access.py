@@ -16,6 +16,7 @@ from saihm.authority import Authority
 from saihm.errors import NotFound, NotPermitted, Unauthenticated
 from saihm.events import Operation, Receipt
 from saihm.operator import MemoryTools
+from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryQuery, MemoryStore
 from saihm.store import Store
 
@@ -68,7 +69,7 @@ def test_accept_mints_no_token_and_goes_through_remember_sealed(world, monkeypat
 def test_remember_sealed_refuses_another_holders_cell(world) -> None:
     agent = world.consumer("agent", ["notes"], "readwrite")
     agent.store(MemoryStore(consumer="agent", namespace="notes", content={"fact": "x"}))
-    ((_, cell, _),) = world.store.pending_items()
+    ((_, cell, _),) = HeldProposals(world.store).items()
     other = world.operator.admin.create_holder()
     access = world.store.person_access(other, b"\x01" * 32)
     with pytest.raises(NotPermitted):
@@ -109,7 +110,7 @@ _CHILD = textwrap.dedent(
 
     tmp, proposal = sys.argv[1:3]
     config = Config.for_data(tmp + "/data", tmp + "/kek", tmp + "/authority")
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     try:
         vault = LocalVault.open(Operator(store, config))
         sys.stdin.readline()  # start together
@@ -147,10 +148,10 @@ def test_two_processes_accepting_one_proposal_store_it_once(tmp_path: Path) -> N
     assert all(child.returncode == 0 for child in children)
     stored = [r["stored"] for r in results if r["stored"] is not None]
     assert len(stored) == 1
-    again = Store(world.config, checkpointer=False)
+    again = Store(world.config)
     try:
         remembers, _ = again.receipts("operation", Operation.REMEMBER.value.encode())
         assert len(remembers) == 1
-        assert again.pending_items() == []
+        assert HeldProposals(again).items() == []
     finally:
         again.close()

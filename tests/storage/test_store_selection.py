@@ -77,7 +77,7 @@ def test_the_store_opens_the_selected_driver(tmp_path: Path) -> None:
 
     config = Config.for_data(tmp_path / "data")
     initialise(config)
-    store = Store(config, checkpointer=False)
+    store = Store(config)
     try:
         assert store.storage.kind == store_driver()
     finally:

@@ -38,7 +38,7 @@ def main() -> None:
 
         Store.commit = commit  # type: ignore[method-assign]
     config = Config.for_data(job["data"])
-    store = Store(config, clock=lambda: job["now"], fault_hook=hook, checkpointer=False)
+    store = Store(config, clock=lambda: job["now"], fault_hook=hook)
     result = binding_call(Operator(store, config), job["token"], job["method"], job["params"])
     print(json.dumps(result))
     store.close()

@@ -38,7 +38,7 @@ def _send(value: object) -> None:
 def main() -> None:
     now = [0.0]
     config = Config.for_data(sys.argv[1])
-    store = Store(config, clock=lambda: now[0], checkpointer=False)
+    store = Store(config, clock=lambda: now[0])
     operator = Operator(store, config)
     _send(("ok", "ready"))
     try:

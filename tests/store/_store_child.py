@@ -53,7 +53,7 @@ def main() -> None:
             _wait_for(release)
 
     config = Config.for_data(job["data"], **job.get("options", {}))
-    store = Store(config, clock=lambda: now, fault_hook=hook, checkpointer=False)
+    store = Store(config, clock=lambda: now, fault_hook=hook)
     try:
         if name in ("rotate", "crash_rotate", "pause_rotate"):
             versions = [store.rotate_kek() for _ in range(job.get("count", 1))]

@@ -17,6 +17,7 @@ from saihm.errors import SaihmError
 from saihm.events import CapabilityScope, SealedPayload
 from saihm.events.envelope import seal
 from saihm.http.binding import call as binding_call
+from saihm.provider.held import HeldProposals
 
 from .conftest import World, make_world
 
@@ -132,7 +133,9 @@ def populate(root: Path) -> Populated:
             timestamp=int(world.clock()),
         )
         meta = {"consumer": "agent", "grantId": consumer_grant.hex(), "proposedAt": 0}
-        world.store.pending_put(secrets.token_bytes(32), cell, dek, json.dumps(meta).encode())
+        HeldProposals(world.store).put(
+            secrets.token_bytes(32), cell, dek, json.dumps(meta).encode()
+        )
     world.store.checkpoint_now()
     return p
 
@@ -179,7 +182,7 @@ def reopened(template: Populated, root: Path) -> Populated:
 
     config = Config.for_data(root / "data", recall_receipts=False, status_receipts=False)
     clock = template.world.clock
-    store = Store(config, clock=clock, checkpointer=False)
+    store = Store(config, clock=clock)
     world = World(config, Authority.open(config.authority_dir), Operator(store, config), clock)
     copy = Populated(
         world,

@@ -208,7 +208,7 @@ def test_the_store_refuses_to_open_when_the_applied_index_is_not_the_tree_size(p
     finally:
         env.close()
     with pytest.raises(StaleProjections, match=r"saihm rebuild --data DIR --replace"):
-        Store(p.world.config, checkpointer=False)
+        Store(p.world.config)
     done = subprocess.run(
         [
             SAIHM,

@@ -88,7 +88,7 @@ def _verify(capsys: pytest.CaptureFixture, data: Path) -> tuple[int, dict]:
 
 def _views(p: Populated) -> dict[str, frozenset[str] | None]:
     try:
-        store = Store(p.world.config, clock=p.world.clock, checkpointer=False)
+        store = Store(p.world.config, clock=p.world.clock)
     except SaihmError:
         return dict.fromkeys(p.tokens)  # the store refuses to open: every token reads nothing
     p.world.operator = Operator(store, p.world.config)

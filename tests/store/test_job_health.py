@@ -34,7 +34,7 @@ def test_a_failing_checkpoint_after_the_commit_still_answers_success(world, monk
         raise RuntimeError("signer down")
 
     monkeypatch.setattr(world.store.log_keys, "sign", broken_signer)
-    world.store._last_checkpoint = 0.0  # make the batch's checkpoint due
+    world.store.public_log.last_signed = 0.0  # make the batch's checkpoint due
     cell = world.call(alice, "saihm_remember", content="committed before the checkpoint")
     assert cell["cellId"]
     assert world.store.size() == size + 1
@@ -52,20 +52,20 @@ def test_a_failing_post_commit_hook_still_answers_success(world, monkeypatch):
         if step == "after_commit":
             raise OSError(errno.EIO, "hook failed")
 
-    monkeypatch.setattr(world.store, "_fault", hook)
+    monkeypatch.setattr(world.store.env, "fault_hook", hook)
     assert world.call(alice, "saihm_remember", content="kept")["cellId"]
     monkeypatch.undo()
     assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["kept"]
 
 
 def test_a_damaged_statistics_counter_does_not_refuse_writes(world):
-    from saihm.changes import STATS
     from saihm.projections import u64
+    from saihm.store import STATS
 
     alice = world.holder()
     day = u64(int(world.clock()) // 86_400)
     with world.store.storage.write() as txn:
-        txn.put(day, b"\xff not cbor", db=world.store._db[STATS])
+        txn.put(day, b"\xff not cbor", db=world.store.env.db[STATS])
     assert world.call(alice, "saihm_remember", content="counted afresh")["cellId"]
     assert world.store.stats_since(int(world.clock()))[0] == 1
 
@@ -91,6 +91,7 @@ def looping(tmp_path, request):
     initialise(config)
     now = {"t": time.time() + 2 * 3600}
     store = Store(config, clock=lambda: now["t"])
+    store.start_jobs()
     yield store, now
     store.close()
 
@@ -138,7 +139,7 @@ def test_the_checkpoint_loop_survives_any_exception_and_backs_off(looping, monke
     # Exponential backoff: after the k-th failure in a row the next try waits interval * 2^k.
     gaps = [b - a for a, b in itertools.pairwise(attempts[:4])]
     assert all(gap >= 0.02 * 2 ** (k + 1) for k, gap in enumerate(gaps)), gaps
-    assert store._thread is not None and store._thread.is_alive()
+    assert store.background is not None and store.background.alive()
 
 
 def test_the_schedule_reads_the_store_clock(world):

@@ -25,6 +25,7 @@ import pytest
 
 from saihm.events import SealedPayload, seal
 from saihm.keyring import KeyringError, RotationBusy, UnwrapError, unwrap
+from saihm.provider.held import HeldProposals
 from tests.support.world import World
 
 CHILD = Path(__file__).with_name("_store_child.py")
@@ -178,7 +179,7 @@ def _scene(world: World) -> dict:
         tier="STANDARD",
         timestamp=int(world.clock()),
     )
-    store.pending_put(b"p" * 32, cell, dek, b"meta")
+    HeldProposals(store).put(b"p" * 32, cell, dek, b"meta")
     return {"alice": alice, "bob": bob, "stale": stale}
 
 
@@ -198,7 +199,9 @@ def test_kill_9_at_each_step_of_rotation_loses_nothing_and_the_next_completes(wo
     assert lost == 0 and keys == 5  # two seeds, two live cells, the proposal
     assert _recalled(world, scene["alice"]) == ["alice keeps"]
     assert _recalled(world, scene["bob"]) == ["bob keeps"]
-    assert world.store.pending_open(b"p" * 32)[2].content == "proposed"
+    alice = scene["alice"]
+    person = world.store.person_access(alice.holder_id, alice.session_id)
+    assert HeldProposals(world.store).open(person, b"p" * 32)[2].content == "proposed"
     # The next rotation completes what the killed one began.
     version = world.store.rotate_kek()
     assert kek_dir.live_versions() == [version]

@@ -54,7 +54,7 @@ def test_no_plaintext_or_embedding_on_disk(tmp_path: Path) -> None:
     world = make_world(tmp_path)
     embedder = MarkedEmbedder()
     world.store.close()
-    store = Store(world.config, clock=world.clock, checkpointer=False, embedder=embedder)
+    store = Store(world.config, clock=world.clock, embedder=embedder)
     world.operator = Operator(store, world.config)
     secrets_written = [f"PLAINTEXT-MARKER-{i}-quokka" for i in range(12)]
     a, b = world.holder(), world.holder()

@@ -100,7 +100,7 @@ def test_the_store_refuses_a_config_that_names_another_origin(tmp_path) -> None:
     config = Config.for_data(data)
     forged = type(config)(**{**config.__dict__, "origin": "b.example/log"})
     with pytest.raises(Conflict):
-        Store(forged, checkpointer=False)
+        Store(forged)
 
 
 @pytest.mark.parametrize("bad", ["has space", "a+b", "", "x" * 256, "tab\there", "nl\nx"])

@@ -233,7 +233,7 @@ def test_recall_omits_and_logs_a_cell_that_fails_verification(world, caplog) -> 
     tampered[-40] ^= 1
     with world.store.storage.write() as txn:
         new = Body(bytes(tampered), body.session_tag).encode()
-        txn.put(cell_id, new, db=world.store._db[BODIES])
+        txn.put(cell_id, new, db=world.store.env.db[BODIES])
     with caplog.at_level("WARNING", logger="saihm.store"):
         assert [c["plaintext"] for c in world.call(alice, "saihm_recall")] == ["intact"]
     assert cell_id.hex() in caplog.text
@@ -745,10 +745,10 @@ def test_a_failed_write_transaction_stores_nothing_and_reports_storage_unavailab
         if step == "before_commit":
             raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(world.store, "_fault", fail)
+    monkeypatch.setattr(world.store.env, "fault_hook", fail)
     code = code_of(lambda: world.call(alice, "saihm_remember", content="lost"))
     assert code == "operator_storage_unavailable"
-    monkeypatch.setattr(world.store, "_fault", lambda step: None)
+    monkeypatch.setattr(world.store.env, "fault_hook", lambda step: None)
     assert world.store.size() == size
     assert world.call(alice, "saihm_recall") == []
 
@@ -820,8 +820,8 @@ def test_concurrent_calls_grouped_into_one_batch_each_get_their_own_leaf(world, 
     cells = [world.call(alice, "saihm_remember", content=f"c{i}")["cellId"] for i in range(6)]
     size = world.store.size()
     # Hold the commit lock so every call queues, then release: they form one batch.
-    with world.store._cv:
-        world.store._committing = True
+    with world.store.commits._cv:
+        world.store.commits._committing = True
     calls = [("saihm_remember", {"content": f"new {i}"}) for i in range(6)]
     calls += [("saihm_forget", {"id": cells[0]}), ("saihm_forget", {"id": cells[0]})]
     calls += [("saihm_forget", {"id": c}) for c in cells[1:3]]
@@ -837,14 +837,14 @@ def test_concurrent_calls_grouped_into_one_batch_each_get_their_own_leaf(world, 
     for t in threads:
         t.start()
     for _ in range(2000):  # bounded: every call reaches the queue within 10 s or the test fails
-        if len(world.store._queue) == len(calls):
+        if len(world.store.commits._queue) == len(calls):
             break
         threading.Event().wait(0.005)
     else:
         raise AssertionError("not every call reached the commit queue")
-    with world.store._cv:
-        world.store._committing = False
-        world.store._cv.notify_all()
+    with world.store.commits._cv:
+        world.store.commits._committing = False
+        world.store.commits._cv.notify_all()
     for t in threads:
         t.join()
     forgets = [results[6], results[7]]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import saihm.store as store_module
+import saihm.store.reader as store_module
 from saihm.projections import apply as P
 from saihm.projections.keys import u64
 from tests.support.world import World, make_world
@@ -76,7 +76,7 @@ def test_forget_is_reflected_before_it_is_acknowledged(world: World) -> None:
     wide = world.grant_token(a.holder_id)
     cid = bytes.fromhex(world.call(a, "saihm_remember", content="to be erased")["cellId"])
     assert ids(world, wide) == [cid.hex()]
-    cache = world.store._cache
+    cache = world.store.reader.cache
     assert cid in cache._entries
     assert world.call(a, "saihm_forget", id=cid.hex())["success"] is True
     # Nothing was read since the FORGET: the commit itself dropped the plaintext.
@@ -95,7 +95,7 @@ def test_another_process_forget_is_seen_before_the_next_read(world: World) -> No
     assert in_child(world, a.token, "saihm_forget", {"id": gone})["success"] is True
     assert ids(world, wide) == [keep]
     assert ids(world, wide, query="erased") == []
-    assert bytes.fromhex(gone) not in world.store._cache._entries
+    assert bytes.fromhex(gone) not in world.store.reader.cache._entries
 
 
 def test_another_process_remember_is_seen_by_the_holder_wide_index(world: World) -> None:
@@ -114,7 +114,7 @@ def test_kek_rotation_empties_the_cache_here_and_in_other_processes(world: World
     cid = world.call(a, "saihm_remember", content="rotating")["cellId"]
     ids(world, wide)
     world.store.rotate_kek()
-    assert len(world.store._cache) == 0
+    assert len(world.store.reader.cache) == 0
     assert ids(world, wide) == [cid]
     assert counted.count(bytes.fromhex(cid)) == 2
     # A rotation by another process (saihm kek rotate) is seen at the next read.
@@ -142,9 +142,9 @@ def test_revoke_drops_covered_cells_and_the_grantee_stops_seeing_them(world: Wor
     world.call(b, "saihm_accept_contract", contractId=contract)
     b_wide = world.grant_token(b.holder_id)
     assert ids(world, b.token) == [cid] and ids(world, b_wide) == [cid]
-    assert bytes.fromhex(cid) in world.store._cache._entries
+    assert bytes.fromhex(cid) in world.store.reader.cache._entries
     world.call(a, "saihm_revoke_share", contractId=contract)
-    assert bytes.fromhex(cid) not in world.store._cache._entries
+    assert bytes.fromhex(cid) not in world.store.reader.cache._entries
     assert ids(world, b.token) == [] and ids(world, b_wide) == []
     assert ids(world, a.token) == [cid]
 
@@ -196,7 +196,7 @@ def test_the_bound_holds_and_answers_stay_complete(tmp_path: Path) -> None:
         for query in ("", "cell", "59"):
             got = ids(world, wide, query=query)
             assert set(got) == (set(made) if query != "59" else {made[59]})
-            assert world.store._cache.used_bytes <= 1 << 20
+            assert world.store.reader.cache.used_bytes <= 1 << 20
     finally:
         world.store.close()
 
@@ -217,7 +217,7 @@ def test_cache_off_answers_exactly_like_cache_on(tmp_path: Path) -> None:
                     got.append([(i["plaintext"], i.get("score")) for i in result])
             answers.append(got)
         assert answers[0] == answers[1]
-        assert len(worlds[1].store._cache) == 0
+        assert len(worlds[1].store.reader.cache) == 0
     finally:
         for world in worlds:
             world.store.close()
@@ -229,7 +229,7 @@ def test_a_read_of_an_older_snapshot_adds_nothing_to_the_cache(world: World) -> 
     store = world.store
     with store.storage.read() as old:
         world.call(a, "saihm_forget", id=cid.hex())
-        with store._cache.reading(old, store.tree, store.kek_dir.current_version) as view:
+        with store.reader.cache.reading(old, store.tree, store.kek_dir.current_version) as view:
             assert not view.current
             assert cid in view.erased()
 
@@ -244,7 +244,7 @@ def test_a_forged_index_entry_does_not_serve_another_holders_cell(world: World) 
     store = world.store
     with store.storage.write() as txn:
         txn.put(a.holder_id + u64(10**6), theirs, db=store.projections.db[P.BY_HOLDER])
-    store._cache.clear()
+    store.reader.cache.clear()
     ids(world, b_wide)  # B's cell is in the cache again before A's holder-wide read
     a_wide = world.grant_token(a.holder_id)
     for query in ("", "secret", "b's"):
@@ -278,6 +278,6 @@ def test_a_bound_smaller_than_one_holder_still_answers_everything(tmp_path: Path
             assert len(ids(world, b_wide)) == 45
             assert set(ids(world, b_wide, query="river")) == set(made[:5])
             assert set(ids(world, a_wide)) == set(made)
-            assert world.store._cache.used_bytes <= 1 << 20
+            assert world.store.reader.cache.used_bytes <= 1 << 20
     finally:
         world.store.close()

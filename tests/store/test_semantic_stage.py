@@ -38,7 +38,7 @@ def test_semantic_stage_reorders_lexical_matches(tmp_path: Path, cache_mb: int) 
     assert isinstance(ConceptEmbedder(), Embedder)
     world = make_world(tmp_path, recall_cache_mb=cache_mb)
     world.store.close()
-    store = Store(world.config, clock=world.clock, checkpointer=False, embedder=ConceptEmbedder())
+    store = Store(world.config, clock=world.clock, embedder=ConceptEmbedder())
     world.operator = Operator(store, world.config)
     try:
         a = world.holder()

@@ -1,15 +1,17 @@
-"""There is one read path: nothing in the package reads cells around :meth:`Store.read`.
+"""There is one read path: nothing in the package reads cells around the checked reader.
 
 requirements.txt: "Everything that reads the store passes that filter, including the code that
 runs the agent", and a system is disqualified if "Code inside the system reads the store
-without passing the check that outside callers pass". DESIGN.md: "saihm/store.py — the only
-owner of the LMDB environment"; "What proves that a caller may read is issued elsewhere, so
-the caller cannot manufacture it" (requirements.txt, Security considerations).
+without passing the check that outside callers pass". DESIGN.md: the store is "the only owner
+of the LMDB environment"; "What proves that a caller may read is issued elsewhere, so the
+caller cannot manufacture it" (requirements.txt, Security considerations).
 
-Statically (AST over every module of ``saihm``): only the store opens an LMDB environment,
-apart from the exceptions listed below with their reasons; and only the store (and
-``saihm.events``, which defines them) calls the functions that turn a cell into plaintext.
-Behaviourally: an ``Access`` the store did not issue is refused.
+Statically (AST over every module of ``saihm``): only the store's environment opens the
+operator's storage (and its rebuild a scratch one), apart from the exceptions listed below with
+their reasons; and only saihm/store/reader.py (and ``saihm.events``, which defines them) calls
+the functions that turn a cell into plaintext, pending provider proposals included.
+Behaviourally: an ``Access`` the store did not issue is refused, by the cell reads and by the
+opening of a pending proposal.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from saihm.store import Access
 from tests.support.world import World
 
 PACKAGE = Path(saihm.__file__).parent
-STORE = "saihm/store.py"
+#: The one module that turns a stored cell into plaintext.
+READER = "saihm/store/reader.py"
+#: The store's openers: the environment opens the operator's storage with every namespace.
+ENVIRONMENT = "saihm/store/environment.py"
+STORE_OPENERS = {
+    ENVIRONMENT: "open_storage: the operator's storage, every namespace",
+    "saihm/store/rebuild.py": "a fresh scratch LMDB (its own new directory) that a rebuild "
+    "replays the log into, compared or copied, then deleted",
+}
 
 # Modules other than the store allowed to open a storage (saihm/storage), and why.
 LMDB_OPEN_ALLOWED = {
@@ -58,7 +68,7 @@ PLAINTEXT_FUNCTIONS = {"decrypt", "decrypt_bytes", "open_cell"}
 PLAINTEXT_METHODS = {"dek"}  # Keyring.dek: the unwrapped DEK
 # saihm/bench/crypto.py opens cells it sealed itself, with its own throw-away keys, to time
 # the envelope; it never touches a store, so it reads nothing anyone else wrote.
-PLAINTEXT_ALLOWED = {STORE, "saihm/bench/crypto.py"}
+PLAINTEXT_ALLOWED = {READER, "saihm/bench/crypto.py"}
 PLAINTEXT_ALLOWED_PREFIX = "saihm/events/"  # defines the envelope functions
 
 
@@ -132,10 +142,27 @@ def plaintext_uses(tree: ast.Module) -> list[tuple[int, str]]:
 
 def test_the_scanner_sees_the_stores_own_open_and_decrypt() -> None:
     """Control: the AST checks find what the store does, so an empty finding elsewhere counts."""
-    tree = dict(modules())[STORE]
-    assert lmdb_opens(tree)
-    found = {name for _, name in plaintext_uses(tree)}
+    trees = dict(modules())
+    assert all(lmdb_opens(trees[rel]) for rel in STORE_OPENERS)
+    opened = [ast.unparse(c.func) for c in lmdb_opens(trees[ENVIRONMENT])]
+    assert opened == ["open_storage"]  # the operator's storage is opened in one place
+    found = {name for _, name in plaintext_uses(trees[READER])}
     assert {"decrypt", ".dek()"} <= found
+
+
+def test_the_plaintext_scanner_sees_every_spelling() -> None:
+    """Control: a decrypt imported, called by name or as an attribute, and a DEK unwrapped,
+    are each found; a look-alike name is not."""
+    for source in (
+        "from saihm.events.envelope import decrypt",
+        "from saihm.events.envelope import decrypt as d",
+        "import saihm.events.envelope as e\ne.decrypt(c, k)",
+        "f = envelope.open_cell",
+        "store.keyring.dek(txn, cell_id)",
+    ):
+        assert plaintext_uses(ast.parse(source)), source
+    for source in ("decrypted = 1", "x.dek", "def decrypt_later(): pass", "'decrypt'"):
+        assert not plaintext_uses(ast.parse(source)), source
 
 
 def test_lmdb_is_imported_only_by_its_driver() -> None:
@@ -162,12 +189,13 @@ def test_the_lmdb_import_scanner_sees_every_spelling() -> None:
 
 
 def test_only_the_store_opens_lmdb() -> None:
-    """ "saihm/store.py — the only owner of the storage" (DESIGN.md), with the listed
-    exceptions; each exception is still needed, and the audit opens are read-only."""
+    """The store is "the only owner of the storage" (DESIGN.md): its environment opens it (and
+    its rebuild a scratch copy), with the listed exceptions; each exception is still needed, and
+    the audit opens are read-only."""
     openers: dict[str, list[ast.Call]] = {}
     for rel, tree in modules():
         calls = lmdb_opens(tree)
-        if calls and rel != STORE:
+        if calls and rel not in STORE_OPENERS:
             openers[rel] = calls
     unexpected = {rel: [c.lineno for c in calls] for rel, calls in openers.items()}
     for rel in LMDB_OPEN_ALLOWED:
@@ -185,7 +213,8 @@ def test_only_the_store_opens_lmdb() -> None:
 
 def test_only_the_store_produces_plaintext() -> None:
     """ "Code inside the system reads the store without passing the check that outside callers
-    pass" disqualifies (requirements.txt): no module but the store decrypts or unwraps a DEK."""
+    pass" disqualifies (requirements.txt): no module but the store's checked reader decrypts
+    or unwraps a DEK (not the store's other parts, not the provider's pending proposals)."""
     offenders = {}
     for rel, tree in modules():
         if rel in PLAINTEXT_ALLOWED or rel.startswith(PLAINTEXT_ALLOWED_PREFIX):
@@ -198,9 +227,16 @@ def test_only_the_store_produces_plaintext() -> None:
 
 def _hand_made(holder_id: bytes, session_id: bytes) -> Access:
     return Access(
-        holder_id=holder_id, session_id=session_id, all_sessions=True, namespaces=None,
-        grant_id=None, consumer=None, mode=None, expires_at=2**40, token_id=bytes(32),
-    )  # fmt: skip
+        holder_id=holder_id,
+        session_id=session_id,
+        all_sessions=True,
+        namespaces=None,
+        grant_id=None,
+        consumer=None,
+        mode=None,
+        expires_at=2**40,
+        token_id=bytes(32),
+    )
 
 
 def test_hand_made_access_is_refused(world: World) -> None:

@@ -82,7 +82,7 @@ def test_a_tiny_map_grows_to_its_ceiling_then_refuses_and_loses_nothing(world_wi
     # A restart with a higher ceiling accepts writes again; everything is still there.
     world.store.close()
     config = dataclasses.replace(world.config, map_size_max=8 * MIB)
-    world.operator = Operator(Store(config, clock=world.clock, checkpointer=False), config)
+    world.operator = Operator(Store(config, clock=world.clock), config)
     world.call(alice, "saihm_remember", content="after raising the ceiling")
     recalled = sorted(c["plaintext"] for c in world.call(alice, "saihm_recall"))
     assert recalled == sorted([*done, "after raising the ceiling"])

@@ -119,7 +119,7 @@ class World:
 
     def reopen(self) -> None:
         self.operator.store.close()
-        store = Store(self.config, clock=self.clock, checkpointer=False)
+        store = Store(self.config, clock=self.clock)
         self.operator = Operator(store, self.config)
 
 
@@ -128,7 +128,7 @@ def make_world(root: Path, **options: Any) -> World:
     config = Config.for_data(root / "data", **options)
     authority = initialise(config)
     clock = Clock()
-    store = Store(config, clock=clock, checkpointer=False)
+    store = Store(config, clock=clock)
     return World(config, authority, Operator(store, config), clock)
 
 

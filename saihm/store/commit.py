@@ -4,7 +4,8 @@ saihm-protocol "Order of effect and receipt": an operation arrives as a :class:`
 receipts are already signed (signing happens outside any transaction). Concurrent changes are
 grouped into one write transaction, in which each change's guard re-checks its rule against
 current state, its receipts become leaves, its private parts (cells, contracts, wrapped keys)
-are stored and the projections apply. Effect and receipt commit together or not at all.
+are stored and the projections apply. Effect and receipt commit together or not at all; work
+after the commit (the callbacks :class:`GroupCommit` is given) is logged, never raised.
 """
 
 from __future__ import annotations
@@ -13,30 +14,21 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
-from saihm.jobs import JobBoard, error_code
+from saihm.jobs import error_code
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
-from saihm.storage.base import Namespace, Storage, StorageError, StorageFull, WriteTxn
-
-if TYPE_CHECKING:
-    from saihm.config import Config
-    from saihm.keyring import Keyring
-    from saihm.projections import Projections
-    from saihm.translog import TreeStorage
+from saihm.storage.base import StorageError, StorageFull, WriteTxn
+from saihm.store.environment import BODIES, MEMO, STATS, Environment
 
 log = logging.getLogger("saihm.store")
-
-BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
-MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
-STATS = b"stats"  # day u64 -> {1 calls, 2 within service window}; operational, not derived
 
 
 @dataclass(eq=False)
@@ -63,34 +55,19 @@ class Change:
 
 
 class GroupCommit:
-    """The store's one write path (mixed into :class:`saihm.store.Store`, which owns the
-    storage and every attribute used here)."""
+    """The store's one write path over an :class:`Environment`.
 
-    storage: Storage
-    config: Config
-    clock: Callable[[], float]
-    tree: TreeStorage
-    keyring: Keyring
-    projections: Projections
-    _db: dict[bytes, Namespace]
-    _cv: threading.Condition
-    _queue: list[Change]
-    _committing: bool
-    _last_checkpoint: float
-    jobs: JobBoard
+    ``after_commit`` runs once a batch has committed, before any of its changes is
+    acknowledged, in order; the first that raises is logged (its class or errno name only) and
+    ends the post-commit work of that batch: it never turns a committed change into an error.
+    """
 
-    def _fault(self, step: str) -> None:
-        """Fault-injection point for crash tests; the store replaces it when given a hook."""
-
-    def _memo(self, cell_bytes: bytes) -> bytes:
-        raise NotImplementedError
-
-    def checkpoint_now(self) -> bytes:
-        raise NotImplementedError
-
-    def _on_commit(self) -> None:
-        """Called once a batch has committed, before any of its changes is acknowledged (the
-        store brings its recall cache in step with the log here)."""
+    def __init__(self, env: Environment, after_commit: Sequence[Callable[[], None]] = ()) -> None:
+        self.env = env
+        self.after_commit = list(after_commit)
+        self._cv = threading.Condition()
+        self._queue: list[Change] = []
+        self._committing = False
 
     def commit(self, change: Change) -> Change:
         """Apply ``change`` atomically with any others waiting; return it with its outcome.
@@ -141,7 +118,7 @@ class GroupCommit:
 
     def _storage_refusal(self) -> Unavailable | None:
         """``Unavailable`` when the data volume has less than ``min_free_disk`` bytes free."""
-        floor = self.config.min_free_disk
+        floor = self.env.config.min_free_disk
         if floor <= 0:
             return None
         try:
@@ -156,9 +133,9 @@ class GroupCommit:
 
     def _data_volume(self) -> Path:
         """A path on the volume the data is written to: the LMDB directory, else DATA."""
-        if self.storage.kind == "lmdb":
-            return Path(self.storage.location)
-        return self.config.data_dir
+        if self.env.storage.kind == "lmdb":
+            return Path(self.env.storage.location)
+        return self.env.config.data_dir
 
     def _commit_batch(self, batch: list[Change]) -> list[Change]:
         """Write ``batch``; return the changes that took effect (their receipts are logged)."""
@@ -172,7 +149,7 @@ class GroupCommit:
                 # after growing cannot apply any change twice.
                 if attempt == 0 and self._grow_map():
                     continue
-                ceiling = self.storage.usage().limit
+                ceiling = self.env.storage.usage().limit
                 log.error("write refused: the storage is full at its ceiling (%s bytes)", ceiling)
                 self._refuse(batch, [], Unavailable("storage unavailable: the map is full"))
                 return []
@@ -187,7 +164,7 @@ class GroupCommit:
 
     def _grow_map(self) -> bool:
         try:
-            return self.storage.grow()
+            return self.env.storage.grow()
         except SaihmError as err:
             log.error("cannot grow the storage: %s", err.code)
             return False
@@ -203,10 +180,10 @@ class GroupCommit:
 
     def _try_batch(self, batch: list[Change]) -> list[Change]:
         applied: list[Change] = []
-        with self.storage.write() as txn:
+        with self.env.storage.write() as txn:
             # Guards and projections read projections, never the tree: each change is
             # applied before the next guard runs, and all leaves go into the tree at once.
-            first = self.tree.size(txn)
+            first = self.env.tree.size(txn)
             leaves: list[bytes] = []
             for change in batch:
                 try:
@@ -220,21 +197,20 @@ class GroupCommit:
                 leaves.extend(self._write_change(txn, change, first + len(leaves)))
                 applied.append(change)
             if leaves:
-                appended_at = self.tree.append(txn, leaves)
+                appended_at = self.env.tree.append(txn, leaves)
                 if appended_at != first:
                     raise RuntimeError("the tree grew inside this write transaction")
                 self._count_calls(txn, applied)
-            self._fault("before_commit")
+            self.env.fault("before_commit")
         return applied
 
     def _after_commit(self) -> None:
         """Post-commit work. It runs after the changes are durable and answers nothing: a
-        failure is logged and recorded in the store's job health, never raised."""
+        failure is logged (and recorded in job health by the callback that runs a job), never
+        raised."""
         try:
-            self._on_commit()
-            self._fault("after_commit")
-            if self.clock() - self._last_checkpoint >= self.config.checkpoint_interval:
-                self.jobs.run("checkpoint", self.checkpoint_now, self.config.checkpoint_interval)
+            for callback in self.after_commit:
+                callback()
         except Exception as err:
             log.error("post-commit work failed: %s", error_code(err))
 
@@ -242,8 +218,8 @@ class GroupCommit:
         """Whether ``change``'s receipts are in the log (saihm-protocol "Order of effect and
         receipt": "it MUST look the receipt up by its receiptId before answering")."""
         try:
-            with self.storage.read() as txn:
-                db = self.projections.db[RECEIPT_IDS]
+            with self.env.storage.read() as txn:
+                db = self.env.projections.db[RECEIPT_IDS]
                 found = [txn.get(r.receipt_id, db=db) for r in change.receipts]
         except StorageError:
             return False
@@ -256,34 +232,34 @@ class GroupCommit:
         """Store ``change``'s private parts and apply its receipts, numbered from ``first``, to
         the projections; return its leaves for the caller to append to the tree."""
         for subject_id, body in change.bodies.items():
-            txn.put(subject_id, body.encode(), db=self._db[BODIES])
+            txn.put(subject_id, body.encode(), db=self.env.db[BODIES])
         for holder_id, seed in change.seeds:
-            self.keyring.put_seed(txn, holder_id, seed)
+            self.env.keyring.put_seed(txn, holder_id, seed)
         for cell_id, dek in change.deks:
-            self.keyring.put_dek(txn, cell_id, dek)
+            self.env.keyring.put_dek(txn, cell_id, dek)
         for cell_id, cell_bytes in change.memo:
-            txn.put(cell_id, self._memo(cell_bytes), db=self._db[MEMO])
+            txn.put(cell_id, self.env.memo(cell_bytes), db=self.env.db[MEMO])
         for cell_id in change.destroy:
-            self.keyring.destroy(txn, cell_id)
+            self.env.keyring.destroy(txn, cell_id)
         leaves = [receipt.to_cbor() for receipt in change.receipts]
         for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
             leaf_body = change.bodies.get(receipt.subject_id)
             # The same input a rebuild reads: the leaf as stored, not the model it came from.
-            self.projections.apply(txn, first + offset, LeafView.from_leaf(leaf), leaf_body)
+            self.env.projections.apply(txn, first + offset, LeafView.from_leaf(leaf), leaf_body)
             change.indexes.append(first + offset)
         return leaves
 
     def _count_calls(self, txn: WriteTxn, applied: list[Change]) -> None:
         """Count the batch's calls, and those within the service window, for ``prs``."""
         now = time.monotonic()
-        window = self.config.service_window_ms / 1000
+        window = self.env.config.service_window_ms / 1000
         within = sum(now - change.started <= window for change in applied)
-        day = u64(int(self.clock()) // 86_400)
-        raw = txn.get(day, db=self._db[STATS])
+        day = u64(int(self.env.clock()) // 86_400)
+        raw = txn.get(day, db=self.env.db[STATS])
         try:
             # The counter's one writer is the put below: a list of two ints.
             calls, ok = (0, 0) if raw is None else cast(list[int], loads(raw))
         except Exception as err:  # a damaged counter must not refuse the batch's writes
             log.error("statistics for this day unreadable (%s); counting afresh", error_code(err))
             calls, ok = 0, 0
-        txn.put(day, dumps([calls + len(applied), ok + within]), db=self._db[STATS])
+        txn.put(day, dumps([calls + len(applied), ok + within]), db=self.env.db[STATS])

@@ -1,0 +1,403 @@
+"""The store: sole owner of the storage, one write path, one checked read path.
+
+:class:`Store` composes the parts of one data directory's store, each a class with explicit
+dependencies (docs/internals.md "The store"):
+
+- :mod:`~saihm.store.environment` opens the storage with every namespace, the log keys, the
+  origin, the KEK directory and keyring, the record seal and the projections;
+- :mod:`~saihm.store.commit` is the one write path (saihm-protocol "Order of effect and
+  receipt"): signed :class:`Change` objects grouped into one write transaction per batch;
+- :mod:`~saihm.store.auth` issues the :class:`Access` every read needs;
+- :mod:`~saihm.store.reader` is the checked read path, the only code outside ``saihm.events``
+  that decrypts (requirements.txt; tests/store/test_single_read_path.py);
+- :mod:`~saihm.store.publiclog` signs checkpoints and serves the public log's reads;
+- :mod:`~saihm.store.rebuild` replays the log into projections; :mod:`~saihm.store.keys`
+  keeps holder keys and rotates the KEK;
+- :mod:`~saihm.store.jobs` runs the checkpointer and the KEK schedule, started by the
+  composition root (:meth:`Store.start_jobs`), never by opening a store.
+
+The namespace ``provider-pending`` is reserved here (:data:`STORAGE_NAMES`) and owned by the
+provider (saihm/provider/held.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import cast
+
+from saihm.cellcache import OpenedCell, Page
+from saihm.config import Config
+from saihm.events import Cell, SealedPayload
+from saihm.events.identity import HolderKey
+from saihm.jobs import JobBoard
+from saihm.projections import Body, Projections, StaleProjections, u64
+from saihm.projections.keys import loads
+from saihm.retrieval import Embedder, load_embedder
+from saihm.storage import ReadTxn, WriteTxn
+from saihm.storage.lmdb import LmdbStorage
+from saihm.store.auth import Access, Authenticator
+from saihm.store.commit import Change, GroupCommit
+from saihm.store.environment import (
+    BODIES,
+    CHECKPOINTS,
+    MEMO,
+    OWN_DBS,
+    PENDING,
+    STATS,
+    STORAGE_NAMES,
+    Environment,
+    FaultHook,
+    initialise,
+)
+from saihm.store.jobs import BackgroundJobs
+from saihm.store.keys import CHECKPOINT_JOB, JOBS, KEK_JOB, HolderKeys, KeyRotation
+from saihm.store.publiclog import PublicLog
+from saihm.store.reader import CheckedReader
+from saihm.store.rebuild import Rebuilder, RebuildFailed, RebuildReport, ReplaceReport
+
+__all__ = [
+    "BODIES",
+    "CHECKPOINTS",
+    "MEMO",
+    "OWN_DBS",
+    "PENDING",
+    "STATS",
+    "STORAGE_NAMES",
+    "Access",
+    "Change",
+    "OpenedCell",
+    "Page",
+    "RebuildFailed",
+    "StaleProjections",
+    "Store",
+]
+
+log = logging.getLogger("saihm.store")
+
+
+class Store:
+    """The storage, the log, the keyring and the projections of one data directory.
+
+    Opening a store starts no thread: the composition root calls :meth:`start_jobs`.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Callable[[], float] = time.time,
+        fault_hook: FaultHook | None = None,
+        check_applied: bool = True,
+        embedder: Embedder | None = None,
+    ) -> None:
+        """Open the store of ``config``; unless ``check_applied`` is False (``saihm rebuild``
+        only), refuse with :class:`StaleProjections` when the projections do not reflect the
+        whole log (saihm-protocol "Order of effect and receipt")."""
+        env = Environment(config, clock=clock, fault_hook=fault_hook, check_applied=check_applied)
+        self.env = env
+        self.config = config
+        self.clock = clock
+        self.storage = env.storage
+        self.tree = env.tree
+        self.keyring = env.keyring
+        self.kek_dir = env.kek_dir
+        self.projections = env.projections
+        self.record_seal = env.record_seal
+        self.log_keys = env.log_keys
+        #: The log's identity, fixed when the data directory was created (saihm/origin.py).
+        self.origin = env.origin
+        self.authority_public_key = env.authority_public_key
+        if embedder is None and config.embedding_model is not None:
+            embedder = load_embedder(config.embedding_model)
+        self.jobs = JobBoard(clock, JOBS)
+        self.authenticator = Authenticator(env)
+        self.reader = CheckedReader(env, self.authenticator, embedder)
+        self.public_log = PublicLog(env)
+        self.holder_keys = HolderKeys(env)
+        self.rotation = KeyRotation(env, self.jobs, self.reader.cache.clear)
+        self.rebuilder = Rebuilder(env)
+        self.commits = GroupCommit(
+            env, (self.reader.sync_cache, self._after_commit_fault, self._checkpoint_if_due)
+        )
+        self.background: BackgroundJobs | None = None
+        #: Whether this process committed a batch (the final checkpoint covers its writes).
+        self._committed = False
+
+    initialise = staticmethod(initialise)
+
+    def start_jobs(self) -> BackgroundJobs:
+        """Start the background jobs (the checkpointer, then the KEK schedule, every
+        ``checkpoint_interval`` seconds); :meth:`close` stops them before the storage closes.
+        For the composition root (saihm/compose.py, ``saihm serve``)."""
+        if self.background is None:
+            self.background = BackgroundJobs(
+                self.jobs,
+                self.config.checkpoint_interval,
+                (
+                    (CHECKPOINT_JOB, lambda: self.checkpoint_now()),
+                    (KEK_JOB, lambda: self.rotate_kek_if_due()),
+                ),
+            )
+        return self.background.start()
+
+    def close(self) -> None:
+        """Stop the background jobs, sign a final checkpoint if this process wrote or ran the
+        jobs (and the log grew), close the storage.
+
+        A failing final checkpoint is logged and recorded (:meth:`job_health`), not raised:
+        what was committed stays committed, and the next open's checkpoint covers it. A process
+        that only read (``saihm rebuild`` of a damaged log, ``verify``) signs nothing.
+        """
+        ran_jobs = self.background is not None
+        if self.background is not None:
+            self.background.stop()
+        try:
+            if self._committed or ran_jobs:
+                interval = self.config.checkpoint_interval
+                self.jobs.run(CHECKPOINT_JOB, self.checkpoint_now, interval)
+        finally:
+            self.env.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the write path (saihm/store/commit.py) ------------------------------------------
+
+    def commit(self, change: Change) -> Change:
+        """Apply ``change`` atomically with any others waiting (:meth:`GroupCommit.commit`)."""
+        return self.commits.commit(change)
+
+    def _after_commit_fault(self) -> None:
+        self.env.fault("after_commit")
+
+    def _checkpoint_if_due(self) -> None:
+        """The post-commit checkpoint: signed when ``checkpoint_interval`` has passed since this
+        process last signed one; recorded in :meth:`job_health`, never raised."""
+        self._committed = True
+        interval = self.config.checkpoint_interval
+        if self.clock() - self.public_log.last_signed >= interval:
+            self.jobs.run(CHECKPOINT_JOB, self.checkpoint_now, interval)
+
+    # -- capabilities (saihm/store/auth.py) ----------------------------------------------
+
+    def authenticate(self, token: str | None) -> Access:
+        """A bearer token as an :class:`Access` (:meth:`Authenticator.authenticate`)."""
+        return self.authenticator.authenticate(token)
+
+    def person_access(self, holder_id: bytes, session_id: bytes, ttl: int = 300) -> Access:
+        """The person's in-process :class:`Access` (:meth:`Authenticator.person_access`)."""
+        return self.authenticator.person_access(holder_id, session_id, ttl)
+
+    # -- the checked read path (saihm/store/reader.py) -----------------------------------
+
+    def read(
+        self,
+        access: Access,
+        *,
+        query: str | None = None,
+        cell_ids: Iterable[bytes] | None = None,
+        include_shared: bool = True,
+    ) -> list[OpenedCell]:
+        """Every cell ``access`` may see (optionally only ``cell_ids``) that matches ``query``,
+        checked item by item: :meth:`read_page` without a window, cells only."""
+        page = self.reader.read_page(
+            access, query=query, cell_ids=cell_ids, include_shared=include_shared
+        )
+        return page.cells
+
+    def read_page(
+        self,
+        access: Access,
+        *,
+        query: str | None = None,
+        cell_ids: Iterable[bytes] | None = None,
+        include_shared: bool = True,
+        namespaces: frozenset[str] | None = None,
+        kinds: frozenset[str] | None = None,
+        limit: int | None = None,
+        start: int | None = None,
+    ) -> Page:
+        """The checked read path (:meth:`CheckedReader.read_page`)."""
+        return self.reader.read_page(
+            access,
+            query=query,
+            cell_ids=cell_ids,
+            include_shared=include_shared,
+            namespaces=namespaces,
+            kinds=kinds,
+            limit=limit,
+            start=start,
+        )
+
+    def open_prepared(self, txn: ReadTxn, access: Access, cell: Cell) -> SealedPayload | None:
+        """A prepared cell held outside the log, opened for ``access``
+        (:meth:`CheckedReader.open_prepared`)."""
+        return self.reader.open_prepared(txn, access, cell)
+
+    def check_opens(self, txn: ReadTxn, cell: Cell) -> None:
+        """Raise unless ``cell`` opens (:meth:`CheckedReader.check_opens`)."""
+        self.reader.check_opens(txn, cell)
+
+    def memo_matches(self, txn: ReadTxn, cell_id: bytes, cell_bytes: bytes) -> bool:
+        """Whether a stored memo, if any, is that of ``cell_bytes``
+        (:meth:`CheckedReader.memo_matches`)."""
+        return self.reader.memo_matches(txn, cell_id, cell_bytes)
+
+    def session_tag(self, holder_id: bytes, session_id: bytes) -> bytes:
+        """The private index key of one holder's session (an untrusted lookup hint)."""
+        return self.env.session_tag(holder_id, session_id)
+
+    # -- state the operator consults (metadata only, never plaintext) ---------------------
+
+    def holder_key(self, holder_id: bytes) -> HolderKey:
+        """The custodied signing key of ``holder_id`` (:meth:`HolderKeys.get`)."""
+        return self.holder_keys.get(holder_id)
+
+    def read_txn(self) -> ReadTxn:
+        """A read-only snapshot (use as a context manager)."""
+        return self.storage.read()
+
+    def stats_since(self, start: int) -> tuple[int, int]:
+        """(calls, calls within the service window) counted since ``start``."""
+        calls = ok = 0
+        with self.storage.read() as txn:
+            for _, value in txn.scan(self.env.db[STATS], u64(start // 86_400)):
+                c, k = cast(list[int], loads(value))  # written by GroupCommit._count_calls
+                calls += c
+                ok += k
+        return calls, ok
+
+    def body(self, subject_id: bytes) -> Body | None:
+        """The private body stored for a subject (ciphertext and metadata only)."""
+        with self.storage.read() as txn:
+            raw = txn.get(subject_id, db=self.env.db[BODIES])
+        return None if raw is None else Body.decode(raw)
+
+    # -- background jobs and KEK rotation (saihm/store/jobs.py, keys.py) ------------------
+
+    def job_health(self) -> dict[str, dict[str, object]]:
+        """Each background job's ``last_success`` and ``last_failure`` (UNIX seconds on the
+        store's clock, or None), ``last_error`` (a protocol code or errno name such as
+        ``ENOSPC``, never a message) and ``consecutive_failures``.
+
+        Jobs: ``checkpoint`` (the loop's and the post-commit checkpoint) and ``kek_rotation``
+        (the schedule's check; a success is a check that rotated or found nothing due, or saw
+        another process rotating). For ``/healthz`` and ``saihm_status`` extensions.
+        """
+        return self.jobs.snapshot()
+
+    def rotate_kek(self, wait: float | None = None) -> int:
+        """Rotate the KEK now (:meth:`KeyRotation.rotate`)."""
+        return self.rotation.rotate(wait)
+
+    def rotate_kek_if_due(self, now: float | None = None) -> int | None:
+        """Rotate the KEK if the schedule says so (:meth:`KeyRotation.rotate_if_due`)."""
+        return self.rotation.rotate_if_due(now)
+
+    # -- rebuild (saihm/store/rebuild.py) ------------------------------------------------
+
+    def rebuild_into(
+        self,
+        target: Path,
+        progress: Callable[[int], None] | None = None,
+        compare: Callable[[Projections, ReadTxn, Projections, ReadTxn], object] | None = None,
+    ) -> RebuildReport:
+        """Rebuild into a scratch storage and compare (:meth:`Rebuilder.rebuild_into`)."""
+        return self.rebuilder.rebuild_into(target, progress, compare)
+
+    def replace_projections(
+        self, target: Path, progress: Callable[[int], None] | None = None
+    ) -> ReplaceReport:
+        """Repair the projections from the log (:meth:`Rebuilder.replace_projections`)."""
+        return self.rebuilder.replace_projections(target, progress)
+
+    def scratch_storage(
+        self, target: Path, names: Sequence[bytes] = Projections.DB_NAMES
+    ) -> LmdbStorage:
+        """A fresh, non-durable scratch storage (:meth:`Rebuilder.scratch_storage`)."""
+        return self.rebuilder.scratch_storage(target, names)
+
+    def rebuild_from(
+        self,
+        live_txn: ReadTxn,
+        into: Projections,
+        size: int,
+        progress: Callable[[int], None] | None,
+        *,
+        start: int = 0,
+        live: WriteTxn | None = None,
+    ) -> None:
+        """Apply leaves of the live log to ``into`` (:meth:`Rebuilder.rebuild_from`)."""
+        self.rebuilder.rebuild_from(live_txn, into, size, progress, start=start, live=live)
+
+    # -- the public log (saihm/store/publiclog.py) ---------------------------------------
+
+    def checkpoint_now(self) -> bytes:
+        """Sign a checkpoint if the log grew; the latest note (:meth:`PublicLog.checkpoint_now`)."""
+        return self.public_log.checkpoint_now()
+
+    def add_cosignatures(self, size: int, lines: Sequence[bytes]) -> bytes:
+        """Append verified witness cosignatures (:meth:`PublicLog.add_cosignatures`)."""
+        return self.public_log.add_cosignatures(size, lines)
+
+    def latest_checkpoint(self) -> bytes:
+        """The newest signed checkpoint (signing one first if the log has none)."""
+        with self.storage.read() as txn:
+            latest = self.public_log.latest_stored(txn)
+        return self.checkpoint_now() if latest is None else latest[1]
+
+    def latest_witnessed_checkpoint(self, scan: int = 4096) -> bytes | None:
+        """The newest cosigned checkpoint (:meth:`PublicLog.latest_witnessed_checkpoint`)."""
+        return self.public_log.latest_witnessed_checkpoint(scan)
+
+    def checkpoints(self) -> Iterator[tuple[int, bytes]]:
+        """Every stored checkpoint, by size."""
+        return self.public_log.checkpoints()
+
+    def size(self) -> int:
+        """The number of leaves in the log."""
+        return self.public_log.size()
+
+    def leaves(self, start: int, end: int) -> list[bytes]:
+        """Leaves ``start`` (inclusive) to ``end`` (exclusive)."""
+        return self.public_log.leaves(start, end)
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size`` leaves."""
+        return self.public_log.inclusion_proof(index, size)
+
+    def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
+        """RFC 9162 consistency proof between two tree sizes."""
+        return self.public_log.consistency_proof(size1, size2)
+
+    def root(self, size: int) -> bytes:
+        """The root hash at ``size``."""
+        return self.public_log.root(size)
+
+    def tile(self, level: int, index: int, width: int | None) -> bytes:
+        """A C2SP tlog-tiles hash tile, byte-exact."""
+        return self.public_log.tile(level, index, width)
+
+    def entry_bundle(self, index: int, width: int | None) -> bytes:
+        """A C2SP tlog-tiles entry bundle, byte-exact."""
+        return self.public_log.entry_bundle(index, width)
+
+    def receipt(self, receipt_id: bytes) -> tuple[int, bytes]:
+        """(leaf index, leaf) of a receipt, or ``NotFound``."""
+        return self.public_log.receipt(receipt_id)
+
+    def receipts(
+        self, by: str, value: bytes, cursor: int = 0, limit: int = 100
+    ) -> tuple[list[tuple[int, bytes]], int | None]:
+        """Receipts by subjectId, holderId or operation (:meth:`PublicLog.receipts`)."""
+        return self.public_log.receipts(by, value, cursor, limit)
+
+    def erasures(self) -> tuple[list[bytes], int]:
+        """The public erasure list and the tree size it reflects."""
+        return self.public_log.erasures()

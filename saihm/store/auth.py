@@ -1,0 +1,188 @@
+"""Who may read: :class:`Access` and the :class:`Authenticator` that alone issues one.
+
+requirements.txt (Security considerations): "What proves that a caller may read is issued
+elsewhere, so the caller cannot manufacture it". An :class:`Access` is made only from an
+authority-signed capability token (saihm-protocol "Capabilities") or, for the person acting on
+their own data directory in process, by :meth:`Authenticator.person_access`; each is sealed
+with an HMAC under a key that exists only in this process's memory, which the checked read path
+(saihm/store/reader.py) verifies before reading anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from typing import cast
+
+from saihm.cellcache import CellHeader
+from saihm.errors import SaihmError, Unauthenticated
+from saihm.events import Capability, Cell, SealedPayload
+from saihm.events.signing import verify_capability
+from saihm.projections import apply as P
+from saihm.projections.keys import dumps
+from saihm.store.environment import Environment
+
+#: Verified capabilities kept by token digest; emptied when it grows past this.
+TOKEN_CACHE_MAX = 4096
+
+
+@dataclass(frozen=True)
+class Access:
+    """A verified capability. Only :class:`Authenticator` issues a usable one.
+
+    The issuing store seals each Access with an HMAC over its fields under a key that exists
+    only in that store's memory; the read path refuses any Access whose seal does not match,
+    so one built by hand or widened with ``dataclasses.replace`` (which drops the seal) reads
+    nothing.
+    """
+
+    holder_id: bytes
+    session_id: bytes
+    all_sessions: bool
+    namespaces: frozenset[str] | None
+    grant_id: bytes | None
+    consumer: str | None
+    mode: str | None
+    expires_at: int
+    token_id: bytes
+    _seal: bytes = field(init=False, repr=False, compare=False, default=b"")
+
+
+class Authenticator:
+    """Issues and recognises the :class:`Access` values of one store."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self._key = secrets.token_bytes(32)
+        self._token_cache: dict[bytes, Capability] = {}
+
+    def authenticate(self, token: str | None) -> Access:
+        """Turn a bearer token into an :class:`Access`, or raise :class:`Unauthenticated`.
+
+        The token must carry the authority's signature, be unexpired, name a holder whose KEY
+        receipt is in the log, and, if it is a grant, name a GRANT receipt with no UNGRANT
+        (saihm-protocol "Capabilities").
+        """
+        if not token:
+            raise Unauthenticated("no capability")
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        now = int(self.env.clock())
+        cap = self._token_cache.get(digest)
+        if cap is None:
+            try:
+                cap = Capability.from_token(token)
+                verify_capability(cap, self.env.authority_public_key, now)
+            except SaihmError as err:
+                raise Unauthenticated("invalid capability") from err
+            if len(self._token_cache) > TOKEN_CACHE_MAX:
+                self._token_cache.clear()
+            self._token_cache[digest] = cap
+        if cap.expires_at <= now:
+            raise Unauthenticated("expired capability")
+        scope = cap.scope
+        records = self.env.projections
+        with self.env.storage.read() as txn:
+            if not records.holders.known(txn, cap.holder_id):
+                raise Unauthenticated("unknown holder")
+            # A revocation record is honoured even if its MAC fails: it can only refuse.
+            for revoked in (cap.token_id, cap.session_id):
+                if revoked is not None and records.grants.is_revoked(txn, cap.holder_id, revoked):
+                    raise Unauthenticated("session revoked")
+            if scope.grant_id is not None:
+                grant = records.grants.get(txn, scope.grant_id)
+                if grant is None or grant.revoked or grant.holder != cap.holder_id:
+                    raise Unauthenticated("grant revoked or unknown")
+                if grant.expires_at and grant.expires_at <= now:
+                    raise Unauthenticated("grant expired")
+        namespaces = None if scope.namespaces is None else frozenset(scope.namespaces)
+        return self._sealed(
+            Access(
+                holder_id=cap.holder_id,
+                # None for a holder-wide capability (sessions "all"), which never reads by
+                # session; the operator tests for it (Access.session_id's type says bytes).
+                session_id=cast(bytes, cap.session_id),
+                all_sessions=scope.sessions == "all",
+                namespaces=namespaces,
+                grant_id=scope.grant_id,
+                consumer=scope.consumer,
+                mode=scope.mode,
+                expires_at=cap.expires_at,
+                token_id=cap.token_id,
+            )
+        )
+
+    def person_access(self, holder_id: bytes, session_id: bytes, ttl: int = 300) -> Access:
+        """The session-scoped :class:`Access` of the person acting on their own data directory
+        in process (``saihm memory store|forget|accept``), with no token: the same scope a
+        session token from the authority gives, for ``ttl`` seconds.
+
+        Raises :class:`Unauthenticated` for a holder with no KEY receipt or a revoked session,
+        as :meth:`authenticate` would for that session's token.
+        """
+        projections = self.env.projections
+        with self.env.storage.read() as txn:
+            if projections.get(txn, P.HOLDERS, holder_id) is None:
+                raise Unauthenticated("unknown holder")
+            subject = P.revocation_subject(holder_id, session_id)
+            if txn.get(subject, db=projections.db[P.REVOKED]):
+                raise Unauthenticated("session revoked")
+        return self._sealed(
+            Access(
+                holder_id=holder_id,
+                session_id=session_id,
+                all_sessions=False,
+                namespaces=None,
+                grant_id=None,
+                consumer=None,
+                mode=None,
+                expires_at=int(self.env.clock()) + ttl,
+                token_id=secrets.token_bytes(16),
+            )
+        )
+
+    def issued(self, access: Access) -> bool:
+        """Whether ``access`` was issued by this authenticator, unaltered."""
+        return hmac.compare_digest(access._seal, self._seal(access))
+
+    def require(self, access: Access) -> None:
+        """Raise :class:`Unauthenticated` unless :meth:`issued` holds for ``access``."""
+        if not self.issued(access):
+            raise Unauthenticated("access was not issued by this store")
+
+    @property
+    def cached_tokens(self) -> int:
+        """How many verified capabilities are cached (for ``/ops``)."""
+        return len(self._token_cache)
+
+    def _sealed(self, access: Access) -> Access:
+        object.__setattr__(access, "_seal", self._seal(access))
+        return access
+
+    def _seal(self, access: Access) -> bytes:
+        fields = (
+            access.holder_id,
+            access.session_id,
+            access.all_sessions,
+            None if access.namespaces is None else sorted(access.namespaces),
+            access.grant_id,
+            access.consumer,
+            access.mode,
+            access.expires_at,
+            access.token_id,
+        )
+        return hmac.new(self._key, dumps(list(fields)), "sha256").digest()
+
+
+def label_allows(
+    access: Access, cell: Cell | CellHeader, payload: SealedPayload, shared: bool
+) -> bool:
+    """The per-item check: the verified owner and the decrypted label against the access."""
+    if access.namespaces is not None and payload.namespace not in access.namespaces:
+        return False
+    if shared:
+        return access.consumer is None and cell.holder_id != access.holder_id
+    if cell.holder_id != access.holder_id:
+        return False
+    return access.all_sessions or payload.session_id == access.session_id

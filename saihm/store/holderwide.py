@@ -1,0 +1,162 @@
+"""The holder-wide fast path of the checked read: a caller that sees every cell of its holder,
+served from the recall cache's in-memory index (docs/retrieval.md).
+
+Nothing here decrypts: a cell not yet in the cache is opened by the reader's ``open_checked``
+(saihm/store/reader.py), and every returned item is still checked on this call.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import cast
+
+from saihm.cellcache import CacheView, OpenedCell, Page, _Entry, _Holder
+from saihm.events import SealedPayload
+from saihm.projections import Projections
+from saihm.retrieval import Query
+from saihm.storage import ReadTxn
+from saihm.store.auth import Access, label_allows
+from saihm.store.candidates import covered_cells
+
+#: A filter on the decrypted label (namespaces, kinds), or None for every cell.
+Narrow = Callable[[SealedPayload], bool] | None
+#: The reader's verify-and-decrypt of one stored cell (``CheckedReader.open_checked``).
+OpenChecked = Callable[[ReadTxn, Access, bytes, "bytes | None", int], "OpenedCell | None"]
+
+
+def read_holder_wide(
+    open_checked: OpenChecked,
+    projections: Projections,
+    txn: ReadTxn,
+    view: CacheView,
+    access: Access,
+    q: Query,
+    include_shared: bool,
+    now: int,
+    narrow: Narrow,
+    limit: int | None,
+    start: int | None,
+) -> Page | None:
+    """A caller that sees every cell of its holder, from the in-memory index.
+
+    The index holds exactly the holder's live verified cells, so ranking and statistics over it
+    are over what the caller may see; each returned item is still checked on this call. None
+    when the cache cannot hold the holder's cells (the caller then takes the item-by-item path).
+    """
+    holder = view.holder(access.holder_id)
+    erased = view.erased()
+    shared: list[tuple[bytes, _Entry]] = []
+    if include_shared and access.consumer is None:
+        covered = covered_cells(projections, txn, access.holder_id, now)
+        for cell_id, sharer in sorted(covered.items()):
+            entry = view.get(cell_id)
+            if entry is None:
+                # MAC-checked (saihm/projections/seal.py): a forged record offers nothing.
+                record = projections.cells.get(txn, cell_id)
+                if record is None:
+                    continue
+                opened = open_checked(txn, access, cell_id, sharer, record.index)
+                if opened is None:
+                    continue
+                entry = view.put(opened)
+            elif (
+                cell_id in erased
+                or not label_allows(access, entry.own.cell, entry.own.payload, True)
+                or entry.own.cell.holder_id != sharer
+            ):
+                continue
+            shared.append((cell_id, entry))
+    failed: set[bytes] = set()
+    for cell_id in list(holder.missing):
+        index = holder.cells.get(cell_id) if holder.cells is not None else None
+        if index is None:
+            holder.missing.discard(cell_id)
+            continue
+        opened = open_checked(txn, access, cell_id, None, index)
+        if opened is None:
+            failed.add(cell_id)
+        else:
+            view.put(opened)
+    # Every own cell must now be in the cache (the bound may have pushed some out, or dropped
+    # the holder's list): if not, this call takes the item-by-item path.
+    if (
+        holder.cells is None
+        or holder.missing - failed
+        or view.cache._holders.get(access.holder_id) is not holder
+    ):
+        return None
+    holder_id = access.holder_id
+    if q.everything:
+        return _all_cells(view, holder, shared, erased, failed, holder_id, narrow, limit, start)
+    first = start or 0
+    need = None
+    if limit is not None and view.cache.embedder is None and narrow is None:
+        need = first + limit + 1
+    ranked = view.rank_holder(holder, q, shared, view.query_vector(q), need)
+    shared_ids = {k for k, _e in shared}
+    entries = view.cache._entries
+    by_key = dict(shared)
+    cells: list[OpenedCell] = []
+    scores: list[float] = []
+    positions: list[int] = []
+    for position in range(first, len(ranked)):
+        r = ranked[position]
+        key = cast(bytes, r.key)  # the keys ranked are cellIds
+        is_shared = key in shared_ids
+        entry = by_key[key] if is_shared else entries[key]
+        cell = entry.own.cell
+        if cell.cell_id in erased or (narrow is not None and not narrow(entry.own.payload)):
+            continue
+        if not is_shared and cell.holder_id != holder_id:
+            continue
+        if limit is not None and len(cells) >= limit:
+            return Page(cells, True, scores, positions)
+        cells.append(entry.opened(is_shared))
+        scores.append(r.score)
+        positions.append(position + 1)
+    return Page(cells, False, scores, positions)
+
+
+def _all_cells(
+    view: CacheView,
+    holder: _Holder,
+    shared: list[tuple[bytes, _Entry]],
+    erased: set[bytes],
+    failed: set[bytes],
+    holder_id: bytes,
+    narrow: Narrow,
+    limit: int | None,
+    start: int | None,
+) -> Page:
+    """Every cell of a holder-wide caller in log order, each checked on this call."""
+    entries = view.cache._entries
+    cells = holder.cells
+    assert cells is not None  # the caller returned early otherwise
+    if not shared and narrow is None and limit is None and start is None:
+        # The common case, kept tight: the holder's own cells in log order, each checked.
+        out = [entries[k].own for k in cells if k not in erased and k not in failed]
+        return Page([o for o in out if o.cell.holder_id == holder_id], False)
+    own = ((i, k, False) for k, i in cells.items() if k not in failed)
+    items: Iterator[tuple[int, bytes, bool]]
+    by_key: dict[bytes, _Entry]
+    if shared:
+        extra = sorted((e.own.index, k, True) for k, e in shared)
+        items = heapq.merge(own, extra)
+        by_key = dict(shared)
+    else:
+        items, by_key = own, {}
+    found: list[OpenedCell] = []
+    for index, cell_id, is_shared in items:
+        if (start is not None and index <= start) or cell_id in erased:
+            continue
+        entry = by_key[cell_id] if is_shared else entries[cell_id]
+        opened = entry.own
+        if not is_shared and opened.cell.holder_id != holder_id:
+            continue
+        if narrow is not None and not narrow(opened.payload):
+            continue
+        if limit is not None and len(found) >= limit:
+            return Page(found, True)
+        found.append(entry.opened(True) if is_shared else opened)
+    return Page(found, False)

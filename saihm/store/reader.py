@@ -1,0 +1,272 @@
+"""The checked read path: the only code outside ``saihm.events`` that produces plaintext.
+
+requirements.txt: "Everything that reads the store passes that filter, including the code that
+runs the agent". Every read of a cell, and the opening of a pending provider proposal, takes an
+:class:`~saihm.store.auth.Access` issued by the store's
+:class:`~saihm.store.auth.Authenticator` and is checked against it after the cell is verified
+(saihm-protocol "Cell shape", "Encryption envelope") and its sealed label decrypted.
+tests/store/test_single_read_path.py pins that no other module decrypts or unwraps a DEK.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterable
+from typing import cast
+
+from saihm.cellcache import CacheView, CellCache, CellHeader, OpenedCell, Page
+from saihm.errors import NotFound, SaihmError, VerificationFailed
+from saihm.events import Cell, SealedPayload
+from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
+from saihm.projections import Body
+from saihm.retrieval import Embedder, Query, analyse_query
+from saihm.retrieval.embed import cosine
+from saihm.retrieval.rank import rank
+from saihm.storage import ReadTxn
+from saihm.store.auth import Access, Authenticator, label_allows
+from saihm.store.candidates import candidates
+from saihm.store.environment import BODIES, MEMO, Environment
+from saihm.store.holderwide import Narrow, read_holder_wide
+
+log = logging.getLogger("saihm.store")
+
+
+class CheckedReader:
+    """Reads cells for an :class:`Access`, each item checked on every call; owns the recall
+    cache of verified cells (saihm/cellcache.py, memory only)."""
+
+    def __init__(
+        self, env: Environment, authenticator: Authenticator, embedder: Embedder | None
+    ) -> None:
+        self.env = env
+        self.authenticator = authenticator
+        self.cache = CellCache(env.config.recall_cache_mb << 20, embedder)
+        self.cache.bind(env.projections)
+
+    def read_page(
+        self,
+        access: Access,
+        *,
+        query: str | None = None,
+        cell_ids: Iterable[bytes] | None = None,
+        include_shared: bool = True,
+        namespaces: frozenset[str] | None = None,
+        kinds: frozenset[str] | None = None,
+        limit: int | None = None,
+        start: int | None = None,
+    ) -> Page:
+        """The checked read path (requirements.txt; docs/internals.md "One read path").
+
+        Candidates are the caller's cells in scope and the covered cells of contracts active
+        for it (saihm-protocol "saihm_recall", "Sharing contracts"). A candidate not yet
+        verified in this process is skipped if erased, else its cellId and signature are
+        verified (saihm-protocol "Cell shape", "Encryption envelope") and it is decrypted; a
+        cell that fails is omitted and logged, never served. Every returned item, cached or
+        not, is then checked against ``access`` on this call: not in the erasure list, its
+        verified owner and decrypted label (session, namespace) in scope, and for another
+        holder's cell a contract active for the caller. ``namespaces`` and ``kinds`` only
+        narrow. ``query`` is matched and ranked by :mod:`saihm.retrieval` (absent or empty:
+        every cell, in log order). ``limit`` and ``start`` (a leaf index to continue after for
+        "all cells", else an offset in the ranking) select a window.
+        """
+        self.authenticator.require(access)
+        env = self.env
+        now = int(env.clock())
+        q = analyse_query(query)
+
+        narrow: Narrow = None
+        if namespaces is not None or kinds is not None:
+
+            def narrow(payload: SealedPayload) -> bool:
+                return (namespaces is None or payload.namespace in namespaces) and (
+                    kinds is None or payload.kind in kinds
+                )
+
+        with (
+            env.storage.read() as txn,
+            self.cache.reading(txn, env.tree, env.kek_dir.current_version) as view,
+        ):
+            fast = (
+                view.current
+                and cell_ids is None
+                and access.all_sessions
+                and access.namespaces is None
+            )
+            if fast:
+                page = read_holder_wide(
+                    self.open_checked,
+                    self.env.projections,
+                    txn,
+                    view,
+                    access,
+                    q,
+                    include_shared,
+                    now,
+                    narrow,
+                    limit,
+                    start,
+                )
+                if page is not None:
+                    return page
+            return self._read_checked(
+                txn, view, access, q, cell_ids, include_shared, now, narrow, limit, start
+            )
+
+    def _read_checked(
+        self,
+        txn: ReadTxn,
+        view: CacheView,
+        access: Access,
+        q: Query,
+        cell_ids: Iterable[bytes] | None,
+        include_shared: bool,
+        now: int,
+        narrow: Narrow,
+        limit: int | None,
+        start: int | None,
+    ) -> Page:
+        """Every candidate checked on this call, then matched and ranked among themselves."""
+        erased = view.erased()
+        own, shared = candidates(self.env, txn, access, cell_ids, include_shared, now)
+        chosen = {}
+        for index, cell_id, sharer in (*own, *shared):
+            is_shared = sharer is not None
+            entry = view.get(cell_id)
+            if entry is None:
+                opened = self.open_checked(txn, access, cell_id, sharer, index)
+                if opened is None:
+                    continue
+                entry = view.put(opened)
+            elif (
+                cell_id in erased
+                or not label_allows(access, entry.own.cell, entry.own.payload, is_shared)
+                or (is_shared and entry.own.cell.holder_id != sharer)
+            ):
+                continue
+            if narrow is None or narrow(entry.own.payload):
+                chosen[cell_id] = (entry, is_shared)
+        docs = [(k, e.analysis, e.own.index) for k, (e, _s) in chosen.items()]
+        qvec = view.query_vector(q)
+        similarity = None
+        if qvec is not None:
+
+            def similarity(key: object) -> float:
+                assert isinstance(key, bytes)
+                vector = chosen[key][0].vector
+                return -1.0 if vector is None else cosine(qvec, vector)
+
+        ranked = rank(q, docs, similarity=similarity)
+        cells: list[OpenedCell] = []
+        scores: list[float] = []
+        positions: list[int] = []
+        first = 0
+        if start is not None:
+            if q.everything:
+                first = next((i for i, r in enumerate(ranked) if r.order > start), len(ranked))
+            else:
+                first = start
+        more = False
+        for position in range(first, len(ranked)):
+            if limit is not None and len(cells) >= limit:
+                more = True
+                break
+            r = ranked[position]
+            entry, is_shared = chosen[cast(bytes, r.key)]  # the keys ranked are cellIds
+            cells.append(entry.opened(is_shared))
+            scores.append(r.score)
+            positions.append(position + 1)
+        if q.everything:
+            return Page(cells, more)
+        return Page(cells, more, scores, positions)
+
+    def open_checked(
+        self,
+        txn: ReadTxn,
+        access: Access,
+        cell_id: bytes,
+        sharer: bytes | None,
+        index: int,
+    ) -> OpenedCell | None:
+        """One stored cell verified, decrypted and checked against ``access``; None (logged
+        if damaged) when it is erased, missing, fails verification or is out of scope."""
+        env = self.env
+        shared = sharer is not None
+        if env.projections.cells.is_erased(txn, cell_id):
+            return None
+        raw_body = txn.get(cell_id, db=env.db[BODIES])
+        if raw_body is None:
+            return None
+        try:
+            body = Body.decode(raw_body)
+            memo = txn.get(cell_id, db=env.db[MEMO])
+            remembered = memo is not None and hmac.compare_digest(memo, env.memo(body.object_cbor))
+            cell = Cell.from_cbor(body.object_cbor, authenticated=remembered)
+            if cell.cell_id != cell_id:
+                raise VerificationFailed("stored cell is filed under another cellId")
+            check_cell_id(cell)
+            if not remembered:
+                self._verify_signature(txn, cell)
+            payload = decrypt(cell, env.keyring.dek(txn, cell_id))
+        except NotFound:
+            return None
+        except (SaihmError, ValueError) as err:  # ValueError: a body that is not CBOR
+            log.warning("cell %s omitted: %s", cell_id.hex(), type(err).__name__)
+            return None
+        if not label_allows(access, cell, payload, shared):
+            return None
+        if shared and cell.holder_id != sharer:
+            return None
+        return OpenedCell(cell=CellHeader.of(cell), payload=payload, shared=shared, index=index)
+
+    def open_prepared(self, txn: ReadTxn, access: Access, cell: Cell) -> SealedPayload | None:
+        """The label and content of a prepared cell held outside the log (a pending provider
+        proposal, RFC 0007 "never silent agent write"), for ``access``.
+
+        Raises :class:`~saihm.errors.Unauthenticated` for an Access this store did not issue,
+        and :class:`VerificationFailed` (or ``NotFound`` for a destroyed DEK) when the cellId or
+        the holder's signature does not check. None when the cell is not ``access``'s own, in
+        its session and namespaces (nothing is returned out of scope).
+        """
+        self.authenticator.require(access)
+        check_cell_id(cell)
+        self._verify_signature(txn, cell)
+        payload = decrypt(cell, self.env.keyring.dek(txn, cell.cell_id))
+        if not label_allows(access, cell, payload, False):
+            return None
+        return payload
+
+    def _verify_signature(self, txn: ReadTxn, cell: Cell) -> None:
+        holder = self.env.projections.holders.get(txn, cell.holder_id)
+        if holder is None:
+            raise VerificationFailed("cell of a holder with no KEY receipt")
+        verify_cell_signature(cell, holder.public_key)
+
+    def check_opens(self, txn: ReadTxn, cell: Cell) -> None:
+        """Raise unless ``cell``'s wrapped DEK unwraps under a live KEK generation and opens
+        its ciphertext (saihm-protocol "Encryption envelope"); for ``saihm verify --data``.
+
+        Raises ``NotFound`` (no wrapped DEK), ``KekUnavailable`` or ``VerificationFailed``.
+        Nothing decrypted leaves this method.
+        """
+        decrypt(cell, self.env.keyring.dek(txn, cell.cell_id))
+
+    def memo_matches(self, txn: ReadTxn, cell_id: bytes, cell_bytes: bytes) -> bool:
+        """False when a verified-cell memo is stored for ``cell_id`` and is not the memo of
+        ``cell_bytes`` (an absent memo only means the signature is checked on every read)."""
+        memo = txn.get(cell_id, db=self.env.db[MEMO])
+        return memo is None or hmac.compare_digest(memo, self.env.memo(cell_bytes))
+
+    def sync_cache(self) -> None:
+        """Bring the cache in step with the log before a committed batch is acknowledged.
+
+        Work after a commit never turns it into an error: if the sync fails, the cache is
+        emptied instead, which is always safe.
+        """
+        env = self.env
+        try:
+            with env.storage.read() as txn, self.cache.lock:
+                self.cache.sync(txn, env.tree, env.kek_dir.current_version)
+        except Exception as err:  # a committed change must still be acknowledged
+            log.error("cache sync after commit failed (%s); cache emptied", type(err).__name__)
+            self.cache.clear()
