@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 import cbor2
 
@@ -245,8 +245,8 @@ class _MapRecord:
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> Self:
         """Read the stored form; raises :class:`RecordError`. ``authentic``: ``data`` passed
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
-        make = cast(Callable[..., Self], cls)
-        return _exact(make(*cls._LAYOUT.read(data)), data, authentic)
+        record = cls(*cls._LAYOUT.read(data))
+        return _exact(record, data, authentic)
 
 
 # -- the records ----------------------------------------------------------------------------

@@ -238,8 +238,13 @@ class _Write(_Read):
         return db.handle
 
     def put(self, key: bytes, value: bytes, *, db: Namespace, overwrite: bool = True) -> bool:
+        # The hottest call of a commit or a rebuild (several per leaf): the handle check is
+        # inlined rather than a call of _handle.
+        handle: Any = db.handle
+        if handle is None:
+            raise StorageError("the storage is open read-only")
         try:
-            return bool(self._txn.put(key, value, db=self._handle(db), overwrite=overwrite))
+            return self._txn.put(key, value, db=handle, overwrite=overwrite) is True
         except lmdb.Error as err:
             raise _error(err) from None
 
