@@ -167,9 +167,9 @@ class MemoryTools:
         """
         if not content.strip():
             raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
-        _check_writable(access, namespace)
+        session = _check_writable(access, namespace)
         payload = SealedPayload(
-            content=content, session_id=access.session_id, namespace=namespace, kind="memory"
+            content=content, session_id=session, namespace=namespace, kind="memory"
         )
         change, cell = self._cell_change(access, payload, None)
         self.context.commit(change)
@@ -213,7 +213,7 @@ class MemoryTools:
             timestamp=ctx.now(),
         )
         change = self._change_for(
-            access, cell, access.session_id, record, guard, [(cell.cell_id, dek)], cell.timestamp
+            access, cell, payload.session_id, record, guard, [(cell.cell_id, dek)], cell.timestamp
         )
         return change, cell
 
@@ -261,10 +261,10 @@ class MemoryTools:
             raise MalformedInput("kind must be said, did or end", code=ErrorCode.INVALID_KIND)
         if kind != "end" and not content.strip():
             raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
-        _check_writable(access, "record")
+        session = _check_writable(access, "record")
         store = self.context.store
         cells = store.projections.cells
-        tag = store.session_tag(access.holder_id, access.session_id)
+        tag = store.session_tag(access.holder_id, session)
         for _ in range(5):
             with store.read_txn() as txn:
                 head = cells.record_head(txn, tag)
@@ -274,7 +274,7 @@ class MemoryTools:
             prev = None if head is None else head.cell_id
             payload = SealedPayload(
                 content=content,
-                session_id=access.session_id,
+                session_id=session,
                 namespace="record",
                 kind=cast(Literal["said", "did", "end"], kind),  # checked against RECORD_KINDS
                 seq=seq,
@@ -472,14 +472,15 @@ class MemoryTools:
         )
 
 
-def _check_writable(access: Access, namespace: str) -> None:
-    """Refuse a write the token may not make: a namespace out of bounds or scope, no session."""
+def _check_writable(access: Access, namespace: str) -> bytes:
+    """Refuse a write the token may not make: a namespace out of bounds or scope, no session.
+    Returns the session the write goes into."""
     if not namespace or len(namespace) > 256:
         raise MalformedInput("namespace must be 1 to 256 characters")
-    if access.session_id is None:
-        raise MalformedInput("this token names no session to write into", code=ErrorCode.NO_SESSION)
+    session = access.own_session()
     if access.namespaces is not None and namespace not in access.namespaces:
         raise NotPermitted("namespace outside the token's scope", code=ErrorCode.NOT_HOLDER)
+    return session
 
 
 def _cell_result(cell: Cell, change: Change) -> Remembered:

@@ -185,7 +185,9 @@ class SharingTools:
             c.cell.cell_id for c in store.read(access, cell_ids=shards, include_shared=False)
         }
         tag = (
-            None if access.all_sessions else store.session_tag(access.holder_id, access.session_id)
+            None
+            if access.all_sessions
+            else store.session_tag(access.holder_id, access.own_session())
         )
         with store.read_txn() as txn:
             for shard in shards:

@@ -14,10 +14,9 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import cast
 
 from saihm.cellcache import CellHeader
-from saihm.errors import SaihmError, Unauthenticated
+from saihm.errors import ErrorCode, MalformedInput, SaihmError, Unauthenticated
 from saihm.events import Capability, Cell, SealedPayload
 from saihm.events.signing import verify_capability
 from saihm.projections import apply as P
@@ -39,7 +38,7 @@ class Access:
     """
 
     holder_id: bytes
-    session_id: bytes
+    session_id: bytes | None
     all_sessions: bool
     namespaces: frozenset[str] | None
     grant_id: bytes | None
@@ -48,6 +47,16 @@ class Access:
     expires_at: int
     token_id: bytes
     _seal: bytes = field(init=False, repr=False, compare=False, default=b"")
+
+    def own_session(self) -> bytes:
+        """The one session this access is scoped to. Raises :class:`MalformedInput`
+        (``no_session``) for a holder-wide access (sessions "all"), whose ``session_id`` is
+        None."""
+        if self.session_id is None:
+            raise MalformedInput(
+                "this token names no session to write into", code=ErrorCode.NO_SESSION
+            )
+        return self.session_id
 
 
 class Authenticator:
@@ -100,9 +109,8 @@ class Authenticator:
         return self._sealed(
             Access(
                 holder_id=cap.holder_id,
-                # None for a holder-wide capability (sessions "all"), which never reads by
-                # session; the operator tests for it (Access.session_id's type says bytes).
-                session_id=cast(bytes, cap.session_id),
+                # None for a holder-wide capability (sessions "all"): Access.own_session.
+                session_id=cap.session_id,
                 all_sessions=scope.sessions == "all",
                 namespaces=namespaces,
                 grant_id=scope.grant_id,

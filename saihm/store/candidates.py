@@ -71,7 +71,7 @@ def candidates(
     if access.all_sessions:
         listed = records.cells.live_of_holder(txn, access.holder_id)
     else:
-        tag = env.session_tag(access.holder_id, access.session_id)
+        tag = env.session_tag(access.holder_id, access.own_session())
         listed = records.cells.live_of_session(txn, tag)
     for index, cell_id in listed:
         own.append((index, cell_id, None))

@@ -859,3 +859,27 @@ def test_concurrent_calls_grouped_into_one_batch_each_get_their_own_leaf(world, 
     recalled = sorted(c["plaintext"] for c in world.call(alice, "saihm_recall"))
     assert recalled == sorted([f"c{i}" for i in range(3, 6)] + [f"new {i}" for i in range(6)])
     assert world.store.rebuild_into(tmp_path / "rebuilt")["identical"]
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("saihm_remember", {"content": "x"}), ("saihm_record", {"content": "x", "kind": "said"})],
+)
+def test_a_holder_wide_token_without_a_session_cannot_write(world, method, params) -> None:
+    """A capability of sessions "all" may carry no sessionId (events/capability.py): it reads
+    every session but has none to write into, so a write is refused with no_session and the
+    log does not grow."""
+    from saihm.events import CapabilityScope
+
+    holder = world.holder()
+    world.call(holder, "saihm_remember", content="kept")
+    grant_id, _ = world.operator.admin.grant(holder.holder_id, None, int(world.clock()) + 3600)
+    scope = CapabilityScope(sessions="all", grant_id=grant_id)
+    cap = world.authority.issue(holder.holder_id, None, scope, 3600, now=int(world.clock()))
+    token = cap.to_token()
+    assert world.store.authenticate(token).session_id is None
+    size = world.store.size()
+    assert code_of(lambda: world.call(token, method, **params)) == "no_session"
+    assert world.store.size() == size
+    recalled = world.call(token, "saihm_recall")
+    assert [c["plaintext"] for c in recalled] == ["kept"]
