@@ -196,9 +196,23 @@ class _Read:
             raise _error(err) from None
 
     def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
-        for pair in self.scan(db, prefix=prefix, reverse=True):
-            return pair
-        return None
+        handle: Any = db.handle
+        if handle is None:
+            return None
+        if prefix is None:
+            # The tree size is read this way by every proof and append: one cursor step.
+            try:
+                with self._txn.cursor(db=handle) as cur:
+                    return cast("tuple[bytes, bytes]", cur.item()) if cur.last() else None
+            except lmdb.Error as err:
+                raise _error(err) from None
+        pairs = self.scan(db, prefix=prefix, reverse=True)
+        try:
+            return next(iter(pairs), None)
+        finally:
+            close = getattr(pairs, "close", None)
+            if close is not None:
+                close()  # the generator's cursor, now rather than when it is collected
 
     def count(self, db: Namespace) -> int:
         handle: Any = db.handle

@@ -125,8 +125,10 @@ def root_nodes(size: int) -> list[NodeId]:
     return _range(0, size)
 
 
-def _nodes(index: int, level: int, size: int) -> ProofNodes:
-    """The audit path of node ``(level, index)`` in the tree of ``size``, that node first.
+def _nodes(index: int, level: int, size: int, *, with_node: bool = True) -> ProofNodes:
+    """The audit path of node ``(level, index)`` in the tree of ``size``, that node first
+    (left out when ``with_node`` is False: an inclusion proof, or a consistency proof from a
+    power of two, does not carry it).
 
     The path rises through the siblings of the node's ancestors up to the *fork*, where the
     paths to the node and to leaf ``size`` part; the fork's right sibling is the imperfect
@@ -136,9 +138,8 @@ def _nodes(index: int, level: int, size: int) -> ProofNodes:
     inner = (index ^ (size >> level)).bit_length() - 1
     fork_level, fork_index = level + inner, index >> inner
     begin, end = fork_index << fork_level, (fork_index + 1) << fork_level
-    ids: list[NodeId] = [(level, index)]
-    for lv in range(level, fork_level):
-        ids.append((lv, (index >> (lv - level)) ^ 1))
+    ids: list[NodeId] = [(level, index)] if with_node else []
+    ids.extend([(lv, (index >> (lv - level)) ^ 1) for lv in range(level, fork_level)])
     first = len(ids)
     ids.extend(reversed(_range(end, size)))
     last = len(ids)
@@ -146,12 +147,6 @@ def _nodes(index: int, level: int, size: int) -> ProofNodes:
     if first >= last:
         first = last = 0
     return ProofNodes(tuple(ids), first, last)
-
-
-def _skip_first(nodes: ProofNodes) -> ProofNodes:
-    if nodes.begin < nodes.end:
-        return ProofNodes(nodes.ids[1:], nodes.begin - 1, nodes.end - 1)
-    return ProofNodes(nodes.ids[1:])
 
 
 def inclusion_nodes(index: int, size: int) -> ProofNodes:
@@ -162,7 +157,7 @@ def inclusion_nodes(index: int, size: int) -> ProofNodes:
     _check_size(size)
     if type(index) is not int or not 0 <= index < size:
         raise MalformedInput(f"leaf index {index} is not below tree size {size}")
-    return _skip_first(_nodes(index, 0, size))
+    return _nodes(index, 0, size, with_node=False)
 
 
 def consistency_nodes(size1: int, size2: int) -> ProofNodes:
@@ -181,8 +176,7 @@ def consistency_nodes(size1: int, size2: int) -> ProofNodes:
         return ProofNodes(())
     level = (size1 & -size1).bit_length() - 1
     index = (size1 - 1) >> level
-    nodes = _nodes(index, level, size2)
-    return _skip_first(nodes) if index == 0 else nodes
+    return _nodes(index, level, size2, with_node=index != 0)
 
 
 def _fetch(fetch: FetchNodes, ids: Sequence[NodeId]) -> Sequence[bytes]:

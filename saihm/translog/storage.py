@@ -282,7 +282,7 @@ class _Reader:
         self._txn = txn
         self._tiles = storage._tiles
         self._nodes = storage._nodes
-        self._cache: dict[tuple[int, int, int], bytes | None] = {}
+        self._cache: dict[int, bytes | None] = {}
 
     def fetch(self, ids: Sequence[proof.NodeId]) -> list[bytes]:
         """The hashes of complete subtrees ``(height, index)``, in order (``proof.FetchNodes``)."""
@@ -298,7 +298,7 @@ class _Reader:
         else:
             block = (index << rel) >> TILE_HEIGHT
             offset = _BLOCK_BASE[rel] + (index - (block << (TILE_HEIGHT - rel))) * HASH_SIZE
-        ckey = (rel and 1, level, block)
+        ckey = (block << 5) | (level << 1) | (rel and 1)  # an int: cheaper than a tuple key
         try:
             value = self._cache[ckey]
         except KeyError:
