@@ -2,7 +2,7 @@
 
 docs/scaling.md draws its throughput section from these figures, all measured in one run:
 
-- ``remember_per_s_<backend>_<n>_<processes|nodes>``: saihm_remember through ``Operator.call``
+- ``remember_per_s_<backend>_<n>_<processes|nodes>``: saihm_remember through ``saihm.http.binding.call``
   (authenticate, seal, two ML-DSA-65 signatures, one commit) by ``n`` operator processes on
   one store (one LMDB data directory, or one PostgreSQL database), each with ``--node-threads``
   threads so its commit waits overlap its signing. Every process opens the store as a node of
