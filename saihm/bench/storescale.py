@@ -2,11 +2,12 @@
 
 docs/scaling.md draws its throughput section from these figures, all measured in one run:
 
-- ``remember_per_s_<backend>_<n>_<processes|nodes>``: saihm_remember through ``saihm.http.binding.call``
-  (authenticate, seal, two ML-DSA-65 signatures, one commit) by ``n`` operator processes on
-  one store (one LMDB data directory, or one PostgreSQL database), each with ``--node-threads``
-  threads so its commit waits overlap its signing. Every process opens the store as a node of
-  ``saihm serve --store`` does: its own connection pool, its own caches, the shared log.
+- ``remember_per_s_<backend>_<n>_<processes|nodes>``: saihm_remember through
+  ``saihm.http.binding.call`` (authenticate, seal, two ML-DSA-65 signatures, one commit) by
+  ``n`` operator processes on one store (one LMDB data directory, or one PostgreSQL database),
+  each with ``--node-threads`` threads so its commit waits overlap its signing. Every process
+  opens the store as a node of ``saihm serve --store`` does: its own connection pool, its own
+  caches, the shared log.
 - ``commit_ms_empty_<backend>``: an empty write transaction (begin, take the one-writer lock,
   commit); ``commit_ms_one_put_<backend>``: one 32-byte put committed (the durable floor: on
   PostgreSQL a WAL flush, which an empty transaction skips); ``commit_ms_remember_<backend>``:
