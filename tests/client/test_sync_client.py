@@ -85,11 +85,15 @@ def test_a_client_never_closed_stops_its_thread_when_collected(tmp_path: Path) -
     data = tmp_path / "data"
     with serving(tmp_path, "--data", str(data)) as (_, url):
         holder = holder_create(data)
-        before = {t.ident for t in threading.enumerate() if t.name == "saihm-client"}
+        # Thread objects, not idents: an earlier test's client thread that ends meanwhile frees
+        # its ident for this one (the flake seen in CI).
+        before = {id(t): t for t in threading.enumerate() if t.name == "saihm-client"}
         client = Client(url, f"Bearer {holder['token']}")
         client.status()
         (thread,) = [
-            t for t in threading.enumerate() if t.name == "saihm-client" and t.ident not in before
+            t
+            for t in threading.enumerate()
+            if t.name == "saihm-client" and before.get(id(t)) is not t
         ]
         del client
         gc.collect()
