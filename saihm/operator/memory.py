@@ -350,6 +350,12 @@ class MemoryTools:
         if record.erased:
             return AlreadyErased()
         if not ctx.store.read(access, cell_ids=[cell_id], include_shared=False):
+            # The read sees no erased cell: one erased since the check above (another writer's
+            # forget) is already erased, not out of scope. Erasure is final, so a second look
+            # decides.
+            with ctx.store.read_txn() as txn:
+                if ctx.store.projections.cells.is_erased(txn, cell_id):
+                    return AlreadyErased()
             raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
         receipt = sign_receipt(
             ctx.key(access),
