@@ -206,8 +206,9 @@ async def _post(
                 code = _error_code(await read_bounded(resp.content, limit))
             except ClientError:
                 code = None
+            said = f'"{code}"' if code else "a failure"
             raise ClientError(
-                f"{shown}: the operator reported a failure",
+                f"{shown}: the operator reported {said}",
                 kind="status",
                 http_status=status,
                 operator_code=code,

@@ -162,6 +162,7 @@ async def test_operator_error_codes_arrive_in_one_exception_type(endpoint, new_h
             await call
         assert (caught.value.code, caught.value.http_status) == (code, status)
         assert caught.value.outcome == "failed"
+        assert f'operator reported "{code}"' in str(caught.value)  # the log line names it
 
 
 async def test_unauthenticated_never_echoes_the_credential(endpoint) -> None:
