@@ -35,15 +35,16 @@ import random
 import re
 import secrets
 import shutil
-import statistics
 import time
 import tracemalloc
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from saihm.authority import Authority
+from saihm.bench.figures import figure, percentile
 from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import MalformedInput
@@ -67,35 +68,7 @@ TOP_TARGET = (100_000, 100.0)
 _TOKEN = re.compile(r"\w+")
 
 
-def _figure(
-    name: str,
-    value: float,
-    unit: str,
-    peer: str,
-    peer_value: float,
-    higher_is_better: bool,
-    **extra: object,
-) -> dict:
-    if value == 0:
-        ratio = float("inf") if higher_is_better is False else 0.0
-    else:
-        ratio = value / peer_value if higher_is_better else peer_value / value
-    return {
-        "bench": "recall",
-        "figure": name,
-        "value": round(value, 3),
-        "unit": unit,
-        "peer": peer,
-        "peer_value": round(peer_value, 3),
-        "ratio": round(ratio, 3),
-        **extra,
-    }
-
-
-def _p(values: list[float], q: int) -> float:
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+_figure = partial(figure, "recall")
 
 
 # -- the synthetic latency corpus ------------------------------------------------------------
@@ -379,22 +352,22 @@ def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[d
         naive_warm, naive_cold, _ = _latencies(naive, holder, params, naive_samples, 1)
         warm, cold, returned = _latencies(cached, holder, params, opts.samples, opts.cold)
         warm_cpu = list(CPU_MS)
-        naive_p50 = _p(naive_warm, 50)
+        naive_p50 = percentile(naive_warm, 50)
         extra = {
             "cells": n,
             "returned_first": returned,
             "samples": len(warm),
-            "warm_cpu_p50_ms": round(_p(warm_cpu, 50), 3),
+            "warm_cpu_p50_ms": round(percentile(warm_cpu, 50), 3),
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
         for name, values in (("warm", warm), ("cold", cold)):
             for q in (50, 99):
                 fig = _figure(
                     f"recall_{kind}_{n}_{name}_p{q}_ms",
-                    _p(values, q),
+                    percentile(values, q),
                     "ms",
                     peer,
-                    _p(naive_warm, q) if name == "warm" else naive_p50,
+                    percentile(naive_warm, q) if name == "warm" else naive_p50,
                     False,
                     **extra,
                 )

@@ -28,15 +28,16 @@ import argparse
 import os
 import secrets
 import shutil
-import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from saihm.authority import Authority
+from saihm.bench.figures import figure, percentile
 from saihm.compose import initialise
 from saihm.config import Config
 from saihm.events import CapabilityScope, Operation, Receipt
@@ -55,26 +56,7 @@ REBUILD_RUNS = 3
 RECALL_TARGET_MS = 20.0
 
 
-def _figure(
-    name: str,
-    value: float,
-    unit: str,
-    peer: str,
-    peer_value: float,
-    higher_is_better: bool,
-    **extra: object,
-) -> dict:
-    ratio = value / peer_value if higher_is_better else peer_value / value
-    return {
-        "bench": "store",
-        "figure": name,
-        "value": round(value, 3),
-        "unit": unit,
-        "peer": peer,
-        "peer_value": round(peer_value, 3),
-        "ratio": round(ratio, 3),
-        **extra,
-    }
+_figure = partial(figure, "store")
 
 
 def _sign_seconds(seconds: float) -> float:
@@ -147,12 +129,6 @@ def _latencies_ms(operator: Operator, tokens: list[str], samples: int) -> list[f
     return out
 
 
-def _p(values: list[float], q: int) -> float:
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
-
-
 def _sign_recalls(seed: bytes, holder_id_hint: bytes, count: int, now: int) -> list[bytes]:
     key = HolderKey.from_seed(seed)
     assert key.holder_id == holder_id_hint
@@ -211,7 +187,7 @@ def run(args: list[str]) -> Iterator[dict]:
         sign_s = _sign_seconds(max(0.5, opts.seconds / 2))
         floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"
         url = check_store_url(opts.store)
-        yield from run_scaling(url, opts, _figure, 1 / (2 * sign_s), floor_peer)
+        yield from run_scaling(url, opts, 1 / (2 * sign_s), floor_peer)
         return
     tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-store-"))
     try:
@@ -265,19 +241,43 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
         target = f"target p50 <= {RECALL_TARGET_MS} ms (DESIGN.md)"
         extra = {"layout": layout, "cells_returned": round(per_session, 1), "samples": len(lat)}
         yield _figure(
-            "recall_session_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS, False, **extra
+            "recall_session_p50_ms",
+            percentile(lat, 50),
+            "ms",
+            target,
+            RECALL_TARGET_MS,
+            False,
+            **extra,
         )
         yield _figure(
-            "recall_session_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS, False, **extra
+            "recall_session_p99_ms",
+            percentile(lat, 99),
+            "ms",
+            target,
+            RECALL_TARGET_MS,
+            False,
+            **extra,
         )
         wide = _grant_token(authority, operator, holder)
         lat = _latencies_ms(operator, [wide], max(5, opts.samples // 10))
         extra = {"layout": layout, "cells_returned": opts.cells, "samples": len(lat)}
         yield _figure(
-            "recall_holder_wide_p50_ms", _p(lat, 50), "ms", target, RECALL_TARGET_MS, False, **extra
+            "recall_holder_wide_p50_ms",
+            percentile(lat, 50),
+            "ms",
+            target,
+            RECALL_TARGET_MS,
+            False,
+            **extra,
         )
         yield _figure(
-            "recall_holder_wide_p99_ms", _p(lat, 99), "ms", target, RECALL_TARGET_MS, False, **extra
+            "recall_holder_wide_p99_ms",
+            percentile(lat, 99),
+            "ms",
+            target,
+            RECALL_TARGET_MS,
+            False,
+            **extra,
         )
 
         _pad(store, holder, opts.events, max(1, (os.cpu_count() or 2)))

@@ -30,18 +30,19 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from saihm.bench.figures import figure as figure_of
 from saihm.http.binding import call as binding_call
 
 __all__ = ["run_scaling"]
 
 Figure = dict[str, object]
-FigureFn = Callable[..., Figure]
 _READY_SECONDS = 120.0
 
 
@@ -218,14 +219,13 @@ def _p50(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def run_scaling(
-    url: str, opts: Any, figure: FigureFn, floor: float, floor_peer: str
-) -> Iterator[Figure]:
+def run_scaling(url: str, opts: Any, floor: float, floor_peer: str) -> Iterator[Figure]:
     """The scaling figures for ``url`` beside LMDB (see the module docstring)."""
     from saihm.compose import initialise
     from saihm.config import Config
     from saihm.storeurl import redact
 
+    figure = partial(figure_of, "store")
     shown = redact(url)
     threads = max(1, opts.node_threads)
     seconds = opts.seconds

@@ -1,0 +1,43 @@
+"""The figure record every benchmark yields, and the percentile they report (saihm.bench)."""
+
+from __future__ import annotations
+
+import statistics
+
+
+def figure(
+    bench: str,
+    name: str,
+    value: float,
+    unit: str,
+    peer: str,
+    peer_value: float,
+    higher_is_better: bool,
+    **extra: object,
+) -> dict:
+    """One JSON-ready figure: ``value`` against ``peer_value`` measured in the same run.
+
+    ``ratio`` is above 1 when ``value`` is the better of the two. A zero ``value`` gives the
+    limit rather than a division error: 0 when higher is better, infinity when lower is.
+    """
+    if value == 0:
+        ratio = 0.0 if higher_is_better else float("inf")
+    else:
+        ratio = value / peer_value if higher_is_better else peer_value / value
+    return {
+        "bench": bench,
+        "figure": name,
+        "value": round(value, 3),
+        "unit": unit,
+        "peer": peer,
+        "peer_value": round(peer_value, 3),
+        "ratio": round(ratio, 3),
+        **extra,
+    }
+
+
+def percentile(values: list[float], q: int) -> float:
+    """The ``q``-th percentile (1..99) of ``values``, inclusive method; one value is itself."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
