@@ -36,8 +36,6 @@ import pytest
 import tests.store.populated as populated_module
 from saihm import cli
 from saihm.audit.monitor import check_once
-from saihm.errors import SaihmError
-from saihm.operator import Operator
 from saihm.projections import apply as PJ
 from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
@@ -174,20 +172,6 @@ def _verify(capsys: pytest.CaptureFixture[str], t: Template) -> tuple[int, dict[
     return code, json.loads(out) if out.strip() else {}
 
 
-def _views(t: Template) -> dict[str, frozenset[str] | None]:
-    """Every token's recall through a freshly opened store (None: refused); nothing written."""
-    p = t.p
-    try:
-        store = Store(p.world.config, clock=p.world.clock)
-    except SaihmError:
-        return dict.fromkeys(p.tokens)  # the store refuses to open: every token reads nothing
-    p.world.operator = Operator(store, p.world.config)
-    try:
-        return p.views()
-    finally:
-        store.storage.close()  # no closing checkpoint: nothing may be written between cases
-
-
 def _run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SAIHM, *argv], capture_output=True, text=True, timeout=timeout)
 
@@ -245,7 +229,7 @@ def test_every_raw_row_edit_of_every_namespace_is_detected_or_harmless(t: Templa
             raw.set(name, key, value)
         try:
             code, report = _verify(capsys, t)
-            views = _views(t)
+            views = t.p.views_reopened()
         finally:
             raw.restore(t.rows)
         for token, seen in views.items():
@@ -362,7 +346,7 @@ def test_a_flipped_projection_record_is_refused_by_a_read_and_found_by_verify(
     """The record MAC (saihm/projections/seal.py) on PostgreSQL: the grant with a flipped byte
     no longer opens, so its token is refused, and the fsck names the record."""
     _flip_a_projection_record(t, raw)
-    views = _views(t)
+    views = t.p.views_reopened()
     assert views["a_all"] is None
     baseline: dict[str, frozenset[str] | None] = t.p.baseline  # type: ignore[attr-defined]
     assert {k: v for k, v in views.items() if k != "a_all"} == {

@@ -17,7 +17,9 @@ from saihm.errors import SaihmError
 from saihm.events import CapabilityScope, SealedPayload
 from saihm.events.envelope import seal
 from saihm.http.binding import call as binding_call
+from saihm.operator import Operator
 from saihm.provider.held import HeldProposals
+from saihm.store import Store
 
 from .conftest import World, make_world
 
@@ -41,6 +43,19 @@ class Populated:
 
     def views(self) -> dict[str, frozenset[str] | None]:
         return {name: self.recall(name) for name in self.tokens}
+
+    def views_reopened(self) -> dict[str, frozenset[str] | None]:
+        """Every token's recall through a freshly opened store (None: refused), as a tampered
+        store would be read after a restart; nothing is written."""
+        try:
+            store = Store(self.world.config, clock=self.world.clock)
+        except SaihmError:
+            return dict.fromkeys(self.tokens)  # refused at open: every token reads nothing
+        self.world.operator = Operator(store, self.world.config)
+        try:
+            return self.views()
+        finally:
+            store.storage.close()  # no closing checkpoint: nothing may be written between cases
 
 
 def _token(world: World, holder_id: bytes, scope: CapabilityScope | None = None) -> str:

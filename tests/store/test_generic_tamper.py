@@ -20,9 +20,6 @@ import lmdb
 import pytest
 
 from saihm import cli
-from saihm.errors import SaihmError
-from saihm.operator import Operator
-from saihm.store import Store
 from tests.support.postgres import lmdb_only
 
 from .populated import Populated, named_databases, populate
@@ -86,18 +83,6 @@ def _verify(capsys: pytest.CaptureFixture, data: Path) -> tuple[int, dict]:
     return code, json.loads(out) if out.strip() else {}
 
 
-def _views(p: Populated) -> dict[str, frozenset[str] | None]:
-    try:
-        store = Store(p.world.config, clock=p.world.clock)
-    except SaihmError:
-        return dict.fromkeys(p.tokens)  # the store refuses to open: every token reads nothing
-    p.world.operator = Operator(store, p.world.config)
-    try:
-        return p.views()
-    finally:
-        store.storage.close()  # no closing checkpoint: nothing may be written between cases
-
-
 def test_every_raw_edit_of_every_database_is_detected_or_harmless(populated, capsys) -> None:
     p = populated
     data = p.world.config.data_dir
@@ -118,7 +103,7 @@ def test_every_raw_edit_of_every_database_is_detected_or_harmless(populated, cap
             env.close()
         try:
             code, report = _verify(capsys, data)
-            views = _views(p)
+            views = p.views_reopened()
         finally:
             env = lmdb.open(
                 str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size
