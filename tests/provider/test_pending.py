@@ -8,6 +8,7 @@ from saihm.errors import NotFound, NotPermitted
 from saihm.events import Operation
 from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryQuery, MemoryStore
+from tests.support.postgres import store_driver, store_url_for
 
 
 def _propose(provider, consumer="agent", namespace="notes", content=None):
@@ -56,11 +57,25 @@ def test_pending_is_sealed_at_rest(world):
     agent = world.consumer("agent", ["notes"], "write")
     marker = "PLAINTEXT-MARKER-7f3a"
     _propose(agent, content={"fact": marker})
-    world.store.storage.env.sync(True)
-    lmdb_dir = world.config.lmdb_dir
-    for path in lmdb_dir.iterdir():
-        assert marker.encode() not in path.read_bytes()
+    for stored in _bytes_at_rest(world):
+        assert marker.encode() not in stored
     assert marker not in world.vault.meta.path(world.config.data_dir).read_text()
+
+
+def _bytes_at_rest(world) -> list[bytes]:
+    """What the store keeps: the LMDB files, or every row of the PostgreSQL tables."""
+    if store_driver() == "lmdb":
+        world.store.storage.env.sync(True)
+        return [path.read_bytes() for path in world.config.lmdb_dir.iterdir()]
+    import psycopg
+
+    with psycopg.connect(store_url_for(world.config.data_dir)) as conn:
+        rows = conn.execute("SELECT k, v FROM saihm_kv").fetchall()
+        rows += conn.execute(
+            "SELECT convert_to(key || value, 'UTF8'), ''::bytea FROM saihm_meta"
+        ).fetchall()
+    assert rows
+    return [bytes(part) for row in rows for part in row]
 
 
 def test_write_outside_grant_is_refused(world):
