@@ -96,6 +96,8 @@ class Store:
         """Open the store of ``config``; unless ``check_applied`` is False (``saihm rebuild``
         only), refuse with :class:`StaleProjections` when the projections do not reflect the
         whole log (saihm-protocol "Order of effect and receipt")."""
+        if embedder is None and config.embedding_model is not None:
+            embedder = load_embedder(config.embedding_model)  # before the storage opens
         env = Environment(config, clock=clock, fault_hook=fault_hook, check_applied=check_applied)
         self.env = env
         self.config = config
@@ -110,8 +112,6 @@ class Store:
         #: The log's identity, fixed when the data directory was created (saihm/origin.py).
         self.origin = env.origin
         self.authority_public_key = env.authority_public_key
-        if embedder is None and config.embedding_model is not None:
-            embedder = load_embedder(config.embedding_model)
         self.jobs = JobBoard(clock, JOBS)
         self.authenticator = Authenticator(env)
         self.reader = CheckedReader(env, self.authenticator, embedder)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from saihm.config import Config
 from saihm.keyring import KekDirectory, Keyring
 from saihm.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
-from saihm.projections import Projections, RecordSeal, StaleProjections, derive_record_key
+from saihm.projections import Projections, RecordSeal, derive_record_key
 from saihm.storage import Namespace, Storage, open_storage
 from saihm.storeurl import record_store_elsewhere, refuse_migrated
 from saihm.translog import LogKeys, TreeStorage
@@ -72,6 +72,15 @@ class Environment:
             map_size=config.map_size,
             map_size_max=config.map_size_max,
         )
+        try:
+            self._open_parts(config, check_applied)
+        except BaseException:
+            # Refused after the storage opened (stale projections, another origin's keys, an
+            # unreadable key file): close it, so no connection pool or LMDB handle outlives us.
+            self.storage.close()
+            raise
+
+    def _open_parts(self, config: Config, check_applied: bool) -> None:
         if config.store is not None:
             record_store_elsewhere(config.data_dir, config.store)
         self.tree = TreeStorage(self.storage)
@@ -81,11 +90,7 @@ class Environment:
         self.projections = Projections(self.storage, self.record_seal)
         self.db: dict[bytes, Namespace] = {name: self.storage.namespace(name) for name in OWN_DBS}
         if check_applied:
-            try:
-                self._check_applied()
-            except StaleProjections:
-                self.storage.close()
-                raise
+            self._check_applied()
         self.log_keys = LogKeys.load(config.log_keys_dir)
         #: The log's identity, fixed when the data directory was created (saihm/origin.py).
         self.origin = settle_origin(config.data_dir, config.origin, self.log_keys.origin)

@@ -209,3 +209,32 @@ def test_a_copy_restored_without_its_origin_file_keeps_its_own_origin(tmp_path) 
         assert _served_origin(operator) == origin
     finally:
         operator.store.close()
+
+
+def test_a_store_refused_after_its_storage_opened_closes_it(tmp_path, monkeypatch) -> None:
+    """Another origin's log keys are found after the storage is open: the refusal closes it
+    (on PostgreSQL, an unclosed pool's threads outlived the refused open)."""
+    import saihm.store.environment as environment
+
+    opened, closed = [], []
+
+    def recording_open(*args, **kwargs):
+        storage = open_storage(*args, **kwargs)
+        close = storage.close
+
+        def recorded_close() -> None:
+            closed.append(storage)
+            close()
+
+        storage.close = recorded_close
+        opened.append(storage)
+        return storage
+
+    open_storage = environment.open_storage
+    monkeypatch.setattr(environment, "open_storage", recording_open)
+    data, keys_dir = tmp_path / "d", tmp_path / "keys"
+    LogKeys.generate("other.example/log").save(keys_dir)
+    with pytest.raises(Conflict):
+        _open(data, origin="mine.example/log", log_keys_dir=keys_dir)
+    assert len(opened) == 1, "the refusal came before the storage opened: the test proves nothing"
+    assert closed == opened
