@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import json
 import random
-import struct
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -37,8 +36,9 @@ import tests.store.populated as populated_module
 from saihm import cli
 from saihm.audit.monitor import check_once
 from saihm.projections import apply as PJ
-from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
+from tests.store import damage
+from tests.store.damage import Damage, RawStore, flip
 from tests.store.populated import Populated, populate
 from tests.support.postgres import fresh_location
 from tests.support.serve import SAIHM, post, serving
@@ -176,10 +176,6 @@ def _run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SAIHM, *argv], capture_output=True, text=True, timeout=timeout)
 
 
-def _flip(value: bytes, position: int) -> bytes:
-    return value[:position] + bytes([value[position] ^ 0x01]) + value[position + 1 :]
-
-
 # -- every namespace, every edit --------------------------------------------------------------
 
 
@@ -199,7 +195,7 @@ def _edits(raw: Raw, rng: random.Random) -> list[Edit]:
         items = raw.rows(name)
         key, value = rng.choice(items)
         if value:
-            out.append((name, "flip", [(key, _flip(value, rng.randrange(len(value))))]))
+            out.append((name, "flip", [(key, flip(value, rng.randrange(len(value))))]))
         out.append((name, "delete", [(rng.choice(items)[0], None)]))
         distinct = [kv for kv in items if kv[1] != items[0][1]]
         if distinct:
@@ -208,7 +204,7 @@ def _edits(raw: Raw, rng: random.Random) -> list[Edit]:
         out.append((name, "drop_last", [(items[-1][0], None)]))
         # A row that was never written: a copy of an existing value under a new key.
         existing = {k for k, _ in items}
-        new_key = _flip(key, len(key) - 1)
+        new_key = flip(key, len(key) - 1)
         while new_key in existing:
             new_key = bytes(rng.randrange(256) for _ in key)
         out.append((name, "insert", [(new_key, rng.choice(items)[1])]))
@@ -257,70 +253,19 @@ def test_every_raw_row_edit_of_every_namespace_is_detected_or_harmless(t: Templa
 # -- named damage: verify --data names the namespace, key and check ----------------------------
 
 
-def _delete_body(t: Template, raw: Raw) -> None:
-    raw.set(b"bodies", t.p.cells["a1"], None)
+def _flip_a_stored_cell(p: Populated, raw: RawStore) -> None:
+    value = raw.get(b"bodies", p.cells["bob"])
+    raw.set(b"bodies", p.cells["bob"], flip(value, len(value) // 2))
 
 
-def _delete_dek(t: Template, raw: Raw) -> None:
-    raw.set(b"deks", t.p.cells["bob"], None)
+def _flip_a_projection_record(p: Populated, raw: RawStore) -> None:
+    value = raw.get(PJ.GRANTS, p.grants["all"])
+    raw.set(PJ.GRANTS, p.grants["all"], flip(value, 1))
 
 
-def _dek_for_erased_cell(t: Template, raw: Raw) -> None:
-    raw.set(b"deks", t.p.cells["a1_gone"], raw.get(b"deks", t.p.cells["a1"]))
-
-
-def _dek_under_retired_generation(t: Template, raw: Raw) -> None:
-    value = raw.get(b"deks", t.p.cells["carol"])
-    raw.set(b"deks", t.p.cells["carol"], struct.pack(">I", 999) + value[4:])
-
-
-def _swap_seeds(t: Template, raw: Raw) -> None:
-    a, b = (raw.get(b"seeds", t.p.holders[n]) for n in ("alice", "bob"))
-    raw.set(b"seeds", t.p.holders["alice"], b)
-    raw.set(b"seeds", t.p.holders["bob"], a)
-
-
-def _orphan_dek(t: Template, raw: Raw) -> None:
-    raw.set(b"deks", b"\x07" * 32, raw.get(b"deks", t.p.cells["a1"]))
-
-
-def _wrong_memo(t: Template, raw: Raw) -> None:
-    value = raw.get(b"memo", t.p.cells["a2"])
-    raw.set(b"memo", t.p.cells["a2"], bytes(32 - len(value[:1])) + value[:1])
-
-
-def _flip_a_tile(t: Template, raw: Raw) -> None:
-    key, value = raw.rows(b"tree")[0]
-    raw.set(b"tree", key, _flip(value, 0))
-
-
-def _lagging_applied_index(t: Template, raw: Raw) -> None:
-    applied = struct.unpack(">Q", raw.get(PJ.META, b"applied"))[0]
-    raw.set(PJ.META, b"applied", u64(applied - 1))
-
-
-def _flip_a_stored_cell(t: Template, raw: Raw) -> None:
-    value = raw.get(b"bodies", t.p.cells["bob"])
-    raw.set(b"bodies", t.p.cells["bob"], _flip(value, len(value) // 2))
-
-
-def _flip_a_projection_record(t: Template, raw: Raw) -> None:
-    value = raw.get(PJ.GRANTS, t.p.grants["all"])
-    raw.set(PJ.GRANTS, t.p.grants["all"], _flip(value, 1))
-
-
-Damage = Callable[[Template, Raw], None]
 DAMAGE: dict[str, tuple[Damage, str, str, str]] = {
-    # name: (damage, namespace, key name in Populated.cells or "", check) as in test_fsck.py
-    "delete_body": (_delete_body, "bodies", "a1", "live cell"),
-    "delete_dek": (_delete_dek, "deks", "bob", "live cell"),
-    "dek_for_erased_cell": (_dek_for_erased_cell, "deks", "a1_gone", "erased cell"),
-    "dek_under_retired_generation": (_dek_under_retired_generation, "deks", "carol", "live cell"),
-    "swap_seeds": (_swap_seeds, "seeds", "", "seed"),
-    "orphan_dek": (_orphan_dek, "deks", "", "orphan"),
-    "wrong_memo": (_wrong_memo, "memo", "a2", "memo"),
-    "flip_a_tile": (_flip_a_tile, "tree", "", "tiles"),
-    "lagging_applied_index": (_lagging_applied_index, "p_meta", "", "applied index"),
+    # as in tests/store/test_fsck.py, and one more: a flipped byte of a stored cell
+    **damage.DAMAGE,
     "flip_a_stored_cell": (_flip_a_stored_cell, "bodies", "bob", "live cell"),
 }
 
@@ -329,8 +274,8 @@ DAMAGE: dict[str, tuple[Damage, str, str, str]] = {
 def test_verify_data_store_names_the_namespace_key_and_check_of_private_damage(
     t: Template, raw: Raw, name: str, capsys
 ) -> None:
-    damage, database, cell, check = DAMAGE[name]
-    damage(t, raw)
+    damage_of, database, cell, check = DAMAGE[name]
+    damage_of(t.p, raw)
     code, report = _verify(capsys, t)
     assert code == 1
     private = [f for f in report["failures"] if "database" in f]
@@ -345,7 +290,7 @@ def test_a_flipped_projection_record_is_refused_by_a_read_and_found_by_verify(
 ) -> None:
     """The record MAC (saihm/projections/seal.py) on PostgreSQL: the grant with a flipped byte
     no longer opens, so its token is refused, and the fsck names the record."""
-    _flip_a_projection_record(t, raw)
+    _flip_a_projection_record(t.p, raw)
     views = t.p.views_reopened()
     assert views["a_all"] is None
     baseline: dict[str, frozenset[str] | None] = t.p.baseline  # type: ignore[attr-defined]
@@ -363,17 +308,17 @@ def test_a_flipped_projection_record_is_refused_by_a_read_and_found_by_verify(
 # -- the command line: one line, no traceback, no password ------------------------------------
 
 
-def _flip_newest_leaf(t: Template, raw: Raw) -> None:
+def _flip_newest_leaf(p: Populated, raw: RawStore) -> None:
     key, value = raw.rows(b"leaves")[-1]
-    raw.set(b"leaves", key, _flip(value, len(value) // 2))
+    raw.set(b"leaves", key, flip(value, len(value) // 2))
 
 
-def _flip_newest_checkpoint(t: Template, raw: Raw) -> None:
+def _flip_newest_checkpoint(p: Populated, raw: RawStore) -> None:
     key, value = raw.rows(b"checkpoints")[-1]
-    raw.set(b"checkpoints", key, _flip(value, len(value) // 2))
+    raw.set(b"checkpoints", key, flip(value, len(value) // 2))
 
 
-def _delete_newest_leaves(t: Template, raw: Raw) -> None:
+def _delete_newest_leaves(p: Populated, raw: RawStore) -> None:
     for key, _ in raw.rows(b"leaves")[-3:]:
         raw.set(b"leaves", key, None)
 
@@ -391,7 +336,7 @@ SUBPROCESS_EDITS: dict[str, Damage] = {
 def test_saihm_verify_data_store_fails_on_each_edit_without_a_traceback(
     t: Template, raw: Raw, name: str
 ) -> None:
-    SUBPROCESS_EDITS[name](t, raw)
+    SUBPROCESS_EDITS[name](t.p, raw)
     done = _run("verify", *t.store_args, "--no-progress")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "RESULT: FAIL" in done.stdout
@@ -405,7 +350,7 @@ def test_a_log_rolled_back_by_deleting_its_newest_leaves_is_refused_by_every_ope
     """The projections are ahead of the shortened log: the store refuses to open (as on LMDB
     with a lagging applied index), in this process, in a data command and in ``saihm serve``,
     each with one line naming the repair and never the password."""
-    _delete_newest_leaves(t, raw)
+    _delete_newest_leaves(t.p, raw)
     with pytest.raises(StaleProjections, match=r"saihm rebuild --data DIR --replace"):
         Store(t.p.world.config)
     holder = t.p.holders["alice"].hex()
@@ -442,7 +387,7 @@ def test_a_running_node_and_a_second_node_started_after_the_edit_both_refuse_it(
     with serving(tmp_path, *args, env=env, name="a") as (_, url_a):
         status, body = post(url_a, p.tokens["a_all"], "saihm_recall", {})
         assert status == 200 and {c["plaintext"] for c in body} == baseline["a_all"]
-        _flip_a_projection_record(t, raw)
+        _flip_a_projection_record(t.p, raw)
         with serving(tmp_path, *args, env=env, name="b") as (_, url_b):
             for url in (url_b, url_a):
                 status, body = post(url, p.tokens["a_all"], "saihm_recall", {})

@@ -7,11 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import struct
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
@@ -21,19 +19,17 @@ from saihm import cli
 from saihm.fsck import check_store
 from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
-from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
 from tests.support.postgres import lmdb_only
 
 from ..support.serve import SAIHM
+from .damage import DAMAGE, lagging_applied_index, lmdb_raw
 from .populated import Populated, clone, populate, reopened
 
 pytestmark = lmdb_only(
     "raw edits through lmdb.open, and `saihm verify --data`, whose public checks "
     "(saihm/audit/datadir.py) read DATA/lmdb only"
 )
-
-Damage = Callable[[Populated, lmdb.Environment], None]
 
 
 @pytest.fixture(scope="module")
@@ -63,91 +59,13 @@ def _private(report: dict) -> list[dict]:
     return [f for f in report["failures"] if "database" in f]
 
 
-def _put(env: lmdb.Environment, name: bytes, key: bytes, value: bytes | None) -> None:
-    db = env.open_db(name)
-    with env.begin(write=True) as txn:
-        if value is None:
-            assert txn.delete(key, db=db)
-        else:
-            txn.put(key, value, db=db)
-
-
-def _get(env: lmdb.Environment, name: bytes, key: bytes) -> bytes:
-    db = env.open_db(name)
-    with env.begin() as txn:
-        return bytes(txn.get(key, db=db))
-
-
-def delete_body(p, env):
-    _put(env, b"bodies", p.cells["a1"], None)
-
-
-def delete_dek(p, env):
-    _put(env, b"deks", p.cells["bob"], None)
-
-
-def dek_for_erased_cell(p, env):
-    _put(env, b"deks", p.cells["a1_gone"], _get(env, b"deks", p.cells["a1"]))
-
-
-def dek_under_retired_generation(p, env):
-    value = _get(env, b"deks", p.cells["carol"])
-    _put(env, b"deks", p.cells["carol"], struct.pack(">I", 999) + value[4:])
-
-
-def swap_seeds(p, env):
-    a, b = (_get(env, b"seeds", p.holders[n]) for n in ("alice", "bob"))
-    _put(env, b"seeds", p.holders["alice"], b)
-    _put(env, b"seeds", p.holders["bob"], a)
-
-
-def orphan_dek(p, env):
-    _put(env, b"deks", b"\x07" * 32, _get(env, b"deks", p.cells["a1"]))
-
-
-def wrong_memo(p, env):
-    value = _get(env, b"memo", p.cells["a2"])
-    _put(env, b"memo", p.cells["a2"], bytes(32 - len(value[:1])) + value[:1])
-
-
-def flip_a_tile(p, env):
-    db = env.open_db(b"tree")
-    with env.begin() as txn:
-        key, value = next(iter(txn.cursor(db=db).iternext()))
-    _put(env, b"tree", bytes(key), bytes([value[0] ^ 1]) + bytes(value)[1:])
-
-
-def lagging_applied_index(p, env):
-    db = env.open_db(PJ.META)
-    with env.begin() as txn:
-        applied = struct.unpack(">Q", txn.get(b"applied", db=db))[0]
-    _put(env, PJ.META, b"applied", u64(applied - 1))
-
-
-DAMAGE: dict[str, tuple[Damage, str, str, str]] = {
-    # name: (damage, database, key name in Populated or "", check)
-    "delete_body": (delete_body, "bodies", "a1", "live cell"),
-    "delete_dek": (delete_dek, "deks", "bob", "live cell"),
-    "dek_for_erased_cell": (dek_for_erased_cell, "deks", "a1_gone", "erased cell"),
-    "dek_under_retired_generation": (dek_under_retired_generation, "deks", "carol", "live cell"),
-    "swap_seeds": (swap_seeds, "seeds", "", "seed"),
-    "orphan_dek": (orphan_dek, "deks", "", "orphan"),
-    "wrong_memo": (wrong_memo, "memo", "a2", "memo"),
-    "flip_a_tile": (flip_a_tile, "tree", "", "tiles"),
-    "lagging_applied_index": (lagging_applied_index, "p_meta", "", "applied index"),
-}
-
-
 @pytest.mark.parametrize("name", sorted(DAMAGE))
 def test_verify_data_names_the_database_key_and_check_of_private_damage(populated, name, capsys):
     p = populated
     damage, database, cell, check = DAMAGE[name]
     p.world.store.close()
-    env = lmdb.open(str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size)
-    try:
-        damage(p, env)
-    finally:
-        env.close()
+    with lmdb_raw(p.world.config) as raw:
+        damage(p, raw)
     code, report = _verify(capsys, p)
     assert code == 1
     found = [f for f in _private(report) if f["database"] == database and f["check"] == check]
@@ -202,11 +120,8 @@ def test_rollback_to_an_older_authentic_record_passes_the_mac_but_not_the_fsck(p
 def test_the_store_refuses_to_open_when_the_applied_index_is_not_the_tree_size(populated):
     p = populated
     p.world.store.close()
-    env = lmdb.open(str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size)
-    try:
-        lagging_applied_index(p, env)
-    finally:
-        env.close()
+    with lmdb_raw(p.world.config) as raw:
+        lagging_applied_index(p, raw)
     with pytest.raises(StaleProjections, match=r"saihm rebuild --data DIR --replace"):
         Store(p.world.config)
     done = subprocess.run(
@@ -241,11 +156,8 @@ def test_rebuild_replace_repairs_forged_and_lagging_projections(populated, capsy
         txn.put(b"\x42" * 32, b"forged", db=store.projections.db[PJ.CONTRACTS])
         txn.delete(p.holders["bob"], db=store.projections.db[PJ.HOLDERS])
     store.close()
-    env = lmdb.open(str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size)
-    try:
-        lagging_applied_index(p, env)
-    finally:
-        env.close()
+    with lmdb_raw(p.world.config) as raw:
+        lagging_applied_index(p, raw)
     data = str(p.world.config.data_dir)
     plain = subprocess.run([SAIHM, "rebuild", "--data", data], capture_output=True, text=True)
     assert plain.returncode == 1 and json.loads(plain.stdout)["identical"] is False
