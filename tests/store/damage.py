@@ -10,8 +10,10 @@ namespace, the key (a cell of :class:`Populated`, or none) and the check.
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import lmdb
@@ -132,3 +134,37 @@ DAMAGE: dict[str, tuple[Damage, str, str, str]] = {
     "flip_a_tile": (flip_a_tile, "tree", "", "tiles"),
     "lagging_applied_index": (lagging_applied_index, "p_meta", "", "applied index"),
 }
+
+
+Views = dict[str, frozenset[str] | None]
+
+
+@dataclass
+class Verdicts:
+    """What each raw edit did, against the untouched store's views (``baseline``).
+
+    An edit must never let a token see a plaintext it could not see before. Beyond that it is
+    *detected* (``verify --data`` fails, naming failures), *harmless* (every token's view is
+    as before) or *undetected*: the one outcome a tamper test refuses.
+    """
+
+    baseline: Views
+    counts: Counter[str] = field(default_factory=Counter)
+    harmless: list[tuple[str, str]] = field(default_factory=list)
+    undetected: list[tuple[str, str]] = field(default_factory=list)
+
+    def judge(self, name: bytes, op: str, code: int, report: dict, views: Views) -> None:
+        """Record one edit of namespace ``name`` by ``op``: verify's ``code`` and ``report``,
+        and the views of the store reopened after it."""
+        for token, seen in views.items():
+            before = self.baseline[token] or frozenset()
+            assert seen is None or seen <= before, (name, op, token, seen - before)
+        if code != 0:
+            assert code == 1 and report["failures"], (name, op, code)
+            self.counts["detected"] += 1
+        elif views == self.baseline:
+            self.counts["harmless"] += 1
+            self.harmless.append((name.decode(), op))
+        else:
+            self.counts["undetected"] += 1
+            self.undetected.append((name.decode(), op))
