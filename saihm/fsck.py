@@ -256,11 +256,13 @@ def _check_projections(
                     "the record MAC is missing or wrong: the record was forged or edited",
                 )
     with tempfile.TemporaryDirectory(prefix="saihm-fsck-") as tmp:
-        scratch = store.scratch_storage(Path(tmp) / "projections")
+        scratch = store.rebuilder.scratch_storage(Path(tmp) / "projections")
         try:
             fresh = Projections(scratch, seal)
             try:
-                store.rebuild_from(txn, fresh, size, tasks("rebuilding projections", size))
+                store.rebuilder.rebuild_from(
+                    txn, fresh, size, tasks("rebuilding projections", size)
+                )
             except RebuildFailed as err:
                 result.add(BODIES, "", "rebuild", f"the projections cannot be rebuilt: {err}")
                 return
@@ -281,7 +283,7 @@ def _check_tree(
 ) -> None:
     """Recompute every tile and node from the leaves in a scratch LMDB storage; compare."""
     with tempfile.TemporaryDirectory(prefix="saihm-fsck-tree-") as tmp:
-        scratch = store.scratch_storage(Path(tmp) / "tree", TreeStorage.DB_NAMES)
+        scratch = store.rebuilder.scratch_storage(Path(tmp) / "tree", TreeStorage.DB_NAMES)
         try:
             fresh = TreeStorage(scratch)
             advance = tasks("recomputing tiles", size)

@@ -321,7 +321,7 @@ class MemoryTools:
         """
         window = window or RecallWindow()
         queried = bool((query or "").split())
-        page = self.context.store.read_page(
+        page = self.context.store.reader.read_page(
             access,
             query=query,
             namespaces=window.namespaces,

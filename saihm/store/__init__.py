@@ -36,8 +36,7 @@ from saihm.jobs import JobBoard
 from saihm.projections import Body, Projections, StaleProjections, u64
 from saihm.projections.keys import loads
 from saihm.retrieval import Embedder, load_embedder
-from saihm.storage import ReadTxn, WriteTxn
-from saihm.storage.lmdb import LmdbStorage
+from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator
 from saihm.store.commit import Change, GroupCommit
 from saihm.store.environment import (
@@ -211,30 +210,6 @@ class Store:
         )
         return page.cells
 
-    def read_page(
-        self,
-        access: Access,
-        *,
-        query: str | None = None,
-        cell_ids: Iterable[bytes] | None = None,
-        include_shared: bool = True,
-        namespaces: frozenset[str] | None = None,
-        kinds: frozenset[str] | None = None,
-        limit: int | None = None,
-        start: int | None = None,
-    ) -> Page:
-        """The checked read path (:meth:`CheckedReader.read_page`)."""
-        return self.reader.read_page(
-            access,
-            query=query,
-            cell_ids=cell_ids,
-            include_shared=include_shared,
-            namespaces=namespaces,
-            kinds=kinds,
-            limit=limit,
-            start=start,
-        )
-
     def open_prepared(self, txn: ReadTxn, access: Access, cell: Cell) -> SealedPayload | None:
         """A prepared cell held outside the log, opened for ``access``
         (:meth:`CheckedReader.open_prepared`)."""
@@ -316,25 +291,6 @@ class Store:
     ) -> ReplaceReport:
         """Repair the projections from the log (:meth:`Rebuilder.replace_projections`)."""
         return self.rebuilder.replace_projections(target, progress)
-
-    def scratch_storage(
-        self, target: Path, names: Sequence[bytes] = Projections.DB_NAMES
-    ) -> LmdbStorage:
-        """A fresh, non-durable scratch storage (:meth:`Rebuilder.scratch_storage`)."""
-        return self.rebuilder.scratch_storage(target, names)
-
-    def rebuild_from(
-        self,
-        live_txn: ReadTxn,
-        into: Projections,
-        size: int,
-        progress: Callable[[int], None] | None,
-        *,
-        start: int = 0,
-        live: WriteTxn | None = None,
-    ) -> None:
-        """Apply leaves of the live log to ``into`` (:meth:`Rebuilder.rebuild_from`)."""
-        self.rebuilder.rebuild_from(live_txn, into, size, progress, start=start, live=live)
 
     # -- the public log (saihm/store/publiclog.py) ---------------------------------------
 
