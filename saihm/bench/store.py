@@ -59,6 +59,13 @@ RECALL_TARGET_MS = 20.0
 _figure = partial(figure, "store")
 
 
+def _recall_figures(kind: str, lat: list[float], target: str, extra: dict) -> Iterator[dict]:
+    """The p50 and p99 figures of one recall layout's latencies against the target."""
+    for q in (50, 99):
+        name, value = f"recall_{kind}_p{q}_ms", percentile(lat, q)
+        yield _figure(name, value, "ms", target, RECALL_TARGET_MS, False, **extra)
+
+
 def _sign_seconds(seconds: float) -> float:
     """Mean seconds per ML-DSA-65 sign of a receipt-sized message (hedged, as in production)."""
     key = mldsa65_from_seed(os.urandom(32))
@@ -240,45 +247,11 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
         lat = _latencies_ms(operator, sessions, opts.samples)
         target = f"target p50 <= {RECALL_TARGET_MS} ms (DESIGN.md)"
         extra = {"layout": layout, "cells_returned": round(per_session, 1), "samples": len(lat)}
-        yield _figure(
-            "recall_session_p50_ms",
-            percentile(lat, 50),
-            "ms",
-            target,
-            RECALL_TARGET_MS,
-            False,
-            **extra,
-        )
-        yield _figure(
-            "recall_session_p99_ms",
-            percentile(lat, 99),
-            "ms",
-            target,
-            RECALL_TARGET_MS,
-            False,
-            **extra,
-        )
+        yield from _recall_figures("session", lat, target, extra)
         wide = _grant_token(authority, operator, holder)
         lat = _latencies_ms(operator, [wide], max(5, opts.samples // 10))
         extra = {"layout": layout, "cells_returned": opts.cells, "samples": len(lat)}
-        yield _figure(
-            "recall_holder_wide_p50_ms",
-            percentile(lat, 50),
-            "ms",
-            target,
-            RECALL_TARGET_MS,
-            False,
-            **extra,
-        )
-        yield _figure(
-            "recall_holder_wide_p99_ms",
-            percentile(lat, 99),
-            "ms",
-            target,
-            RECALL_TARGET_MS,
-            False,
-            **extra,
-        )
+        yield from _recall_figures("holder_wide", lat, target, extra)
 
         _pad(store, holder, opts.events, max(1, (os.cpu_count() or 2)))
         rates = []
