@@ -64,16 +64,7 @@ def test_no_plaintext_or_embedding_on_disk(tmp_path: Path) -> None:
     for query in ("", "quokka", "PLAINTEXT-MARKER-3-quokka", "what is a quokka"):
         world.call(wide, "saihm_recall", query=query)
         world.call(a, "saihm_recall", query=query, limit=3)
-    contract = world.call(
-        a,
-        "saihm_share",
-        granteeIdHashesHex=[b.hex],
-        shardIds=cells[:2],
-        type="permanent",
-        scope="read",
-        expiryEpoch=None,
-    )["contractId"]
-    world.call(b, "saihm_accept_contract", contractId=contract)
+    world.share_accepted(a, b, cells[:2])
     world.call(b, "saihm_recall", query="quokka")
     world.call(a, "saihm_forget", id=cells[0])
     world.store.rotate_kek()

@@ -22,15 +22,7 @@ def test_every_projection_value_is_canonical_cbor_after_every_kind_of_event(worl
     alice, bob = world.holder(), world.holder()
     cell = world.call(alice, "saihm_remember", content="x")["cellId"]
     world.call(alice, "saihm_record", content="said", kind="said")
-    contract = world.call(
-        alice,
-        "saihm_share",
-        granteeIdHashesHex=[bob.hex],
-        shardIds=[cell],
-        type="permanent",
-        scope="read",
-    )["contractId"]
-    world.call(bob, "saihm_accept_contract", contractId=contract)
+    contract = world.share_accepted(alice, bob, [cell])
     world.call(alice, "saihm_revoke_share", contractId=contract)
     pid = world.call(alice, "saihm_governance_propose", scope="protocol_upgrade")["proposalId"]
     world.call(bob, "saihm_governance_vote", proposalId=pid, approve=True)

@@ -59,15 +59,7 @@ def test_every_receipt_is_signed_with_the_key_its_holder_id_names(world) -> None
     names" — checked here with pqcrypto, an implementation independent of the signer's."""
     alice, bob = world.holder(), world.holder()
     cell = world.call(alice, "saihm_remember", content="a fact")
-    contract = world.call(
-        alice,
-        "saihm_share",
-        granteeIdHashesHex=[bob.hex],
-        shardIds=[cell["cellId"]],
-        type="permanent",
-        scope="read",
-    )
-    world.call(bob, "saihm_accept_contract", contractId=contract["contractId"])
+    world.share_accepted(alice, bob, [cell["cellId"]])
     world.call(bob, "saihm_recall")
     world.call(alice, "saihm_forget", id=cell["cellId"])
     receipts = leaves(world)
@@ -285,15 +277,7 @@ def test_forget_of_another_holders_cell_is_not_holder(world) -> None:
     """ "Confirm the caller holds the cell" — a grantee of a shared cell does not hold it."""
     alice, bob = world.holder(), world.holder()
     cell = world.call(alice, "saihm_remember", content="alice's")
-    contract = world.call(
-        alice,
-        "saihm_share",
-        granteeIdHashesHex=[bob.hex],
-        shardIds=[cell["cellId"]],
-        type="permanent",
-        scope="read",
-    )
-    world.call(bob, "saihm_accept_contract", contractId=contract["contractId"])
+    world.share_accepted(alice, bob, [cell["cellId"]])
     assert code_of(lambda: world.call(bob, "saihm_forget", id=cell["cellId"])) == "not_holder"
 
 
@@ -310,15 +294,7 @@ def test_an_erased_cell_is_never_returned_to_anyone(world) -> None:
     erased cell to anyone." """
     alice, bob = world.holder(), world.holder()
     cell = world.call(alice, "saihm_remember", content="shared then erased")
-    contract = world.call(
-        alice,
-        "saihm_share",
-        granteeIdHashesHex=[bob.hex],
-        shardIds=[cell["cellId"]],
-        type="permanent",
-        scope="read",
-    )
-    world.call(bob, "saihm_accept_contract", contractId=contract["contractId"])
+    world.share_accepted(alice, bob, [cell["cellId"]])
     assert len(world.call(bob, "saihm_recall")) == 1
     world.call(alice, "saihm_forget", id=cell["cellId"])
     assert world.call(bob, "saihm_recall") == []

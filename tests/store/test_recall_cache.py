@@ -261,16 +261,7 @@ def test_a_bound_smaller_than_one_holder_still_answers_everything(tmp_path: Path
             world.call(a, "saihm_remember", content=f"river {i} " + "w " * 2000)["cellId"]
             for i in range(40)
         ]
-        contract = world.call(
-            a,
-            "saihm_share",
-            granteeIdHashesHex=[b.hex],
-            shardIds=made[:5],
-            type="permanent",
-            scope="read",
-            expiryEpoch=None,
-        )["contractId"]
-        world.call(b, "saihm_accept_contract", contractId=contract)
+        world.share_accepted(a, b, made[:5])
         for i in range(40):
             world.call(b, "saihm_remember", content=f"own {i} " + "v " * 2000)
         b_wide, a_wide = world.grant_token(b.holder_id), world.grant_token(a.holder_id)

@@ -117,6 +117,21 @@ class World:
         token = holder if isinstance(holder, str) else holder.token
         return binding_call(self.operator, token, method, params)
 
+    def share_accepted(self, owner: Holder, grantee: Holder, cell_ids: list[Any]) -> Any:
+        """A permanent read contract of ``owner``'s cells (hex ids) for ``grantee``, accepted
+        by it; returns the contractId."""
+        contract = self.call(
+            owner,
+            "saihm_share",
+            granteeIdHashesHex=[grantee.hex],
+            shardIds=cell_ids,
+            type="permanent",
+            scope="read",
+        )
+        contract_id = contract["contractId"]  # type: ignore[index]
+        self.call(grantee, "saihm_accept_contract", contractId=contract_id)
+        return contract_id
+
     def reopen(self) -> None:
         self.operator.store.close()
         store = Store(self.config, clock=self.clock)
