@@ -25,6 +25,7 @@ from saihm.client.advice import advice_for
 from saihm.continuity import token_summary
 from saihm.events import CapabilityScope
 from saihm.storehint import STORE_ARG, with_store
+from tests.support.cli import run_saihm
 from tests.support.postgres import lmdb_only
 from tests.support.postgres import postgres_location as postgres_location
 from tests.support.serve import SAIHM
@@ -89,14 +90,19 @@ def test_the_clients_advice_says_to_add_the_store_for_postgresql(status, code) -
     assert "postgresql://" not in advice  # the client knows no URL to quote
 
 
-def _holder_create(*argv: str, env: dict[str, str] | None = None) -> tuple[dict, str]:
-    done = subprocess.run(
-        [SAIHM, "holder", "create", *argv],
+def _as_printed(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A printed ``saihm ...`` command run by a shell with ``env``, as a user would paste it."""
+    return subprocess.run(
+        ["bash", "-c", command.replace("saihm ", f"{SAIHM} ", 1)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **env},
     )
+
+
+def _holder_create(*argv: str, env: dict[str, str] | None = None) -> tuple[dict, str]:
+    done = run_saihm("holder", "create", *argv, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), done.stderr
 
@@ -136,23 +142,9 @@ def test_the_printed_hints_of_a_postgresql_store_run_as_printed(
     assert password and password not in err
     commands = COMMAND.findall(err)
     assert len(commands) == 2 and all(STORE_ARG in c for c in commands), err
-    renew = commands[0].replace("saihm ", f"{SAIHM} ", 1)
-    done = subprocess.run(
-        ["bash", "-c", renew],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
+    done = _as_printed(commands[0], env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["sessionId"] == holder["sessionId"]
-    grant = commands[1].replace("SECONDS", "600").replace("saihm ", f"{SAIHM} ", 1)
-    done = subprocess.run(
-        ["bash", "-c", grant],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
+    done = _as_printed(commands[1].replace("SECONDS", "600"), env)
     assert done.returncode == 0, done.stderr
     assert password not in done.stderr
