@@ -19,6 +19,7 @@ from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryStore
 from saihm.store import Access
 from saihm.store.reader import CheckedReader
+from tests.support.world import hand_made_access
 
 
 def _propose(world, content: object = None) -> str:
@@ -60,17 +61,7 @@ def test_a_hand_made_or_widened_access_opens_no_proposal(world) -> None:
     meta = world.vault.meta
     person = world.store.person_access(meta.holder_id, meta.session_id)
     assert held.open(person, ref)[2].namespace == "notes"  # control: the issued one opens it
-    hand_made = Access(
-        holder_id=meta.holder_id,
-        session_id=meta.session_id,
-        all_sessions=True,
-        namespaces=None,
-        grant_id=None,
-        consumer=None,
-        mode=None,
-        expires_at=2**40,
-        token_id=bytes(16),
-    )
+    hand_made = hand_made_access(meta.holder_id, meta.session_id)
     with pytest.raises(Unauthenticated):
         held.open(hand_made, ref)
     with pytest.raises(Unauthenticated):

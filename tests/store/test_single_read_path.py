@@ -24,8 +24,7 @@ import pytest
 
 import saihm
 from saihm.errors import Unauthenticated
-from saihm.store import Access
-from tests.support.world import World
+from tests.support.world import World, hand_made_access
 
 PACKAGE = Path(saihm.__file__).parent
 #: The one module that turns a stored cell into plaintext.
@@ -225,20 +224,6 @@ def test_only_the_store_produces_plaintext() -> None:
     assert offenders == {}, f"plaintext produced outside the store: {offenders}"
 
 
-def _hand_made(holder_id: bytes, session_id: bytes) -> Access:
-    return Access(
-        holder_id=holder_id,
-        session_id=session_id,
-        all_sessions=True,
-        namespaces=None,
-        grant_id=None,
-        consumer=None,
-        mode=None,
-        expires_at=2**40,
-        token_id=bytes(32),
-    )
-
-
 def test_hand_made_access_is_refused(world: World) -> None:
     """ "What proves that a caller may read is issued elsewhere, so the caller cannot
     manufacture it": an Access not made by Store.authenticate reads nothing."""
@@ -247,9 +232,9 @@ def test_hand_made_access_is_refused(world: World) -> None:
     real = world.store.authenticate(a.token)
     assert [c.payload.content for c in world.store.read(real)] == ["private"]  # control
     with pytest.raises(Unauthenticated):
-        world.store.read(_hand_made(a.holder_id, a.session_id))
+        world.store.read(hand_made_access(a.holder_id, a.session_id))
     with pytest.raises(Unauthenticated):
-        world.store.read(_hand_made(a.holder_id, a.session_id), cell_ids=[bytes(32)])
+        world.store.read(hand_made_access(a.holder_id, a.session_id), cell_ids=[bytes(32)])
 
 
 def test_access_widened_by_replace_is_refused(world: World) -> None:

@@ -27,7 +27,7 @@ from saihm.config import Config
 from saihm.events import CapabilityScope
 from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
-from saihm.store import Store
+from saihm.store import Access, Store
 
 
 @dataclass
@@ -61,6 +61,22 @@ class Holder:
     def auth(self) -> dict[str, str]:
         """The ``Authorization`` header, ready for an HTTP client."""
         return {"Authorization": self.authorization}
+
+
+def hand_made_access(holder_id: bytes, session_id: bytes) -> Access:
+    """An :class:`Access` built by hand with the widest scope, not issued by
+    ``Store.authenticate``: what a caller trying to manufacture read rights would pass."""
+    return Access(
+        holder_id=holder_id,
+        session_id=session_id,
+        all_sessions=True,
+        namespaces=None,
+        grant_id=None,
+        consumer=None,
+        mode=None,
+        expires_at=2**40,
+        token_id=bytes(32),
+    )
 
 
 def issue_holder(
