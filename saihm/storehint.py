@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 
+from saihm.storage import is_url
+
 __all__ = ["STORE_ARG", "with_store"]
 
 #: What a hint adds after ``--data DIR``: the variable, never the URL (it may hold a password).
 STORE_ARG = '--store "$SAIHM_STORE"'
 
-_SCHEMES = ("postgresql:", "postgres:")
 # A backquoted saihm command with a --data argument and no --store of its own.
 _COMMAND = re.compile(r"`saihm [^`]*`")
 _DATA = re.compile(r"(--data \S+?)(?=[\s`])")
@@ -35,6 +36,6 @@ def with_store(text: str, store: str | None) -> str:
     ``saihm`` command in it that names no ``--store``, when ``store`` (the operator's
     ``--store`` URL) is a ``postgresql://`` URL; ``text`` unchanged for an LMDB store
     (``store`` None, or not such a URL). The URL itself never appears in the result."""
-    if store is None or not store.startswith(_SCHEMES):
+    if store is None or not is_url(store):
         return text
     return _COMMAND.sub(_add, text)
