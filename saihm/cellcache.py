@@ -28,7 +28,7 @@ import logging
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from saihm.storage.base import ReadTxn
     from saihm.translog import TreeStorage
 
-__all__ = ["CellCache", "CellHeader", "OpenedCell", "Page"]
+__all__ = ["CacheEntry", "CellCache", "CellHeader", "HolderIndex", "OpenedCell", "Page"]
 
 log = logging.getLogger("saihm.store")
 
@@ -103,7 +103,9 @@ class OpenedCell:
 
 
 @dataclass(slots=True)
-class _Entry:
+class CacheEntry:
+    """A verified, decrypted cell in the cache, with its analysis (and vector) for ranking."""
+
     own: OpenedCell
     analysis: Analysis
     size: int
@@ -120,7 +122,7 @@ class _Entry:
 
 
 @dataclass(slots=True)
-class _Holder:
+class HolderIndex:
     """One holder's live cells (cellId -> leaf index, log order) and the index over the ones
     in the cache. ``cells`` is None until a holder-wide read lists them from the storage."""
 
@@ -181,9 +183,9 @@ class CellCache:
         self.max_bytes = max(0, int(max_bytes))
         self.embedder = embedder
         self.lock = threading.RLock()
-        self._entries: OrderedDict[bytes, _Entry] = OrderedDict()
+        self._entries: OrderedDict[bytes, CacheEntry] = OrderedDict()
         self._bytes = 0
-        self._holders: dict[bytes, _Holder] = {}
+        self._holders: dict[bytes, HolderIndex] = {}
         self._erased: set[bytes] | None = None
         self._synced: int | None = None
         self._kek: int | None = None
@@ -201,6 +203,15 @@ class CellCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def entries(self) -> Mapping[bytes, CacheEntry]:
+        """The cached cells by cellId (read under the lock, as by a :class:`CacheView`)."""
+        return self._entries
+
+    def holder_index(self, holder_id: bytes) -> HolderIndex | None:
+        """The holder's index, or None when the cache holds none for it."""
+        return self._holders.get(holder_id)
 
     def clear(self) -> None:
         """Drop every entry, index, cell list and the erasure mirror."""
@@ -306,8 +317,8 @@ class CellCache:
             self._erased = self._projections.cells.erased_ids(txn)
         return self._erased
 
-    def _holder_cells(self, txn: ReadTxn, holder_id: bytes) -> _Holder:
-        holder = self._holders.setdefault(holder_id, _Holder())
+    def _holder_cells(self, txn: ReadTxn, holder_id: bytes) -> HolderIndex:
+        holder = self._holders.setdefault(holder_id, HolderIndex())
         if holder.cells is None:
             cells: dict[bytes, int] = {
                 cell_id: index
@@ -324,7 +335,7 @@ class CellCache:
             self._candidate_bytes += PER_CANDIDATE * len(cells)
         return holder
 
-    def _put(self, opened: OpenedCell) -> _Entry:
+    def _put(self, opened: OpenedCell) -> CacheEntry:
         analysis = analyse(opened.payload.content)
         vector = None
         if self.embedder is not None:
@@ -336,7 +347,7 @@ class CellCache:
                 cell=opened.cell, payload=opened.payload, shared=False, index=opened.index
             )
         )
-        entry = _Entry(
+        entry = CacheEntry(
             own=own, analysis=analysis, size=_estimate(own, analysis, vector), vector=vector
         )
         cell_id = own.cell.cell_id
@@ -386,7 +397,7 @@ class CacheView:
             return self.cache._erased_set(self.txn)
         return self.cache._projections.cells.erased_ids(self.txn)
 
-    def get(self, cell_id: bytes) -> _Entry | None:
+    def get(self, cell_id: bytes) -> CacheEntry | None:
         """The cached entry of a verified cell, or None."""
         entry = self.cache._entries.get(cell_id)
         if entry is None:
@@ -394,17 +405,17 @@ class CacheView:
         self.cache._entries.move_to_end(cell_id)
         return entry
 
-    def put(self, opened: OpenedCell) -> _Entry:
+    def put(self, opened: OpenedCell) -> CacheEntry:
         """Remember a cell the store just verified and decrypted (if this view is current)."""
         if not self.current:
             analysis = analyse(opened.payload.content)
             vector = None
             if self.cache.embedder is not None:
                 vector = self.cache.embedder.embed([opened.payload.content])[0]
-            return _Entry(own=opened, analysis=analysis, size=0, vector=vector)
+            return CacheEntry(own=opened, analysis=analysis, size=0, vector=vector)
         return self.cache._put(opened)
 
-    def holder(self, holder_id: bytes) -> _Holder:
+    def holder(self, holder_id: bytes) -> HolderIndex:
         """The holder's live cell list (built from the storage on first use) and index."""
         return self.cache._holder_cells(self.txn, holder_id)
 
@@ -416,9 +427,9 @@ class CacheView:
 
     def rank_holder(
         self,
-        holder: _Holder,
+        holder: HolderIndex,
         query: Query,
-        shared: list[tuple[bytes, _Entry]],
+        shared: list[tuple[bytes, CacheEntry]],
         qvec: tuple[float, ...] | None,
         need: int | None,
     ) -> list[Ranked]:
@@ -446,7 +457,7 @@ class CacheView:
             total = index.total_length + sum(e.analysis.length for _k, e in shared)
             stats = Bm25(n=n, avgdl=total / n if n else 0.0, df=df, expansions=expansions)
         entries = self.cache._entries
-        # A holder's index is keyed by cell id only (_Holder.add is its one writer, with bytes).
+        # A holder's index is keyed by cell id only (HolderIndex.add is its one writer, with bytes).
         matched = cast(set[bytes], index.candidates(terms))
         first, rest = query.containment[0], query.containment[1:]
         # The containment baseline over the cells that share no term: a C-level substring

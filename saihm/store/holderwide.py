@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import cast
 
-from saihm.cellcache import CacheView, OpenedCell, Page, _Entry, _Holder
+from saihm.cellcache import CacheEntry, CacheView, HolderIndex, OpenedCell, Page
 from saihm.events import SealedPayload
 from saihm.projections import Projections
 from saihm.retrieval import Query
@@ -23,6 +23,21 @@ from saihm.store.candidates import covered_cells
 Narrow = Callable[[SealedPayload], bool] | None
 #: The reader's verify-and-decrypt of one stored cell (``CheckedReader.open_checked``).
 OpenChecked = Callable[[ReadTxn, Access, bytes, "bytes | None", int], "OpenedCell | None"]
+
+
+def still_allowed(
+    entry: CacheEntry, erased: set[bytes], access: Access, sharer: bytes | None
+) -> bool:
+    """Whether a cached cell may still be returned to ``access`` on this call: not erased, its
+    label allowed, and, when shared (``sharer`` is the holder that shared it), still held by
+    its sharer. A cell not in the cache is checked by ``open_checked`` instead."""
+    cell = entry.own.cell
+    is_shared = sharer is not None
+    return (
+        cell.cell_id not in erased
+        and label_allows(access, cell, entry.own.payload, is_shared)
+        and (not is_shared or cell.holder_id == sharer)
+    )
 
 
 def read_holder_wide(
@@ -46,7 +61,7 @@ def read_holder_wide(
     """
     holder = view.holder(access.holder_id)
     erased = view.erased()
-    shared: list[tuple[bytes, _Entry]] = []
+    shared: list[tuple[bytes, CacheEntry]] = []
     if include_shared and access.consumer is None:
         covered = covered_cells(projections, txn, access.holder_id, now)
         for cell_id, sharer in sorted(covered.items()):
@@ -60,11 +75,7 @@ def read_holder_wide(
                 if opened is None:
                     continue
                 entry = view.put(opened)
-            elif (
-                cell_id in erased
-                or not label_allows(access, entry.own.cell, entry.own.payload, True)
-                or entry.own.cell.holder_id != sharer
-            ):
+            elif not still_allowed(entry, erased, access, sharer):
                 continue
             shared.append((cell_id, entry))
     failed: set[bytes] = set()
@@ -83,7 +94,7 @@ def read_holder_wide(
     if (
         holder.cells is None
         or holder.missing - failed
-        or view.cache._holders.get(access.holder_id) is not holder
+        or view.cache.holder_index(access.holder_id) is not holder
     ):
         return None
     holder_id = access.holder_id
@@ -95,7 +106,7 @@ def read_holder_wide(
         need = first + limit + 1
     ranked = view.rank_holder(holder, q, shared, view.query_vector(q), need)
     shared_ids = {k for k, _e in shared}
-    entries = view.cache._entries
+    entries = view.cache.entries
     by_key = dict(shared)
     cells: list[OpenedCell] = []
     scores: list[float] = []
@@ -120,8 +131,8 @@ def read_holder_wide(
 
 def _all_cells(
     view: CacheView,
-    holder: _Holder,
-    shared: list[tuple[bytes, _Entry]],
+    holder: HolderIndex,
+    shared: list[tuple[bytes, CacheEntry]],
     erased: set[bytes],
     failed: set[bytes],
     holder_id: bytes,
@@ -130,7 +141,7 @@ def _all_cells(
     start: int | None,
 ) -> Page:
     """Every cell of a holder-wide caller in log order, each checked on this call."""
-    entries = view.cache._entries
+    entries = view.cache.entries
     cells = holder.cells
     assert cells is not None  # the caller returned early otherwise
     if not shared and narrow is None and limit is None and start is None:
@@ -139,7 +150,7 @@ def _all_cells(
         return Page([o for o in out if o.cell.holder_id == holder_id], False)
     own = ((i, k, False) for k, i in cells.items() if k not in failed)
     items: Iterator[tuple[int, bytes, bool]]
-    by_key: dict[bytes, _Entry]
+    by_key: dict[bytes, CacheEntry]
     if shared:
         extra = sorted((e.own.index, k, True) for k, e in shared)
         items = heapq.merge(own, extra)

@@ -27,7 +27,7 @@ from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
 from saihm.store.candidates import candidates
 from saihm.store.environment import BODIES, MEMO, Environment
-from saihm.store.holderwide import Narrow, read_holder_wide
+from saihm.store.holderwide import Narrow, read_holder_wide, still_allowed
 
 log = logging.getLogger("saihm.store")
 
@@ -138,11 +138,7 @@ class CheckedReader:
                 if opened is None:
                     continue
                 entry = view.put(opened)
-            elif (
-                cell_id in erased
-                or not label_allows(access, entry.own.cell, entry.own.payload, is_shared)
-                or (is_shared and entry.own.cell.holder_id != sharer)
-            ):
+            elif not still_allowed(entry, erased, access, sharer):
                 continue
             if narrow is None or narrow(entry.own.payload):
                 chosen[cell_id] = (entry, is_shared)
