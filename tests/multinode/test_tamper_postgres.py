@@ -37,7 +37,7 @@ from saihm.audit.monitor import check_once
 from saihm.projections import apply as PJ
 from saihm.store import StaleProjections, Store
 from tests.store import damage
-from tests.store.damage import Damage, RawStore, Verdicts, flip
+from tests.store.damage import Damage, RawStore, Verdicts, flip, random_edits
 from tests.store.populated import Populated, populate
 from tests.support.postgres import fresh_location
 from tests.support.serve import SAIHM, post, serving
@@ -47,7 +47,6 @@ SEED = 16
 OPS = ("flip", "delete", "swap", "drop_last", "insert")
 
 Row = tuple[int, bytes, bytes]
-Edit = tuple[bytes, str, list[tuple[bytes, bytes | None]]]
 
 
 class Raw:
@@ -187,36 +186,14 @@ def test_the_untouched_postgresql_store_verifies_with_its_private_state(t: Templ
     assert private["applied"] == private["tree_size"] == report["leaves"]
 
 
-def _edits(raw: Raw, rng: random.Random) -> list[Edit]:
-    """(namespace, op, [(key, new value or None)]) for every namespace and op, chosen by rng."""
-    out: list[Edit] = []
-    for name in raw.names():
-        items = raw.rows(name)
-        key, value = rng.choice(items)
-        if value:
-            out.append((name, "flip", [(key, flip(value, rng.randrange(len(value))))]))
-        out.append((name, "delete", [(rng.choice(items)[0], None)]))
-        distinct = [kv for kv in items if kv[1] != items[0][1]]
-        if distinct:
-            (k1, v1), (k2, v2) = items[0], rng.choice(distinct)
-            out.append((name, "swap", [(k1, v2), (k2, v1)]))
-        out.append((name, "drop_last", [(items[-1][0], None)]))
-        # A row that was never written: a copy of an existing value under a new key.
-        existing = {k for k, _ in items}
-        new_key = flip(key, len(key) - 1)
-        while new_key in existing:
-            new_key = bytes(rng.randrange(256) for _ in key)
-        out.append((name, "insert", [(new_key, rng.choice(items)[1])]))
-    return out
-
-
 def test_every_raw_row_edit_of_every_namespace_is_detected_or_harmless(t: Template, raw, capsys):
     """The PostgreSQL counterpart of tests/store/test_generic_tamper.py (plus inserted rows):
     each edit is found by ``verify --data --store`` or changes no token's recall, and no edit
     lets a token see a plaintext it could not see before."""
     p = t.p
     baseline: dict[str, frozenset[str] | None] = p.baseline  # type: ignore[attr-defined]
-    edits = _edits(raw, random.Random(SEED))
+    tables = [(name, raw.rows(name)) for name in raw.names()]
+    edits = random_edits(tables, random.Random(SEED), insert=True)
     verdicts = Verdicts(baseline)
     for name, op, changes in edits:
         for key, value in changes:

@@ -9,9 +9,10 @@ namespace, the key (a cell of :class:`Populated`, or none) and the check.
 
 from __future__ import annotations
 
+import random
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -168,3 +169,37 @@ class Verdicts:
         else:
             self.counts["undetected"] += 1
             self.undetected.append((name.decode(), op))
+
+
+#: (namespace, op, [(key, new value or None)]): one raw edit of one namespace.
+Edit = tuple[bytes, str, list[tuple[bytes, bytes | None]]]
+
+
+def random_edits(
+    tables: Iterable[tuple[bytes, list[tuple[bytes, bytes]]]],
+    rng: random.Random,
+    *,
+    insert: bool = False,
+) -> list[Edit]:
+    """Every op ("flip", "delete", "swap", "drop_last", and with ``insert`` a row that was
+    never written) on each namespace of ``tables`` (name, its non-empty rows in key order),
+    the rows chosen by ``rng``."""
+    out: list[Edit] = []
+    for name, items in tables:
+        key, value = rng.choice(items)
+        if value:
+            out.append((name, "flip", [(key, flip(value, rng.randrange(len(value))))]))
+        out.append((name, "delete", [(rng.choice(items)[0], None)]))
+        distinct = [kv for kv in items if kv[1] != items[0][1]]
+        if distinct:
+            (k1, v1), (k2, v2) = items[0], rng.choice(distinct)
+            out.append((name, "swap", [(k1, v2), (k2, v1)]))
+        out.append((name, "drop_last", [(items[-1][0], None)]))
+        if insert:
+            # A copy of an existing value under a new key.
+            existing = {k for k, _ in items}
+            new_key = flip(key, len(key) - 1)
+            while new_key in existing:
+                new_key = bytes(rng.randrange(256) for _ in key)
+            out.append((name, "insert", [(new_key, rng.choice(items)[1])]))
+    return out

@@ -21,7 +21,7 @@ import pytest
 from saihm import cli
 from tests.support.postgres import lmdb_only
 
-from .damage import Verdicts
+from .damage import LmdbRaw, Verdicts, random_edits
 from .populated import Populated, named_databases, populate
 
 pytestmark = lmdb_only("its raw edits open DATA/lmdb with lmdb.open")
@@ -36,29 +36,6 @@ def populated(tmp_path_factory: pytest.TempPathFactory) -> Populated:
     p.baseline = p.views()  # type: ignore[attr-defined]
     p.world.store.close()
     return p
-
-
-def _edits(env: lmdb.Environment, rng: random.Random) -> list[tuple[bytes, str, list]]:
-    """(database, op, [(key, new value or None)]) for every database and op, chosen by rng."""
-    out = []
-    for name in named_databases(env):
-        db = env.open_db(name)
-        with env.begin() as txn:
-            items = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=db).iternext()]
-        if not items:
-            continue
-        key, value = rng.choice(items)
-        if value:
-            position = rng.randrange(len(value))
-            flipped = value[:position] + bytes([value[position] ^ 0x01]) + value[position + 1 :]
-            out.append((name, "flip", [(key, flipped)]))
-        out.append((name, "delete", [(rng.choice(items)[0], None)]))
-        distinct = [kv for kv in items if kv[1] != items[0][1]]
-        if distinct:
-            (k1, v1), (k2, v2) = items[0], rng.choice(distinct)
-            out.append((name, "swap", [(k1, v2), (k2, v1)]))
-        out.append((name, "drop_last", [(items[-1][0], None)]))
-    return out
 
 
 def _write(env: lmdb.Environment, name: bytes, changes: list) -> list:
@@ -90,7 +67,9 @@ def test_every_raw_edit_of_every_database_is_detected_or_harmless(populated, cap
     assert code == 0, report.get("failures")
     env = lmdb.open(str(p.world.config.lmdb_dir), max_dbs=64, map_size=p.world.config.map_size)
     try:
-        edits = _edits(env, random.Random(SEED))
+        raw = LmdbRaw(env)
+        tables = [(name, rows) for name in named_databases(env) if (rows := raw.rows(name))]
+        edits = random_edits(tables, random.Random(SEED))
     finally:
         env.close()
     verdicts = Verdicts(p.baseline)  # type: ignore[attr-defined]
