@@ -16,7 +16,19 @@ checkpoint, and answers as the spec says, in the spec's order:
   ``cosignature/v1`` line (type 0x04) and, when the key file holds one, an ML-DSA-44
   ``subtree/v1`` line (type 0x06), both under the witness's name.
 
-Refused requests that carry a valid log signature are kept as evidence in the state directory.
+Evidence: a refusal that shows a genuine conflict with a checkpoint the log validly signed is
+kept in the state directory (:meth:`WitnessState.record_evidence`) and logged on stderr as an
+incident: the same size with another root (409 ``root_mismatch``), or a well-formed
+consistency proof (the right number of hashes for the two sizes) that does not verify between
+the witness's size and a larger one (422). Only the request's old size, proof, checkpoint text
+and the log's own verified signature lines are kept (other lines are ignored, as the spec
+says), once per checkpoint text, within a bound in bytes and records; past it the evidence is
+counted and logged, not kept. Cosigning a checkpoint later deletes its record (the proof was
+wrong, not the log: :meth:`WitnessState.advance`). A malformed request (a proof where none
+belongs, a proof of the wrong length, bad base64, a wrong hash length, too many or malformed
+signature lines) is refused and leaves nothing behind. Incident lines are rate-limited
+(:class:`IncidentLog`).
+
 Errors other than 409 are ``{"error": code}`` JSON, as everywhere in saihm.
 """
 
@@ -24,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import json
 import os
@@ -40,13 +53,26 @@ from saihm.errors import MalformedInput, SaihmError
 from saihm.storage.base import StorageError
 from saihm.translog import Checkpoint, NoteError, ProofError, verify_consistency
 from saihm.translog.checkpoint import verifier_from_key
-from saihm.translog.note import Verifier, open_note
-from saihm.translog.witness import CosignatureV1Signer, SubtreeV1Signer, parse_add_checkpoint
+from saihm.translog.note import NoteSignature, Verifier, open_note
+from saihm.translog.verify import RootMismatchError
+from saihm.translog.witness import (
+    CosignatureV1Signer,
+    SubtreeV1Signer,
+    add_checkpoint_body,
+    parse_add_checkpoint,
+)
 from saihm.witness.state import Head, WitnessState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-__all__ = ["Witness", "create_witness_app", "load_keys", "load_or_create_key", "main"]
+__all__ = [
+    "IncidentLog",
+    "Witness",
+    "create_witness_app",
+    "load_keys",
+    "load_or_create_key",
+    "main",
+]
 
 KEY_FILE = "witness.key"
 VKEY_FILE = "witness.vkey"
@@ -58,11 +84,14 @@ WITNESS: web.AppKey[Witness] = web.AppKey("saihm.witness")
 
 
 class Refused(Exception):
-    """A request the witness answers with a 4xx status other than 200."""
+    """A request the witness answers with a 4xx status other than 200; ``conflict`` when it
+    shows a genuine conflict with a validly signed checkpoint (kept as evidence)."""
 
-    def __init__(self, status: int, code: str, size: int | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, size: int | None = None, *, conflict: bool = False
+    ) -> None:
         super().__init__(code)
-        self.status, self.code, self.size = status, code, size
+        self.status, self.code, self.size, self.conflict = status, code, size, conflict
 
     def response(self) -> web.Response:
         if self.size is not None:
@@ -70,6 +99,45 @@ class Refused(Exception):
                 status=self.status, body=f"{self.size}\n".encode(), content_type=SIZE_TYPE
             )
         return web.json_response({"error": self.code}, status=self.status)
+
+
+class IncidentLog:
+    """Incident lines on stderr, at most ``burst`` per ``window`` seconds: the lines past that
+    are counted and the count is given on the next line that is printed, so a flood of
+    conflicting requests cannot flood the log (the evidence store and its ``dropped`` count
+    keep what the lines leave out)."""
+
+    def __init__(
+        self,
+        *,
+        burst: int = 10,
+        window: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        write: Callable[[str], None] | None = None,
+    ) -> None:
+        self.burst, self.window, self.clock = burst, window, clock
+        self._write = write
+        self._start = -window
+        self._printed = 0
+        self.suppressed = 0
+
+    def __call__(self, line: str) -> bool:
+        """Print ``line`` unless over the rate; return whether it was printed."""
+        now = self.clock()
+        if now - self._start >= self.window:
+            self._start, self._printed = now, 0
+        if self._printed >= self.burst:
+            self.suppressed += 1
+            return False
+        self._printed += 1
+        if self.suppressed:
+            line += f" ({self.suppressed} similar lines suppressed before this one)"
+            self.suppressed = 0
+        if self._write is not None:
+            self._write(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+        return True
 
 
 class Witness:
@@ -82,9 +150,11 @@ class Witness:
         log_keys: Sequence[str],
         *,
         mldsa44: SubtreeV1Signer | None = None,
+        incidents: IncidentLog | None = None,
     ) -> None:
         self.state = state
         self.signer = signer
+        self.incidents = IncidentLog() if incidents is None else incidents
         self.signers: list[CosignatureV1Signer | SubtreeV1Signer] = [signer]
         if mldsa44 is not None:
             if mldsa44.name != signer.name:
@@ -108,7 +178,7 @@ class Witness:
         if verifiers is None:
             raise Refused(404, "unknown_origin")
         try:
-            open_note(request.note, verifiers)
+            _, signed = open_note(request.note, verifiers)
         except NoteError as err:
             raise Refused(403, "bad_signature") from err
         if request.old_size > checkpoint.size:
@@ -121,13 +191,14 @@ class Witness:
                 raise Refused(409, "size_mismatch", size=current)
             if request.old_size == 0 or request.old_size == checkpoint.size:
                 if request.proof:
+                    # A proof where none can exist is malformed, not a sign of a fork.
                     raise Refused(422, "bad_consistency_proof")
                 if (
                     head is not None
                     and head.size == checkpoint.size
                     and head.root_hash != checkpoint.root_hash
                 ):
-                    raise Refused(409, "root_mismatch", size=current)
+                    raise Refused(409, "root_mismatch", size=current, conflict=True)
             else:
                 assert head is not None  # current > 0 means a head is stored
                 try:
@@ -138,6 +209,9 @@ class Witness:
                         head.root_hash,
                         checkpoint.root_hash,
                     )
+                except RootMismatchError as err:
+                    # A proof of the right shape that does not join the two roots.
+                    raise Refused(422, "bad_consistency_proof", conflict=True) from err
                 except ProofError as err:
                     raise Refused(422, "bad_consistency_proof") from err
             # Cosign inside the transaction, so the statement "this is the largest consistent
@@ -147,18 +221,51 @@ class Witness:
             return Head(checkpoint.origin, checkpoint.size, checkpoint.root_hash)
 
         try:
-            self.state.advance(checkpoint.origin, decide)
+            self.state.advance(checkpoint.origin, decide, checkpoint_text=text)
         except Refused as refusal:
-            if refusal.status in (409, 422) and refusal.code != "size_mismatch":
-                self.state.record_evidence(body)
-                print(
-                    f"saihm witness: refused {checkpoint.origin} size {checkpoint.size}: "
-                    f"{refusal.code}",
-                    file=sys.stderr,
-                    flush=True,
+            if refusal.conflict:
+                record = add_checkpoint_body(
+                    request.old_size, request.proof, _log_signed_note(text, signed)
                 )
+                self._keep_evidence(checkpoint, text, record, refusal.code)
             raise
         return b"".join(lines)
+
+    def _keep_evidence(self, checkpoint: Checkpoint, text: bytes, record: bytes, code: str) -> None:
+        """Store one conflict's evidence and say so on stderr (rate-limited); a state that
+        cannot be written loses this record, says so, and the refusal still stands."""
+        what = f"{checkpoint.origin} size {checkpoint.size}: {code}"
+        try:
+            outcome = self.state.record_evidence(text, record)
+        except StorageError as err:
+            self.incidents(
+                f"saihm witness: INCIDENT: refused {what}; evidence NOT kept, the state "
+                f"cannot be written ({type(err).__name__})"
+            )
+            return
+        if outcome == "duplicate":
+            return  # this checkpoint's conflict is on record and was reported already
+        usage = self.state.evidence_usage()
+        if outcome == "kept":
+            self.incidents(
+                f"saihm witness: INCIDENT: refused {what}; kept as evidence "
+                f"({usage.records} records, {usage.bytes} bytes)"
+            )
+        else:
+            self.incidents(
+                f"saihm witness: INCIDENT: refused {what}; evidence NOT kept, the evidence "
+                f"store is full ({usage.records} records, {usage.bytes} of {usage.max_bytes} "
+                f"bytes; {usage.dropped} not kept so far)"
+            )
+
+
+def _log_signed_note(text: bytes, signed: Sequence[NoteSignature]) -> bytes:
+    """The checkpoint note with only the signature lines that verified under the log's keys."""
+    lines = [
+        f"\u2014 {sig.name} ".encode() + base64.b64encode(sig.key_id + sig.signature) + b"\n"
+        for sig in signed
+    ]
+    return text + b"\n" + b"".join(lines)
 
 
 async def _add_checkpoint(request: web.Request) -> web.Response:
@@ -423,6 +530,14 @@ def main(args: argparse.Namespace | list[str]) -> int:
         f"(Ed25519 cosignature/v1, then ML-DSA-44 subtree/v1):\n" + "\n".join(vkeys),
         flush=True,
     )
+    usage = state.evidence_usage()
+    if usage.records or usage.dropped:
+        print(
+            f"saihm witness: evidence of log conflicts in {state_dir}: {usage.records} records, "
+            f"{usage.bytes} of {usage.max_bytes} bytes; {usage.dropped} not kept (store full)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         asyncio.run(_run(Witness(state, signer, keys, mldsa44=mldsa44), opts))
     except SaihmError as err:
