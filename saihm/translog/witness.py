@@ -55,6 +55,7 @@ __all__ = [
     "append_cosignatures",
     "cosignature_timestamp",
     "cosignature_v1_message",
+    "group_witness_keys",
     "parse_add_checkpoint",
     "parse_cosignature_lines",
     "verify_cosignatures",
@@ -243,6 +244,29 @@ def witness_verifier(vkey: str) -> Verifier:
     raise NoteError(f"not a cosignature verifier key (type {sig_type:#04x})")
 
 
+@rejects()
+def group_witness_keys(verifiers: Sequence[Verifier]) -> dict[str, list[Verifier]]:
+    """The witness verifiers by witness name, in the order given.
+
+    One witness may have one key of each cosignature type under its name (an Ed25519
+    ``cosignature/v1`` key and an ML-DSA-44 one, c2sp.org/tlog-cosignature); either key's
+    valid line shows that the witness cosigned, and the witness counts once. Raises
+    ``MalformedInput`` for a key given twice or two keys of one type under one name.
+    """
+    groups: dict[str, list[Verifier]] = {}
+    for verifier in verifiers:
+        group = groups.setdefault(verifier.name, [])
+        if any(v.key_id == verifier.key_id for v in group):
+            raise MalformedInput(f"the key of witness {verifier.name} is given twice")
+        if any(v.sig_type == verifier.sig_type for v in group):
+            raise MalformedInput(
+                f"two keys of one type for witness {verifier.name} (give at most one "
+                "Ed25519 and one ML-DSA-44 key per witness)"
+            )
+        group.append(verifier)
+    return groups
+
+
 @rejects(NoteError)
 def cosignature_timestamp(signature: NoteSignature) -> int:
     """The timestamp at the front of a ``timestamped_signature``; raise ``NoteError``."""
@@ -365,13 +389,17 @@ def verify_cosignatures(
     ``note_text`` is a signed checkpoint note (the log's signatures and any cosignatures).
     A cosignature counts when a line with the key's name and key ID verifies
     (c2sp.org/tlog-cosignature) and its timestamp is not more than ``max_skew`` seconds in the
-    future. Lines of other keys are ignored. Raises ``NoteError`` if a line of a given key
-    does not verify or is stamped in the future, or if fewer than ``min_count`` witnesses
-    cosigned; ``MalformedInput`` if ``min_count`` is negative or above the number of keys.
+    future. Lines of other keys are ignored. A witness given with two keys (Ed25519 and
+    ML-DSA-44, :func:`group_witness_keys`) counts once, whichever of its lines verify.
+    Raises ``NoteError`` if a line of a given key does not verify or is stamped in the
+    future, or if fewer than ``min_count`` witnesses cosigned; ``MalformedInput`` for keys
+    :func:`group_witness_keys` refuses, or if ``min_count`` is negative or above the number of
+    witnesses.
     """
     verifiers = [witness_verifier(k) for k in witness_keys]
-    if not 0 <= min_count <= len(verifiers):
-        raise MalformedInput("--min-witnesses must be between 0 and the number of --witness keys")
+    witnesses = group_witness_keys(verifiers)
+    if not 0 <= min_count <= len(witnesses):
+        raise MalformedInput("--min-witnesses must be between 0 and the number of witnesses")
     raw = note_text.encode() if isinstance(note_text, str) else note_text
     text, signatures = parse_note(raw)
     Checkpoint.parse(text)

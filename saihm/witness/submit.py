@@ -8,13 +8,20 @@ that is slow or down delays nothing but its own cosignatures. Each witness has i
 
 1. read the newest checkpoint; if this witness has cosigned it already, wait;
 2. ``POST <url>/add-checkpoint`` with ``old <size>`` = the size this witness last cosigned
-   (0 when unknown) and the RFC 6962 consistency proof from there; on ``409`` with a
-   ``text/x.tlog.size`` body, retry once from the size the witness names;
-3. verify the returned lines with the witness's key (lines of other keys are ignored, as the
-   spec requires), and append them to the stored checkpoint note
+   (0 when unknown), the RFC 6962 consistency proof from there and the checkpoint with the
+   log's own signature lines only (other witnesses' cosignatures are not the witness's
+   business, and a few ML-DSA-44 lines would exceed the 10 KiB request limit of some
+   witnesses); on ``409`` with a ``text/x.tlog.size`` body, retry once from the size the
+   witness names;
+3. verify the returned lines with the witness's key(s) (lines of other keys are ignored, as
+   the spec requires), and append them to the stored checkpoint note
    (:meth:`saihm.store.Store.add_cosignatures`), so ``GET /log/checkpoint`` serves them;
 4. on any failure (timeout, refusal, bad answer) back off exponentially, from
    :data:`INTERVAL` up to :data:`MAX_BACKOFF` seconds, and try again.
+
+A witness may be configured with both of its keys (one ``URL=VKEY`` each: an Ed25519
+``cosignature/v1`` key and an ML-DSA-44 one, same name and URL); it is still one witness, with
+one loop, one status and one request per checkpoint, and a line of either key counts.
 
 The status of every witness (last success, last error, the size it cosigned) is kept in
 ``<data>/witness-status.json`` for health checks and for the next start.
@@ -43,6 +50,7 @@ from saihm.translog import Checkpoint, NoteError
 from saihm.translog.note import Verifier, parse_note
 from saihm.translog.witness import (
     add_checkpoint_body,
+    group_witness_keys,
     parse_cosignature_lines,
     witness_verifier,
 )
@@ -55,6 +63,7 @@ __all__ = [
     "Submitter",
     "WitnessEndpoint",
     "WitnessStatus",
+    "log_signed",
     "parse_witness",
     "parse_witnesses",
 ]
@@ -123,14 +132,31 @@ def parse_witness(spec: str) -> WitnessEndpoint:
 
 
 def parse_witnesses(specs: Sequence[str]) -> list[WitnessEndpoint]:
-    """Parse every ``URL=VKEY``; raise :class:`MalformedInput` for a bad one or for two that
-    name the same witness (each witness is one key of one name)."""
+    """Parse every ``URL=VKEY``; raise :class:`MalformedInput` for a bad one, for a key given
+    twice or two keys of one type under one witness name
+    (:func:`saihm.translog.witness.group_witness_keys`), or for two URLs for one witness.
+
+    A witness may have two entries, its Ed25519 and its ML-DSA-44 key, with the same URL."""
     endpoints = [parse_witness(spec) for spec in specs]
-    names = [e.name for e in endpoints]
-    for name in names:
-        if names.count(name) > 1:
-            raise MalformedInput(f"two --witness options name the witness {name}")
+    group_witness_keys([e.verifier for e in endpoints])
+    urls: dict[str, str] = {}
+    for endpoint in endpoints:
+        if urls.setdefault(endpoint.name, endpoint.url) != endpoint.url:
+            raise MalformedInput(f"two --witness options give the witness {endpoint.name} two URLs")
     return endpoints
+
+
+def log_signed(note: bytes) -> bytes:
+    """``note`` (a signed checkpoint) with only the log's own signature lines, those under the
+    checkpoint's origin (saihm's log keys are named after it, docs/formats.md §2): the
+    cosignature lines the log has collected are dropped. Raises ``NoteError``."""
+    text, signatures = parse_note(note)
+    origin = Checkpoint.parse(text).origin
+    lines = note[len(text) + 1 :].split(b"\n")[:-1]
+    kept = [line + b"\n" for line, sig in zip(lines, signatures, strict=True) if sig.name == origin]
+    if not kept:
+        raise NoteError("the checkpoint carries no signature of its log")
+    return text + b"\n" + b"".join(kept)
 
 
 @dataclass
@@ -176,12 +202,18 @@ class Submitter:
     ) -> None:
         self.source = source
         self.endpoints = parse_witnesses([e.spec for e in endpoints])
+        #: The configured keys of each witness (one or two), by witness name.
+        self.keys: dict[str, list[Verifier]] = {}
+        for endpoint in self.endpoints:
+            self.keys.setdefault(endpoint.name, []).append(endpoint.verifier)
+        first = {e.name: e for e in reversed(self.endpoints)}
         self.data_dir = data_dir
         self.interval = interval
         self.max_backoff = max_backoff
         self.timeout = timeout
         self.clock = clock
-        self.status = {e.name: WitnessStatus(e.name, e.url) for e in self.endpoints}
+        self.status = {name: WitnessStatus(name, first[name].url) for name in self.keys}
+        self._loops = [first[name] for name in self.keys]
         self._load_status()
         self._stop = asyncio.Event()
         self._lock_fd: int | None = None
@@ -275,7 +307,7 @@ class Submitter:
             return
         try:
             async with aiohttp.ClientSession() as session:
-                await asyncio.gather(*(self._loop(session, e) for e in self.endpoints))
+                await asyncio.gather(*(self._loop(session, e) for e in self._loops))
         finally:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
@@ -303,19 +335,20 @@ class Submitter:
             await self._sleep(delay)
 
     async def submit_once(self, session: aiohttp.ClientSession, endpoint: WitnessEndpoint) -> bool:
-        """Submit the newest checkpoint to ``endpoint`` unless it cosigned it already; store
-        the cosignature. Returns True if a cosignature was added. Raises :class:`WitnessError`.
+        """Submit the newest checkpoint to the witness of ``endpoint`` unless it cosigned it
+        already (a line of any of its configured keys); store the cosignature(s). Returns True
+        if a cosignature was added. Raises :class:`WitnessError`.
         """
         status = self.status[endpoint.name]
         note = await asyncio.to_thread(self.source.latest_checkpoint)
         text, signatures = parse_note(note)
         checkpoint = Checkpoint.parse(text)
-        mine = (endpoint.verifier.name, endpoint.verifier.key_id)
-        if any((s.name, s.key_id) == mine for s in signatures):
+        mine = {(v.name, v.key_id) for v in self.keys[endpoint.name]}
+        if any((s.name, s.key_id) in mine for s in signatures):
             status.last_current = self.clock()
             return False
         status.last_attempt = self.clock()
-        lines = await self._add_checkpoint(session, endpoint, status, note, checkpoint)
+        lines = await self._add_checkpoint(session, endpoint, status, log_signed(note), checkpoint)
         await asyncio.to_thread(self.source.add_cosignatures, checkpoint.size, lines)
         status.cosigned_size = status.witness_size = checkpoint.size
         status.last_success = status.last_current = self.clock()
@@ -357,7 +390,7 @@ class Submitter:
             if len(answer) > MAX_RESPONSE:
                 raise WitnessError("response too large")
             if code == 200:
-                return self._check_lines(endpoint, checkpoint, answer)
+                return self._check_lines(self.keys[endpoint.name], checkpoint, answer)
             if code == 409 and kind == "text/x.tlog.size":
                 size = _size(answer)
                 status.witness_size = size
@@ -370,18 +403,20 @@ class Submitter:
 
     @staticmethod
     def _check_lines(
-        endpoint: WitnessEndpoint, checkpoint: Checkpoint, answer: bytes
+        verifiers: Sequence[Verifier], checkpoint: Checkpoint, answer: bytes
     ) -> list[bytes]:
-        """The lines of ``answer`` made by the witness's key, each verified; others dropped."""
+        """The lines of ``answer`` made by the witness's configured key(s), each verified;
+        others dropped."""
         try:
             lines = parse_cosignature_lines(answer)
         except NoteError as err:
             raise WitnessError(f"malformed cosignature response: {err}") from err
-        verifier = endpoint.verifier
+        known = {(v.name, v.key_id): v for v in verifiers}
         kept = []
         for line in lines:
             (sig,) = parse_note(b"x\n\n" + line)[1]
-            if (sig.name, sig.key_id) != (verifier.name, verifier.key_id):
+            verifier = known.get((sig.name, sig.key_id))
+            if verifier is None:
                 continue
             try:
                 verifier.verify(checkpoint.body(), sig.signature)

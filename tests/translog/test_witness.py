@@ -236,6 +236,34 @@ def test_verify_cosignatures_counts_the_given_witnesses_only(log_keys) -> None:
         verify_cosignatures(merged, keys, 4, now=NOW)
 
 
+def test_a_witness_with_two_keys_counts_once_with_either_line(log_keys) -> None:
+    """tlog-cosignature recommends ML-DSA-44 for new deployments, so a client may accept both
+    keys of a witness (one ``--witness`` each): a line of either key counts, and the witness
+    counts once toward ``--min-witnesses``, which cannot exceed the number of witnesses."""
+    from saihm.translog.witness import SubtreeV1Signer
+
+    ed25519 = _signer("witness.example/both")
+    mldsa44 = SubtreeV1Signer("witness.example/both", bytes(range(32)))
+    note = _note(log_keys)
+    body = note[: note.rindex(b"\n\n") + 1]
+    both = [ed25519.vkey(), mldsa44.vkey()]
+    ed_line, pq_line = ed25519.cosign(body, NOW), mldsa44.cosign(body, NOW)
+    for lines in ([ed_line], [pq_line], [ed_line, pq_line]):
+        merged = append_cosignatures(note, lines)
+        assert verify_cosignatures(merged, both, 1, now=NOW) == ["witness.example/both"]
+    with pytest.raises(MalformedInput, match="number of witnesses"):
+        verify_cosignatures(merged, both, 2, now=NOW)  # two keys, one witness
+    merged = append_cosignatures(merged, [W1.cosign(body)])
+    assert verify_cosignatures(merged, [*both, W1.vkey()], 2, now=NOW) == [
+        "witness.example/both",
+        W1.name,
+    ]
+    other_ed25519 = CosignatureV1Signer.generate("witness.example/both").vkey()
+    for keys in ([ed25519.vkey(), ed25519.vkey()], [ed25519.vkey(), other_ed25519]):
+        with pytest.raises(MalformedInput):
+            verify_cosignatures(merged, keys, 1, now=NOW)
+
+
 def test_a_bad_cosignature_of_a_given_key_rejects(log_keys) -> None:
     note = _note(log_keys)
     other = _note(log_keys, size=43)

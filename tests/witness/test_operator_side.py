@@ -220,9 +220,8 @@ async def test_the_witnessed_monitor_is_stale_only_when_cosigning_stops(operator
         await server.close()
 
 
-def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_path, capsys):
-    """Cosignatures are stored with the checkpoint, so ``saihm export`` carries them and
-    ``saihm verify BUNDLE --witness`` counts them (docs/formats.md §2)."""
+def _cosigned_bundle(tmp_path) -> Path:
+    """An audit bundle whose checkpoint carries W's (Ed25519) cosignature."""
     from saihm.audit import cli
 
     data = tmp_path / "d"
@@ -234,6 +233,15 @@ def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_pat
         operator.store.close()
     bundle = tmp_path / "audit.saihm"
     assert cli.export(["--data", str(data), "--out", str(bundle)]) == 0
+    return bundle
+
+
+def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_path, capsys):
+    """Cosignatures are stored with the checkpoint, so ``saihm export`` carries them and
+    ``saihm verify BUNDLE --witness`` counts them (docs/formats.md §2)."""
+    from saihm.audit import cli
+
+    bundle = _cosigned_bundle(tmp_path)
     capsys.readouterr()
     assert cli.verify([str(bundle), "--no-progress", "--witness", W.vkey()]) == 0
     assert "cosigned by w.example/one (1 required)" in capsys.readouterr().out
@@ -245,6 +253,30 @@ def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_pat
         cli.verify([*argv, "--min-witnesses", "3"])
     assert usage.value.code == 2
     assert "--min-witnesses must be" in capsys.readouterr().err
+
+
+def test_verify_takes_both_keys_of_a_witness_and_counts_it_once(tmp_path, capsys):
+    """``--witness ED25519 --witness MLDSA44`` of one witness: its Ed25519 line satisfies
+    ``--min-witnesses 1``, and ``--min-witnesses 2`` is a usage error (one witness), not a
+    count that could never be met. Monitor shares the option (saihm/audit/witnessopts.py)."""
+    from saihm.audit import cli
+    from saihm.translog.witness import SubtreeV1Signer
+
+    bundle = _cosigned_bundle(tmp_path)
+    capsys.readouterr()
+    pq = SubtreeV1Signer(W.name, bytes(32)).vkey()
+    argv = [str(bundle), "--no-progress", "--witness", W.vkey(), "--witness", pq]
+    assert cli.verify(argv) == 0
+    assert "cosigned by w.example/one (1 required)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as usage:
+        cli.verify([*argv, "--min-witnesses", "2"])
+    assert usage.value.code == 2
+    assert "--min-witnesses must be 0..the number of --witness witnesses" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit) as usage:
+        cli.verify([str(bundle), "--no-progress", "--witness", W.vkey(), "--witness", W.vkey()])
+    assert usage.value.code == 2 and "given twice" in capsys.readouterr().err
 
 
 def test_origin_and_witnesses_come_from_the_environment_and_the_config_file(tmp_path) -> None:
