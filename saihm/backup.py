@@ -7,9 +7,15 @@ writes meanwhile, without LMDB's free pages. A live page can still hold the slac
 record left, so the bytes of a destroyed wrapped DEK may be in a backup: erasure rests on the
 KEK generation they are wrapped under being retired, not on the copy (docs/formats.md §4).
 The other files of the data directory (``authority.pub``, the
-published verifier keys and, where they are kept there, the log keys) are copied beside it.
-The KEK directory is never copied, even when it was placed inside the data directory: a backup
-is ciphertext and wrapped keys only.
+published verifier keys, the origin) are copied beside it, but never key material, wherever it
+lies and whatever paths this command was given (docs/operations.md "Backups and restore"): a
+directory or file is recognised by the names and markers the project writes it with
+(:mod:`saihm.keyring.kekdir`, :mod:`saihm.authority.authority`, :class:`LogKeys.save
+<saihm.translog.checkpoint.LogKeys>`), not only by the configured ``--kek-dir``,
+``--authority-dir`` and ``--log-keys-dir``, and a symbolic link is judged by what it points
+at. KEK generations, the memo key, the rotation state and the authority seed are always left
+out; the log's private signing keys only unless ``include_log_keys``. What is left out is
+named in the report. A backup is ciphertext and wrapped keys only.
 
 The copy is written to a fresh directory beside ``DEST`` and renamed to ``DEST`` once complete
 and flushed, so an interrupted or failed backup (a full disk, kill -9) never leaves a ``DEST``
@@ -21,23 +27,43 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from saihm.authority.authority import SEED_FILE
 from saihm.config import Config
 from saihm.errors import Conflict, MalformedInput, SaihmError, Unavailable
 from saihm.storage import ReadTxn, StorageError, is_url
 from saihm.storage.base import Namespace
 from saihm.storage.lmdb import LmdbStorage
 
-__all__ = ["BackupReport", "backup", "main"]
+__all__ = ["BackupReport", "backup", "key_material", "main"]
 
 #: Files LMDB recreates at need; never copied.
 SKIP_NAMES = frozenset({"lock.mdb"})
 CHECKPOINTS = b"checkpoints"
 LEAVES = b"leaves"
+
+# The names and markers key material is written with. A KEK directory (saihm/keyring/kekdir.py)
+# writes each file under ".NAME.tmp" first, so a crash can leave a key under that name too.
+_KEK_FILE = re.compile(r"\.?kek-[0-9a-f]{8}(?:\.tmp)?")
+_MEMO_FILE = re.compile(r"\.?memo\.key(?:\.tmp)?")
+_STATE_FILE = re.compile(r"\.?state\.json(?:\.tmp)?")
+#: The log's private checkpoint keys (LogKeys.save), and the first bytes of every private
+#: signed-note key the project writes (Go's "PRIVATE+KEY+name+id+key" format).
+LOG_KEY_FILES = frozenset({"checkpoint-ed25519.key", "checkpoint-mldsa44.key"})
+_PRIVATE_NOTE_KEY = b"PRIVATE+KEY+"
+
+#: What each kind of key material is called in the report.
+KEK = "KEK generations"
+MEMO = "the memo key"
+ROTATION_STATE = "the KEK rotation state"
+AUTHORITY_SEED = "the authority seed"
+LOG_KEYS = "the log's signing keys"
 
 
 @dataclass(frozen=True)
@@ -49,6 +75,8 @@ class BackupReport:
     checkpoint_size: int
     lmdb_bytes: int
     files: tuple[str, ...]
+    #: What was left out as key material: (path relative to the data directory, what it holds).
+    left_out: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -57,6 +85,7 @@ class BackupReport:
             "checkpointSize": self.checkpoint_size,
             "lmdbBytes": self.lmdb_bytes,
             "files": list(self.files),
+            "leftOut": [path for path, _ in self.left_out],
         }
 
 
@@ -78,29 +107,120 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _copy_files(config: Config, dest: Path) -> list[str]:
-    """Copy the data directory's files other than LMDB and any KEK directory inside it."""
-    copied = []
-    kek = config.kek_dir.resolve()
-    lmdb_dir = config.lmdb_dir.resolve()
-    for source in sorted(config.data_dir.rglob("*")):
-        resolved = source.resolve()
-        if _inside(resolved, lmdb_dir) or _inside(resolved, kek) or source.name in SKIP_NAMES:
-            continue
-        relative = source.relative_to(config.data_dir)
-        target = dest / relative
-        if source.is_dir():
-            target.mkdir(mode=0o700, exist_ok=True)
-        elif source.is_file():
-            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-            _fsync(target)
-            copied.append(str(relative))
-    return copied
+def _is_kek_state(path: Path) -> bool:
+    """Whether ``path`` holds a KEK directory's state (``{"format": 1, "current": N, ...}``)."""
+    try:
+        state = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(state, dict) and {"current", "highest", "retired"} <= state.keys()
 
 
-def backup(config: Config, dest: str | Path) -> BackupReport:
-    """Write a consistent, compacted backup of ``config.data_dir`` to ``dest``.
+def _starts_with(path: Path, marker: bytes) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(marker)) == marker
+    except OSError:
+        return False
+
+
+def key_material(path: Path) -> str | None:
+    """What key material the regular file ``path`` holds (:data:`KEK`, :data:`MEMO`,
+    :data:`ROTATION_STATE`, :data:`AUTHORITY_SEED`, :data:`LOG_KEYS`), or None.
+
+    Judged by the names the project writes key material under, by the name a symbolic link
+    points at as well as its own, and by content: a private signed-note key, or a JSON object
+    shaped like a KEK directory's state.
+    """
+    names = {path.name, path.resolve().name}
+    if any(_KEK_FILE.fullmatch(name) for name in names):
+        return KEK
+    if any(_MEMO_FILE.fullmatch(name) for name in names):
+        return MEMO
+    if SEED_FILE in names:
+        return AUTHORITY_SEED
+    if names & LOG_KEY_FILES or _starts_with(path, _PRIVATE_NOTE_KEY):
+        return LOG_KEYS
+    if any(_STATE_FILE.fullmatch(name) for name in names) and _is_kek_state(path):
+        return ROTATION_STATE
+    return None
+
+
+def _left_out(kind: str | None, include_log_keys: bool) -> str | None:
+    """``kind`` if key material of that kind stays out of the backup, else None."""
+    return None if kind == LOG_KEYS and include_log_keys else kind
+
+
+def _key_directory(directory: Path, include_log_keys: bool) -> str | None:
+    """The key material that makes ``directory`` a key directory (a file directly in it that
+    is left out), or None."""
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError:
+        return None
+    kinds = (key_material(entry) for entry in entries if entry.is_file())
+    return next((kind for kind in kinds if _left_out(kind, include_log_keys)), None)
+
+
+class _Copier:
+    """Copies the data directory's files, other than LMDB's and key material, into a backup."""
+
+    def __init__(self, config: Config, staging: Path, include_log_keys: bool) -> None:
+        self.root = config.data_dir
+        self.staging = staging
+        self.include_log_keys = include_log_keys
+        self.lmdb_dir = config.lmdb_dir.resolve()
+        # The configured key directories, left out even when empty of recognisable files; one
+        # that is the data directory or holds it is judged file by file instead.
+        configured = [(config.kek_dir, KEK), (config.authority_dir, AUTHORITY_SEED)]
+        if not include_log_keys:
+            configured.append((config.log_keys_dir, LOG_KEYS))
+        root = self.root.resolve()
+        self.configured = {
+            path.resolve(): kind for path, kind in configured if not _inside(root, path.resolve())
+        }
+        self.seen: set[Path] = set()
+        self.copied: list[str] = []
+        self.left_out: list[tuple[str, str]] = []
+
+    def _configured(self, resolved: Path) -> str | None:
+        return next((k for d, k in self.configured.items() if _inside(resolved, d)), None)
+
+    def copy(self, directory: Path, relative: Path) -> None:
+        """Copy ``directory`` (the data directory, or one inside it) to ``staging/relative``."""
+        resolved = directory.resolve()
+        if resolved in self.seen:  # a symbolic-link loop, or a second link to one directory
+            return
+        self.seen.add(resolved)
+        for source in sorted(directory.iterdir()):
+            name = relative / source.name
+            target = source.resolve()
+            if source.name in SKIP_NAMES or _inside(target, self.lmdb_dir):
+                continue
+            if source.is_dir():
+                kind = self._configured(target) or _key_directory(source, self.include_log_keys)
+                if kind is not None:
+                    self.left_out.append((f"{name}/", kind))
+                    continue
+                (self.staging / name).mkdir(mode=0o700, exist_ok=True)
+                self.copy(source, name)
+            elif source.is_file():
+                kind = _left_out(
+                    self._configured(target) or key_material(source), self.include_log_keys
+                )
+                if kind is not None:
+                    self.left_out.append((str(name), kind))
+                    continue
+                shutil.copy2(source, self.staging / name)
+                _fsync(self.staging / name)
+                self.copied.append(str(name))
+
+
+def backup(config: Config, dest: str | Path, *, include_log_keys: bool = False) -> BackupReport:
+    """Write a consistent, compacted backup of ``config.data_dir`` to ``dest``, without key
+    material: KEK generations, the memo key, the rotation state, the authority seed and,
+    unless ``include_log_keys``, the log's private signing keys are left out wherever they lie
+    in the data directory (the report's ``left_out`` names them).
 
     Preconditions: ``dest`` does not exist (or is an empty directory) and is not inside the
     data directory. Raises :class:`MalformedInput` for a bad ``dest``, :class:`Conflict` when
@@ -124,7 +244,7 @@ def backup(config: Config, dest: str | Path) -> BackupReport:
         raise MalformedInput(f"{dest.parent} does not exist")
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
-        report = _write(config, staging, dest)
+        report = _write(config, staging, dest, include_log_keys)
         _fsync(staging)
         if dest.exists():
             dest.rmdir()  # empty, checked above
@@ -136,7 +256,7 @@ def backup(config: Config, dest: str | Path) -> BackupReport:
         raise
 
 
-def _write(config: Config, staging: Path, dest: Path) -> BackupReport:
+def _write(config: Config, staging: Path, dest: Path, include_log_keys: bool) -> BackupReport:
     (staging / "lmdb").mkdir(mode=0o700)
     try:
         storage = LmdbStorage(config.lmdb_dir, (LEAVES, CHECKPOINTS), readonly=True)
@@ -155,25 +275,33 @@ def _write(config: Config, staging: Path, dest: Path) -> BackupReport:
     data_file = staging / "lmdb" / "data.mdb"
     data_file.chmod(0o600)  # ciphertext and wrapped keys: the owner's only
     _fsync(data_file)
-    files = _copy_files(config, staging)
+    copier = _Copier(config, staging, include_log_keys)
+    copier.copy(config.data_dir, Path())
     return BackupReport(
         dest=dest,
         tree_size=0 if leaves is None else leaves + 1,
         checkpoint_size=checkpoint or 0,
         lmdb_bytes=data_file.stat().st_size,
-        files=("lmdb/data.mdb", *files),
+        files=("lmdb/data.mdb", *copier.copied),
+        left_out=tuple(copier.left_out),
     )
 
 
 def main(args: argparse.Namespace) -> int:
-    """``saihm backup --data DIR DEST``: prints the report as one JSON line."""
+    """``saihm backup --data DIR DEST [--include-log-keys]``: prints the report as one JSON
+    line, and one line on stderr for each key file or directory left out."""
     from saihm.config import config_from
 
     try:
-        report = backup(config_from(args), args.dest)
+        report = backup(
+            config_from(args), args.dest, include_log_keys=getattr(args, "include_log_keys", False)
+        )
     except OSError as err:
         raise Unavailable(f"cannot write the backup: {err.strerror or err}") from err
     except SaihmError:
         raise
     print(json.dumps(report.to_json()), flush=True)
+    for path, kind in report.left_out:
+        hint = "; --include-log-keys copies them" if kind == LOG_KEYS else ""
+        print(f"saihm backup: left out {path} ({kind}{hint})", file=sys.stderr)
     return 0

@@ -259,12 +259,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     backup = commands.add_parser(
         "backup",
-        help="a consistent, compacted copy of the data directory without KEKs (safe while serving)",
+        help="a consistent, compacted copy of the data directory without keys (safe while serving)",
         description="Copy the data directory to DEST (which must not exist): LMDB from one "
-        "read snapshot, compacted, plus the other files of the data directory; never the KEK "
-        "directory. Restore: docs/operations.md 'Backups and restore'.",
+        "read snapshot, compacted, plus the other files of the data directory; never key "
+        "material, wherever it lies in the data directory and whatever --kek-dir, "
+        "--authority-dir or --log-keys-dir say: KEK generations, the memo key, the rotation "
+        "state and the authority seed are always left out, the log's signing keys unless "
+        "--include-log-keys; each one left out is named on stderr. "
+        "Restore: docs/operations.md 'Backups and restore'.",
     )
     _data(backup)
+    backup.add_argument(
+        "--include-log-keys",
+        action="store_true",
+        help="also copy the log's private checkpoint signing keys found in the data directory "
+        "(default: left out, like every other key)",
+    )
     backup.add_argument("dest", metavar="DEST", help="the new backup directory")
     backup.set_defaults(handler=_cmd_backup)
 

@@ -111,8 +111,9 @@ def backup_with(data: Path, dest: Path, *extra: str) -> dict:
 
 def test_restore_then_erasure_semantics(tmp_path) -> None:
     """The documented restore: copy the backup back, point --data at it with the KEK directory
-    in force, verify, serve. A forget after the backup is undone by the restore until the KEK
-    generation is retired; after a retirement the backup's cells cannot be opened at all."""
+    and log keys in force, verify, serve. A forget after the backup is undone by the restore
+    until the KEK generation is retired; after a retirement the backup's cells cannot be opened
+    at all."""
     live, kek, authority = tmp_path / "data", tmp_path / "kek", tmp_path / "authority"
     with serving(tmp_path, "--data", str(live)) as (_, url):
         holder = holder_create(live)
@@ -124,12 +125,14 @@ def test_restore_then_erasure_semantics(tmp_path) -> None:
         _, after = post(url, token, "saihm_recall", {})
         assert [c["plaintext"] for c in after] == ["kept note"]
 
-    # Restore: copy back, point --data at it, keep the KEK and authority directories in force.
+    # Restore: copy back, point --data at it, keep the KEK, authority and log key directories
+    # in force (the backup holds none of them).
     restored = tmp_path / "restored" / "data"
     shutil.copytree(tmp_path / "backup", restored)
     keys = live / "checkpoint-verifier-keys.txt"
     verify_ok(restored, keys)
     common = ("--kek-dir", str(kek), "--authority-dir", str(authority))
+    common += ("--log-keys-dir", str(live / "log-keys"))
     (tmp_path / "restored").mkdir(exist_ok=True)
     with serving(tmp_path / "restored", "--data", str(restored), *common) as (_, url):
         status, cells = post(url, token, "saihm_recall", {})
