@@ -418,3 +418,109 @@ def test_a_store_url_with_a_wrong_password_is_one_line_without_either_password(
     assert "Traceback" not in done.stderr
     assert wrong not in done.stderr and _password(t.url) not in done.stderr
     assert "postgresql://" in lines[0] or "store" in lines[0], lines[0]
+
+
+# -- the namespace and meta tables: a revocation must not be lost (issue 21, item 4) -----------
+
+
+def _table_edit(statement: str, *names: bytes) -> Any:
+    def edit(raw: Raw) -> None:
+        with raw.conn.transaction():
+            raw.conn.execute(statement, names)
+
+    return edit
+
+
+_REVOKED, _GRANTS, _META = PJ.REVOKED, PJ.GRANTS, PJ.META
+_SWAP = (
+    "UPDATE saihm_namespace SET id = CASE WHEN name = %s THEN -1 ELSE -2 END WHERE name IN (%s, %s)"
+)
+TABLE_EDITS: dict[str, Any] = {
+    "delete_the_revocation_row": lambda raw: raw.set(_REVOKED, raw.rows(_REVOKED)[0][0], None),
+    "renumber_the_revocations": _table_edit(
+        "UPDATE saihm_namespace SET id = id + 1000 WHERE name = %s", _REVOKED
+    ),
+    "delete_the_revocations_namespace": _table_edit(
+        "DELETE FROM saihm_namespace WHERE name = %s", _REVOKED
+    ),
+    "renumber_meta": _table_edit(
+        "UPDATE saihm_namespace SET id = id + 1000 WHERE name = %s", _META
+    ),
+    "delete_the_meta_namespace": _table_edit("DELETE FROM saihm_namespace WHERE name = %s", _META),
+}
+
+
+def _swap(a: bytes, b: bytes) -> Any:
+    """Give namespaces ``a`` and ``b`` each other's number (two steps through free numbers)."""
+
+    def edit(raw: Raw) -> None:
+        ia, ib = raw.ids[a], raw.ids[b]
+        with raw.conn.transaction():
+            raw.conn.execute(_SWAP, (a, a, b))
+            for name, ident in ((a, ib), (b, ia)):
+                raw.conn.execute(
+                    "UPDATE saihm_namespace SET id = %s WHERE name = %s", (ident, name)
+                )
+
+    return edit
+
+
+TABLE_EDITS.update(
+    swap_the_revocations_with_grants=_swap(_REVOKED, _GRANTS),
+    swap_the_revocations_with_meta=_swap(_REVOKED, _META),
+    delete_the_schema_version=lambda raw: raw.conn.execute("DELETE FROM saihm_meta"),
+    edit_the_schema_version=lambda raw: raw.conn.execute("UPDATE saihm_meta SET value = '2'"),
+)
+
+
+@pytest.fixture
+def tables(raw: Raw) -> Iterator[None]:
+    """Put ``saihm_namespace`` and ``saihm_meta`` back as they were after the test."""
+    names = raw.conn.execute("SELECT id, name FROM saihm_namespace").fetchall()
+    meta = raw.conn.execute("SELECT key, value FROM saihm_meta").fetchall()
+    yield
+    with raw.conn.transaction():
+        raw.conn.execute("DELETE FROM saihm_namespace")
+        raw.conn.execute("DELETE FROM saihm_meta")
+        with raw.conn.cursor() as cur:
+            cur.executemany("INSERT INTO saihm_namespace (id, name) VALUES (%s, %s)", names)
+            cur.executemany("INSERT INTO saihm_meta (key, value) VALUES (%s, %s)", meta)
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_EDITS))
+def test_an_edit_of_the_namespace_or_meta_tables_shows_no_token_more(
+    t: Template, raw: Raw, tables: None, name: str
+) -> None:
+    """A deleted revocation row, or the revocation (or meta) namespace renumbered, swapped
+    or deleted in ``saihm_namespace``, or ``saihm_meta`` edited: a store opened afterwards
+    lets no token see more than before, and the revoked session stays refused (the sealed
+    revocation count in ``p_meta`` no longer matches, or the store refuses to open)."""
+    TABLE_EDITS[name](raw)
+    views = t.p.views_reopened()
+    baseline: dict[str, frozenset[str] | None] = t.p.baseline  # type: ignore[attr-defined]
+    assert views["a_revoked"] is None
+    for token, seen in views.items():
+        assert seen is None or seen <= (baseline[token] or frozenset()), (token, seen)
+
+
+def test_a_revocation_row_deleted_under_a_running_node_is_refused_by_it_and_a_second_node(
+    t: Template, raw: Raw, tmp_path: Path
+) -> None:
+    """Two processes: node A has seen the revocation when its row is deleted; it still refuses
+    the revoked token (401). Node B, started after the edit, refuses every token (503: the
+    sealed count of revocations no longer matches the rows)."""
+    p = t.p
+    env = {"SAIHM_STORE": t.url}
+    args = ("--data", str(t.data))
+    with serving(tmp_path, *args, env=env, name="a") as (_, url_a):
+        assert post(url_a, p.tokens["a_revoked"], "saihm_recall", {})[0] == 401
+        TABLE_EDITS["delete_the_revocation_row"](raw)
+        assert post(url_a, p.tokens["a_revoked"], "saihm_recall", {})[0] == 401
+        assert post(url_a, p.tokens["bob"], "saihm_recall", {})[0] == 200
+        with serving(tmp_path, *args, env=env, name="b") as (_, url_b):
+            for token in ("a_revoked", "bob"):
+                status, body = post(url_b, p.tokens[token], "saihm_recall", {})
+                assert (status, body) == (503, {"error": "operator_storage_unavailable"})
+    for node in ("a", "b"):
+        err = (tmp_path / f"{node}.err").read_text()
+        assert "Traceback" not in err and _password(t.url) not in err
