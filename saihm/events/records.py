@@ -44,8 +44,9 @@ __all__ = [
     "u64",
 ]
 
+#: 3: ``p_meta`` holds the sealed count of session revocations (saihm/projections/meta.py);
 #: 2: the access records carry record MACs (saihm/projections/seal.py); 1: before them.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _U64 = struct.Struct(">Q")
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from saihm.events.records import Body, GrantRecord, RevocationRecord
 from saihm.projections.keys import LeafView
+from saihm.projections.meta import Meta
 from saihm.projections.tables import Projection, Txn
 
 GRANTS = b"p_grants"  # grantId -> GrantRecord
@@ -54,6 +55,7 @@ class Grants(Projection):
             if self.t.raw(txn, REVOKED, leaf.subject_id) is None:
                 revocation = RevocationRecord(leaf.holder_id, index)
                 self.t.put(txn, REVOKED, leaf.subject_id, revocation.encode())
+                Meta(self.t).count_revocation(txn)
             return
         record = self.get(txn, leaf.subject_id)
         if record is not None and record.holder == leaf.holder_id:
@@ -78,10 +80,7 @@ class Grants(Projection):
         raw = self.t.get(txn, REVOKED, subject)
         return None if raw is None else RevocationRecord.decode(raw, authentic=True)
 
-    def is_revoked(self, txn: Txn, holder_id: bytes, token_or_session_id: bytes) -> bool:
-        """Whether tokens of ``holder_id`` carrying this tokenId or sessionId are revoked.
-
-        Any stored entry counts, even one whose MAC fails: a revocation can only refuse.
-        """
-        subject = revocation_subject(holder_id, token_or_session_id)
-        return bool(self.t.raw(txn, REVOKED, subject))
+    def subjects(self, txn: Txn) -> set[bytes]:
+        """The subject of every authentic revocation record (a record whose MAC fails is
+        skipped and logged: it cannot be counted towards the sealed count)."""
+        return {bytes(subject) for subject, _ in self.t.scan(txn, REVOKED, b"")}

@@ -52,6 +52,11 @@ class Tables:
             value = self.seal.seal(name, key, value)
         return bool(txn.put(key, value, db=self.db[name], overwrite=overwrite))
 
+    def put_sealed(self, txn: Txn, name: bytes, key: bytes, value: bytes) -> None:
+        """Store ``value`` with its record MAC in a database not sealed as a whole (the one
+        sealed record of ``p_meta``); read it back with ``seal.open`` over :meth:`raw`."""
+        txn.put(key, self.seal.seal(name, key, value), db=self.db[name])
+
     def delete(self, txn: Txn, name: bytes, key: bytes) -> bool:
         """Remove ``key``; False if it was absent."""
         return bool(txn.delete(key, db=self.db[name]))

@@ -13,14 +13,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 from dataclasses import dataclass, field
 
 from saihm.cellcache import CellHeader
 from saihm.errors import ErrorCode, MalformedInput, SaihmError, Unauthenticated
 from saihm.events import Capability, Cell, SealedPayload
 from saihm.events.signing import verify_capability
+from saihm.projections import StaleProjections
 from saihm.projections import apply as P
 from saihm.projections.keys import dumps
+from saihm.storage import ReadTxn
 from saihm.store.environment import Environment
 
 #: Verified capabilities kept by token digest; emptied when it grows past this.
@@ -59,6 +62,59 @@ class Access:
         return self.session_id
 
 
+class Revocations:
+    """The session revocations this process has seen, checked against their sealed count.
+
+    ``p_session_revocations`` is a projection: a record deleted at rest, or the namespace lost
+    or renumbered (PostgreSQL's ``saihm_namespace``), would read as "not revoked". So the
+    projection also keeps the number of records it holds, sealed with the applied index in
+    ``p_meta`` (saihm/projections/meta.py). Before deciding, :meth:`subjects` reads that count
+    and the tree size in the caller's snapshot: a count that is missing, belongs to another
+    tree size, or is larger than the authentic records found fails closed
+    (:class:`StaleProjections`, naming the repair). Subjects once seen are kept in memory for
+    the life of the process, so a record deleted under a running process stays honoured. The
+    hot path reads two keys (the count and the last leaf); the records are scanned only when
+    the count grew.
+    """
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self._subjects: frozenset[bytes] = frozenset()
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def subjects(self, txn: ReadTxn) -> frozenset[bytes]:
+        """Every revocation subject known as of ``txn``; raises :class:`StaleProjections`
+        when the revocations do not match their sealed count."""
+        size = self.env.tree.size(txn)
+        if size == 0:
+            return self._subjects
+        count = self.env.projections.meta.revocations(txn)
+        if count is None or count.applied != size:
+            raise _damaged("their sealed count is missing or not of this log")
+        if count.count > self._count:
+            with self._lock:
+                found = self.env.projections.grants.subjects(txn)
+                if len(found) != count.count:
+                    raise _damaged(f"{len(found)} of {count.count} records are intact")
+                self._subjects = self._subjects | found
+                self._count = max(self._count, count.count)
+        return self._subjects
+
+    def revoked(self, txn: ReadTxn, holder_id: bytes, *ids: bytes | None) -> bool:
+        """Whether a token of ``holder_id`` carrying any of ``ids`` (its tokenId, sessionId)
+        is revoked (docs/formats.md "Session revocation")."""
+        subjects = self.subjects(txn)
+        return any(i is not None and P.revocation_subject(holder_id, i) in subjects for i in ids)
+
+
+def _damaged(why: str) -> StaleProjections:
+    return StaleProjections(
+        f"the session revocations cannot be trusted ({why}); "
+        "run `saihm rebuild --data DIR --replace`"
+    )
+
+
 class Authenticator:
     """Issues and recognises the :class:`Access` values of one store."""
 
@@ -66,13 +122,16 @@ class Authenticator:
         self.env = env
         self._key = secrets.token_bytes(32)
         self._token_cache: dict[bytes, Capability] = {}
+        self.revocations = Revocations(env)
 
     def authenticate(self, token: str | None) -> Access:
         """Turn a bearer token into an :class:`Access`, or raise :class:`Unauthenticated`.
 
         The token must carry the authority's signature, be unexpired, name a holder whose KEY
-        receipt is in the log, and, if it is a grant, name a GRANT receipt with no UNGRANT
-        (saihm-protocol "Capabilities").
+        receipt is in the log, carry no revoked tokenId or sessionId, and, if it is a grant,
+        name a GRANT receipt with no UNGRANT (saihm-protocol "Capabilities"). Raises
+        :class:`StaleProjections` (fail closed) when the revocations cannot be trusted
+        (:class:`Revocations`).
         """
         if not token:
             raise Unauthenticated("no capability")
@@ -95,10 +154,8 @@ class Authenticator:
         with self.env.storage.read() as txn:
             if not records.holders.known(txn, cap.holder_id):
                 raise Unauthenticated("unknown holder")
-            # A revocation record is honoured even if its MAC fails: it can only refuse.
-            for revoked in (cap.token_id, cap.session_id):
-                if revoked is not None and records.grants.is_revoked(txn, cap.holder_id, revoked):
-                    raise Unauthenticated("session revoked")
+            if self.revocations.revoked(txn, cap.holder_id, cap.token_id, cap.session_id):
+                raise Unauthenticated("session revoked")
             if scope.grant_id is not None:
                 grant = records.grants.get(txn, scope.grant_id)
                 if grant is None or grant.revoked or grant.holder != cap.holder_id:
@@ -127,14 +184,14 @@ class Authenticator:
         session token from the authority gives, for ``ttl`` seconds.
 
         Raises :class:`Unauthenticated` for a holder with no KEY receipt or a revoked session,
-        as :meth:`authenticate` would for that session's token.
+        as :meth:`authenticate` would for that session's token, and :class:`StaleProjections`
+        when the revocations cannot be trusted (:class:`Revocations`).
         """
         projections = self.env.projections
         with self.env.storage.read() as txn:
             if projections.get(txn, P.HOLDERS, holder_id) is None:
                 raise Unauthenticated("unknown holder")
-            subject = P.revocation_subject(holder_id, session_id)
-            if txn.get(subject, db=projections.db[P.REVOKED]):
+            if self.revocations.revoked(txn, holder_id, session_id):
                 raise Unauthenticated("session revoked")
         return self._sealed(
             Access(

@@ -130,6 +130,11 @@ def test_session_renew_gives_a_fresh_token_for_the_same_session(capsys, data: Pa
     from saihm.config import Config
 
     created, _ = run(capsys, "holder", "create", "--data", str(data))
+    operator = open_operator(Config.for_data(data), checkpointer=False)
+    try:
+        binding_call(operator, created["token"], "saihm_remember", {"content": "written first"})
+    finally:
+        operator.store.close()
     renewed, said = run(
         capsys,
         "session",
@@ -157,7 +162,7 @@ def test_session_renew_gives_a_fresh_token_for_the_same_session(capsys, data: Pa
             texts = sorted(
                 c["plaintext"] for c in binding_call(operator, token, "saihm_recall", {})
             )
-            assert texts == ["written with the new", "written with the old"]
+            assert texts == ["written first", "written with the new", "written with the old"]
     finally:
         operator.store.close()
 
@@ -183,3 +188,55 @@ def test_bad_renewals_and_lifetimes_are_one_line_errors_that_issue_nothing(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def _renew_refused(capsys, data: str, holder: str, session: str) -> str:
+    """``saihm session renew`` for ``session``: exit 2, nothing on stdout, one line on stderr."""
+    capsys.readouterr()
+    code = main(["session", "renew", "--data", data, "--holder", holder, "--session", session])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (code, out)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def _log_size(data: str) -> int:
+    from saihm.config import Config
+    from saihm.store import Store
+
+    with Store(Config.for_data(Path(data))) as store:
+        return store.size()
+
+
+def test_session_renew_refuses_a_session_never_opened_or_revoked(capsys, data: Path) -> None:
+    """Issue 21: renew issued tokens for any session id. A session that holds no memory of
+    the holder (never opened: sessions are not logged when issued) and a revoked session are
+    refused with one line, no token printed and nothing logged."""
+    from saihm.compose import open_operator
+    from saihm.config import Config
+
+    data = str(data)
+    created, _ = run(capsys, "holder", "create", "--data", data)
+    holder = created["holderId"]
+    operator = open_operator(Config.for_data(Path(data)), checkpointer=False)
+    try:
+        binding_call(operator, created["token"], "saihm_remember", {"content": "kept"})
+        operator.admin.revoke_session(bytes.fromhex(holder), bytes.fromhex(created["sessionId"]))
+    finally:
+        operator.store.close()
+    size = _log_size(data)
+    err = _renew_refused(capsys, data, holder, "cd" * 32)
+    assert "no such session" in err
+    err = _renew_refused(capsys, data, holder, created["sessionId"])
+    assert "revoked" in err
+    assert _log_size(data) == size
+    # Another holder's session is not this holder's.
+    other, _ = run(capsys, "holder", "create", "--data", data)
+    operator = open_operator(Config.for_data(Path(data)), checkpointer=False)
+    try:
+        binding_call(operator, other["token"], "saihm_remember", {"content": "other's"})
+    finally:
+        operator.store.close()
+    size = _log_size(data)
+    assert "no such session" in _renew_refused(capsys, data, holder, other["sessionId"])
+    assert _log_size(data) == size

@@ -30,14 +30,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tests.store.populated as populated_module
 from saihm import cli
 from saihm.audit.monitor import check_once
 from saihm.projections import apply as PJ
+from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
 from tests.store import damage
-from tests.store.damage import Damage, RawStore, Verdicts, flip, random_edits
+from tests.store.damage import Damage, RawStore, Verdicts, flip, random_edits, verify_code
 from tests.store.populated import Populated, populate
 from tests.support.postgres import fresh_location
 from tests.support.serve import SAIHM, post, serving
@@ -418,3 +421,146 @@ def test_a_store_url_with_a_wrong_password_is_one_line_without_either_password(
     assert "Traceback" not in done.stderr
     assert wrong not in done.stderr and _password(t.url) not in done.stderr
     assert "postgresql://" in lines[0] or "store" in lines[0], lines[0]
+
+
+# -- the namespace and meta tables: a revocation must not be lost (issue 21, item 4) -----------
+
+
+def _table_edit(statement: str, *names: bytes) -> Any:
+    def edit(raw: Raw) -> None:
+        with raw.conn.transaction():
+            raw.conn.execute(statement, names)
+
+    return edit
+
+
+_REVOKED, _GRANTS, _META = PJ.REVOKED, PJ.GRANTS, PJ.META
+_SWAP = (
+    "UPDATE saihm_namespace SET id = CASE WHEN name = %s THEN -1 ELSE -2 END WHERE name IN (%s, %s)"
+)
+TABLE_EDITS: dict[str, Any] = {
+    "delete_the_revocation_row": lambda raw: raw.set(_REVOKED, raw.rows(_REVOKED)[0][0], None),
+    "renumber_the_revocations": _table_edit(
+        "UPDATE saihm_namespace SET id = id + 1000 WHERE name = %s", _REVOKED
+    ),
+    "delete_the_revocations_namespace": _table_edit(
+        "DELETE FROM saihm_namespace WHERE name = %s", _REVOKED
+    ),
+    "renumber_meta": _table_edit(
+        "UPDATE saihm_namespace SET id = id + 1000 WHERE name = %s", _META
+    ),
+    "delete_the_meta_namespace": _table_edit("DELETE FROM saihm_namespace WHERE name = %s", _META),
+}
+
+
+def _swap(a: bytes, b: bytes) -> Any:
+    """Give namespaces ``a`` and ``b`` each other's number (two steps through free numbers)."""
+
+    def edit(raw: Raw) -> None:
+        ia, ib = raw.ids[a], raw.ids[b]
+        with raw.conn.transaction():
+            raw.conn.execute(_SWAP, (a, a, b))
+            for name, ident in ((a, ib), (b, ia)):
+                raw.conn.execute(
+                    "UPDATE saihm_namespace SET id = %s WHERE name = %s", (ident, name)
+                )
+
+    return edit
+
+
+TABLE_EDITS.update(
+    swap_the_revocations_with_grants=_swap(_REVOKED, _GRANTS),
+    swap_the_revocations_with_meta=_swap(_REVOKED, _META),
+    delete_the_schema_version=lambda raw: raw.conn.execute("DELETE FROM saihm_meta"),
+    edit_the_schema_version=lambda raw: raw.conn.execute("UPDATE saihm_meta SET value = '2'"),
+)
+
+
+@pytest.fixture
+def tables(raw: Raw) -> Iterator[None]:
+    """Put ``saihm_namespace`` and ``saihm_meta`` back as they were after the test."""
+    names = raw.conn.execute("SELECT id, name FROM saihm_namespace").fetchall()
+    meta = raw.conn.execute("SELECT key, value FROM saihm_meta").fetchall()
+    yield
+    with raw.conn.transaction():
+        raw.conn.execute("DELETE FROM saihm_namespace")
+        raw.conn.execute("DELETE FROM saihm_meta")
+        with raw.conn.cursor() as cur:
+            cur.executemany("INSERT INTO saihm_namespace (id, name) VALUES (%s, %s)", names)
+            cur.executemany("INSERT INTO saihm_meta (key, value) VALUES (%s, %s)", meta)
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_EDITS))
+def test_an_edit_of_the_namespace_or_meta_tables_shows_no_token_more(
+    t: Template, raw: Raw, tables: None, name: str
+) -> None:
+    """A deleted revocation row, or the revocation (or meta) namespace renumbered, swapped
+    or deleted in ``saihm_namespace``, or ``saihm_meta`` edited: a store opened afterwards
+    lets no token see more than before, and the revoked session stays refused (the sealed
+    revocation count in ``p_meta`` no longer matches, or the store refuses to open)."""
+    TABLE_EDITS[name](raw)
+    views = t.p.views_reopened()
+    baseline: dict[str, frozenset[str] | None] = t.p.baseline  # type: ignore[attr-defined]
+    assert views["a_revoked"] is None
+    for token, seen in views.items():
+        assert seen is None or seen <= (baseline[token] or frozenset()), (token, seen)
+
+
+def test_a_revocation_row_deleted_under_a_running_node_is_refused_by_it_and_a_second_node(
+    t: Template, raw: Raw, tmp_path: Path
+) -> None:
+    """Two processes: node A has seen the revocation when its row is deleted; it still refuses
+    the revoked token (401). Node B, started after the edit, refuses every token (503: the
+    sealed count of revocations no longer matches the rows)."""
+    p = t.p
+    env = {"SAIHM_STORE": t.url}
+    args = ("--data", str(t.data))
+    with serving(tmp_path, *args, env=env, name="a") as (_, url_a):
+        assert post(url_a, p.tokens["a_revoked"], "saihm_recall", {})[0] == 401
+        TABLE_EDITS["delete_the_revocation_row"](raw)
+        assert post(url_a, p.tokens["a_revoked"], "saihm_recall", {})[0] == 401
+        assert post(url_a, p.tokens["bob"], "saihm_recall", {})[0] == 200
+        with serving(tmp_path, *args, env=env, name="b") as (_, url_b):
+            for token in ("a_revoked", "bob"):
+                status, body = post(url_b, p.tokens[token], "saihm_recall", {})
+                assert (status, body) == (503, {"error": "operator_storage_unavailable"})
+    for node in ("a", "b"):
+        err = (tmp_path / f"{node}.err").read_text()
+        assert "Traceback" not in err and _password(t.url) not in err
+
+
+# -- verify answers every stored state (issue 21, item 5a) -------------------------------------
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    derandomize=True,
+)
+@given(seed=st.integers(0, 2**32 - 1), pick=st.integers(0, 2**16))
+def test_verify_data_store_never_exits_with_an_internal_error(
+    t: Template, raw: Raw, capsys, seed: int, pick: int
+) -> None:
+    """A ``saihm_kv`` row edit drawn by hypothesis (``random_edits`` with inserted rows, so a
+    leaf row copied under another key among them): ``verify --data --store`` exits 0 or 1,
+    never 70."""
+    tables = [(name, raw.rows(name)) for name in raw.names()]
+    edits = random_edits(tables, random.Random(seed), insert=True)
+    name, _, changes = edits[pick % len(edits)]
+    for key, value in changes:
+        raw.set(name, key, value)
+    try:
+        assert verify_code(capsys, t.store_args) in (0, 1)
+    finally:
+        raw.restore(t.rows)
+
+
+@pytest.mark.parametrize(("source", "target"), [(0, "end"), (-1, 0), (2, "gap")], ids=str)
+def test_a_duplicated_leaf_row_is_a_finding_not_an_internal_error(
+    t: Template, raw: Raw, capsys, source: int, target: object
+) -> None:
+    leaves = raw.rows(b"leaves")
+    where = {"end": len(leaves), "gap": len(leaves) + 3}.get(target, target)  # type: ignore[arg-type]
+    raw.set(b"leaves", u64(where), leaves[source][1])  # type: ignore[arg-type]
+    assert verify_code(capsys, t.store_args) == 1

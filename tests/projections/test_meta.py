@@ -68,7 +68,7 @@ def test_a_store_of_another_schema_version_refuses_to_open_until_rebuilt(
 ) -> None:
     config, holder = data
     _put_meta(config, P.FORMAT, u64(1))
-    with pytest.raises(StaleProjections, match=r"format 1, not 2.*rebuild --data DIR --replace"):
+    with pytest.raises(StaleProjections, match=r"format 1, not 3.*rebuild --data DIR --replace"):
         Store(config)
     assert "rebuild --data DIR --replace" in _refused_in_another_process(config, holder)
 

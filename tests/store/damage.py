@@ -9,6 +9,7 @@ namespace, the key (a cell of :class:`Populated`, or none) and the check.
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 from collections import Counter
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import lmdb
+import pytest
 
+from saihm import cli
 from saihm.config import Config
 from saihm.projections import apply as PJ
 from saihm.projections.keys import u64
@@ -158,6 +161,9 @@ class Verdicts:
         """Record one edit of namespace ``name`` by ``op``: verify's ``code`` and ``report``,
         and the views of the store reopened after it."""
         for token, seen in views.items():
+            # A token refused before (a withdrawn grant, a revoked session) stays refused.
+            if self.baseline[token] is None:
+                assert seen is None, (name, op, token)
             before = self.baseline[token] or frozenset()
             assert seen is None or seen <= before, (name, op, token, seen - before)
         if code != 0:
@@ -203,3 +209,16 @@ def random_edits(
                 new_key = bytes(rng.randrange(256) for _ in key)
             out.append((name, "insert", [(new_key, rng.choice(items)[1])]))
     return out
+
+
+def verify_code(capsys: pytest.CaptureFixture[str], argv: list[str]) -> int:
+    """``saihm verify ARGV --json --no-progress`` in this process: its exit code, after
+    checking that a failure names its findings and nothing is a traceback."""
+    capsys.readouterr()
+    code = cli.main(["verify", *argv, "--json", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert code in (0, 1), (code, err[-2000:])
+    if code == 1:
+        assert json.loads(out)["failures"]
+    return code
