@@ -1,10 +1,16 @@
-"""A PostgreSQL URL made safe to show: the password removed, wherever the URL carried it."""
+"""A PostgreSQL URL made safe to show (the password removed, wherever the URL carried it),
+and the server settings its ``options`` parameter sets."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-__all__ = ["safe_location"]
+__all__ = ["options_settings", "safe_location"]
+
+# One setting of libpq's ``options`` (the server's command line): ``-c NAME=VALUE``,
+# ``-cNAME=VALUE`` or ``--NAME=VALUE``, at the start or after white space.
+_OPTION = re.compile(r"(?:^|(?<=\s))(?:-c\s*|--)([A-Za-z_][-\w.]*)=")
 
 # libpq parameters whose values are secrets (a URL may carry them in its query).
 _SECRET_PARAMS = frozenset({"password", "sslpassword"})
@@ -38,3 +44,10 @@ def safe_location(url: str) -> tuple[str, tuple[str, ...]]:
     except ValueError:
         return url.partition(":")[0] + "://(unparsable URL)", (url,)
     return location, tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+
+
+def options_settings(options: str) -> frozenset[str]:
+    """The names of the server settings that libpq's ``options`` string sets (lower case,
+    ``-`` read as ``_``, as the server reads them), e.g. ``{"search_path", "lock_timeout"}``
+    for ``-c search_path=s -c lock_timeout=1s``."""
+    return frozenset(m.group(1).lower().replace("-", "_") for m in _OPTION.finditer(options))

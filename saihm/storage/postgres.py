@@ -26,6 +26,23 @@ one consistent state, as the interface promises. The lock statement also asks fo
 transaction id, so a commit whose connection breaks is settled by ``pg_xact_status`` on a new
 connection instead of being guessed.
 
+**A node that stops mid-write** (paused by SIGSTOP, a debugger, a frozen VM) keeps its socket
+open and its kernel answering keepalives, so without limits its lock would stop every node's
+writes for as long as it stays stopped. The write transaction therefore sets (``SET LOCAL``,
+so reads and other sessions are unaffected) the limits of :data:`WRITE_TIMEOUTS`:
+``lock_timeout`` bounds the wait for the lock (a writer not granted it in time fails with
+SQLSTATE 55P03: nothing written, HTTP 503), and ``idle_in_transaction_session_timeout`` makes
+the server end the session of a writer that has stopped talking to it mid-transaction, which
+rolls that transaction back and releases its lock. The server arms the idle timer only when it
+is ready for a query, that is after a Sync message; a pipeline that never syncs until COMMIT
+would leave a stopped writer's session "active" for ever. So every statement of the write
+transaction is followed by a Sync (sent, not waited for: it costs no round trip). A node
+resumed after its session was ended finds its connection gone: that write fails (nothing of it
+was committed) and the pool replaces the connection. ``statement_timeout`` is not set: a
+statement waiting for a lock is bounded by ``lock_timeout``, and the few long statements
+(clearing a large projection in a rebuild) are legitimate. Each limit may be set for the node
+in the URL's ``options`` (``?options=-c%20lock_timeout%3D2s``); a setting given there wins.
+
 **Read snapshots** are ``REPEATABLE READ READ ONLY`` transactions whose snapshot is taken at
 :meth:`PostgresStorage.read` (the ``BEGIN`` travels with a ``SELECT`` in one round trip), so a
 snapshot never sees a commit made after it began. Scans page through the range with keyset
@@ -50,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from types import TracebackType
@@ -68,7 +86,7 @@ from saihm.storage._pgschema import (
     lock_key,
     namespace_ids,
 )
-from saihm.storage._pgurl import safe_location
+from saihm.storage._pgurl import options_settings, safe_location
 from saihm.storage.base import (
     MAX_KEY,
     Namespace,
@@ -79,7 +97,7 @@ from saihm.storage.base import (
     scan_bounds,
 )
 
-__all__ = ["SCHEMA_VERSION", "PostgresStorage"]
+__all__ = ["SCHEMA_VERSION", "WRITE_TIMEOUTS", "PostgresStorage"]
 
 log = logging.getLogger("saihm.storage")
 
@@ -88,6 +106,16 @@ _MAX_PAGE = 1024
 _BATCH = 2000  # pairs per put_many statement
 _POOL_TIMEOUT = 15.0  # seconds to wait for a free connection
 _DISK_FULL = "53100"
+_LOCK_NOT_AVAILABLE = "55P03"
+
+#: The server-side limits of a write transaction (module docstring, "A node that stops"):
+#: a few seconds' wait for the write lock, and a writer silent this long mid-transaction (far
+#: above the gap between two statements of any batch) has its session ended by the server.
+#: A setting the URL's ``options`` gives wins over the value here.
+WRITE_TIMEOUTS: tuple[tuple[str, str], ...] = (
+    ("lock_timeout", "5s"),
+    ("idle_in_transaction_session_timeout", "15s"),
+)
 
 # A dead node's connection must not hold the write lock for the kernel's two hours.
 _SESSION_SETUP = (
@@ -129,9 +157,15 @@ class _Read:
         if self._conn is None:
             raise StorageError("the transaction has ended")
         try:
-            return self._cur.execute(query, params, prepare=True).fetchall()
+            cur = self._cur.execute(query, params, prepare=True)
+            self._answered()
+            return cur.fetchall()
         except psycopg.Error as err:
             raise self._fail(err) from None
+
+    def _answered(self) -> None:
+        """Called once a statement whose rows are wanted is sent: a read snapshot's
+        statements are answered as they are sent, so there is nothing to do."""
 
     def _one(self, query: sql.Composed, params: Sequence[object]) -> tuple[Any, ...] | None:
         rows = self._rows(query, params)
@@ -226,7 +260,8 @@ class _Write(_Read):
     ``put_many``, ``clear``) is sent without waiting for it, and travels with the next
     statement that returns something (a get, a scan, the COMMIT), so a run of writes costs
     one round trip. Its error, if any, is raised by that next statement; the transaction is
-    then failed, and committing it raises.
+    then failed, and committing it raises. Every statement is followed by a Sync, so the
+    server's idle-in-transaction timer runs whenever this node stops sending.
     """
 
     def __init__(self, storage: PostgresStorage, conn: psycopg.Connection[Any], xid: str) -> None:
@@ -234,7 +269,24 @@ class _Write(_Read):
         self._txid = xid or "0"
         self._sink = conn.cursor(binary=True)
         self._mode = ExitStack()
-        self._mode.enter_context(conn.pipeline())
+        self._pipeline = self._mode.enter_context(conn.pipeline())
+
+    def _answered(self) -> None:
+        """Sync after a statement whose rows are wanted, and wait for every answer up to it.
+        (psycopg's own fetch would send a Flush instead; a Flush after the last Sync leaves
+        the server waiting with no idle timer running, see :meth:`_sent`.)"""
+        self._pipeline.sync()
+
+    def _sent(self) -> None:
+        """Follow the write just queued with a Sync and send both, without waiting for an
+        answer. After a Sync the server is ready for a query when its input runs out, and
+        only then does ``idle_in_transaction_session_timeout`` run: without it a node stopped
+        mid-transaction would hold the write lock for ever. psycopg has no public call that
+        syncs without waiting (``Pipeline.sync`` waits for every result), hence its two
+        internal steps, the ones ``Pipeline.sync`` begins with."""
+        assert self._conn is not None
+        self._pipeline._enqueue_sync()
+        self._conn.wait(self._pipeline._communicate_gen())
 
     def _send(self, query: sql.Composed, params: Sequence[object]) -> None:
         """Queue ``query``; its result is never looked at."""
@@ -242,6 +294,7 @@ class _Write(_Read):
             raise StorageError("the transaction has ended")
         try:
             self._sink.execute(query, params, prepare=True)
+            self._sent()
         except psycopg.Error as err:
             raise self._fail(err) from None
 
@@ -393,6 +446,14 @@ class PostgresStorage:
             if name not in given:
                 self._kwargs[name] = default
         self._url = url
+        # libpq reads PGOPTIONS when the URL has no ``options``; a limit set there is the node's.
+        options = given["options"] if "options" in given else os.environ.get("PGOPTIONS")
+        given_settings = options_settings(str(options or ""))
+        self._write_limits = "".join(
+            f"SET LOCAL {name} = '{value}'; "
+            for name, value in WRITE_TIMEOUTS
+            if name not in given_settings
+        )
         self._pool_size = max(1, pool_size)
         # The first connection is made directly: an unreachable server or a refused password
         # is reported at once, with libpq's reason, rather than as a pool timeout.
@@ -424,6 +485,11 @@ class PostgresStorage:
         state = getattr(err, "sqlstate", None)
         if state == _DISK_FULL:
             return StorageFull(f"PostgreSQL at {self.location}: the disk is full (SQLSTATE 53100)")
+        if state == _LOCK_NOT_AVAILABLE:
+            return StorageError(
+                f"PostgreSQL at {self.location}: the write lock was not granted within "
+                "lock_timeout (another node's write transaction holds it; SQLSTATE 55P03)"
+            )
         if isinstance(err, psycopg_pool.PoolTimeout):
             return StorageError(
                 f"PostgreSQL at {self.location}: no connection within {_POOL_TIMEOUT:g} s"
@@ -546,7 +612,7 @@ class PostgresStorage:
         if self.readonly:
             raise StorageError("the storage is open read-only")
         conn, xid = self._begin(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; "
+            f"BEGIN ISOLATION LEVEL READ COMMITTED; {self._write_limits}"
             f"SELECT pg_advisory_xact_lock({self._write_lock}), pg_current_xact_id()::text"
         )
         return _Write(self, conn, xid)

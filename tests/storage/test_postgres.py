@@ -1,22 +1,25 @@
 """What only the PostgreSQL driver has: URLs with passwords, schemas, several nodes starting at
-once, connections the server ends, and the settling of a commit whose connection broke."""
+once, connections the server ends, the settling of a commit whose connection broke, and the
+write lock's limits (a writer that waits too long, a writer that stops mid-transaction)."""
 
 from __future__ import annotations
 
 import logging
 import socket
+import threading
+import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
 import psycopg
 import pytest
 
 from saihm.storage import StorageError, open_storage
-from saihm.storage._pgurl import safe_location
-from saihm.storage.postgres import PostgresStorage, _Write
+from saihm.storage._pgurl import options_settings, safe_location
+from saihm.storage.postgres import WRITE_TIMEOUTS, PostgresStorage, _Write
 from tests.storage.conftest import NS, child
-from tests.support.postgres import fresh_location, require_url, with_schema
+from tests.support.postgres import fresh_location, require_url, with_schema, with_settings
 
 SECRET = "s3cr3t-Pa55word"
 
@@ -283,3 +286,103 @@ def test_a_transaction_the_server_never_committed_is_reported(url: str) -> None:
             assert snap.get(b"lost", db=main) is None
     finally:
         storage.close()
+
+
+def test_the_options_settings_are_read_as_the_server_reads_them() -> None:
+    assert options_settings("-c search_path=s -c lock_timeout=1s") == {
+        "search_path",
+        "lock_timeout",
+    }
+    assert options_settings("-csearch_path=s --Idle-In-Transaction-Session-Timeout=2s") == {
+        "search_path",
+        "idle_in_transaction_session_timeout",
+    }
+    assert options_settings("") == frozenset()
+    assert options_settings("x-c a=1") == frozenset()
+
+
+def within(seconds: float, action: Callable[[], object]) -> tuple[object, float]:
+    """Run ``action`` in a thread; its result (or the exception it raised) and its duration.
+    Fails the test if it has not finished after ``seconds`` (the thread is left to finish once
+    the caller releases what it waits for)."""
+    done: list[object] = []
+    started = time.monotonic()
+
+    def run() -> None:
+        try:
+            done.append(action())
+        except Exception as err:
+            done.append(err)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        pytest.fail(f"no answer within {seconds:g} s")
+    return done[0], time.monotonic() - started
+
+
+def test_a_writer_waits_for_the_lock_at_most_lock_timeout(url: str) -> None:
+    """A writer that another node's transaction keeps from the lock fails with a storage
+    error after ``lock_timeout`` (WRITE_TIMEOUTS: 5 s) instead of waiting for ever."""
+    limit = float(dict(WRITE_TIMEOUTS)["lock_timeout"].removesuffix("s"))
+    holder, waiter = PostgresStorage(url, NS), PostgresStorage(url, NS)
+    txn = holder.write()
+    try:
+        txn.put(b"held", b"1", db=holder.namespace(b"main"))
+        outcome, took = within(limit + 20, waiter.write)
+        assert isinstance(outcome, StorageError), outcome
+        assert "write lock was not granted within lock_timeout" in str(outcome)
+        assert limit - 0.5 <= took < limit + 10
+        txn.commit()
+        with waiter.write() as other:  # the lock, once free, is granted as before
+            other.put(b"after", b"2", db=waiter.namespace(b"main"))
+    finally:
+        txn.abort()
+        holder.close()
+        waiter.close()
+
+
+@pytest.mark.parametrize("last", ["put", "get"])
+def test_a_writer_that_stops_mid_transaction_loses_the_lock_and_its_write(
+    url: str, last: str
+) -> None:
+    """A writer that stops talking mid-transaction (a paused node: its socket stays open) has
+    its session ended by the server after ``idle_in_transaction_session_timeout``: its lock is
+    released and another writer proceeds; the stopped one's commit then fails, nothing of it
+    written, and its next transaction works. ``last`` is what it sent before it stopped: a
+    queued write (no answer awaited) or a read."""
+    stopping = PostgresStorage(with_settings(url, idle_in_transaction_session_timeout="1s"), NS)
+    other = PostgresStorage(url, NS)
+    main = stopping.namespace(b"main")
+    txn = stopping.write()
+    try:
+        txn.put(b"lost", b"1", db=main)
+        if last == "get":
+            assert txn.get(b"lost", db=main) == b"1"
+        else:
+            assert txn.get(b"nothing", db=main) is None
+            txn.put(b"lost-too", b"1", db=main)
+        # The stopped writer sends nothing more; the other's wait ends when the server ends
+        # the stopped one's session (1 s), well within the other's lock_timeout (5 s).
+
+        def write_other() -> None:
+            with other.write() as t:
+                t.put(b"other", b"2", db=other.namespace(b"main"))
+
+        outcome, took = within(30, write_other)
+        assert outcome is None, outcome
+        assert took < 10
+        with pytest.raises(StorageError):
+            txn.commit()
+        with stopping.write() as again:
+            again.put(b"again", b"3", db=main)
+        with stopping.read() as snap:
+            assert snap.get(b"lost", db=main) is None
+            assert snap.get(b"lost-too", db=main) is None
+            assert snap.get(b"other", db=main) == b"2"
+            assert snap.get(b"again", db=main) == b"3"
+    finally:
+        txn.abort()
+        stopping.close()
+        other.close()

@@ -46,6 +46,7 @@ __all__ = [
     "store_url_for",
     "use_test_store",
     "with_schema",
+    "with_settings",
 ]
 
 ENV = "SAIHM_TEST_POSTGRES"
@@ -81,11 +82,17 @@ def require_url() -> str:
 
 def with_schema(url: str, schema: str) -> str:
     """``url`` with its ``search_path`` set to ``schema`` (libpq's ``options`` parameter)."""
+    return with_settings(url, search_path=schema)
+
+
+def with_settings(url: str, **settings: str) -> str:
+    """``url`` whose sessions set these server settings (``-c NAME=VALUE`` added to libpq's
+    ``options`` parameter), e.g. ``with_settings(url, lock_timeout="1s")``."""
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "options"]
     given = dict(parse_qsl(parts.query)).get("options", "")
-    options = f"{given} -c search_path={schema}".strip()
-    query.append(("options", options))
+    added = " ".join(f"-c {name}={value}" for name, value in settings.items())
+    query.append(("options", f"{given} {added}".strip()))
     return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
