@@ -101,11 +101,13 @@ def main(args: argparse.Namespace | list[str]) -> int:
     store = operator.store
     try:
         result = publish(store, target, verifier_keys=store.log_keys.verifier_keys())
-        if not opts.to.startswith("s3://"):
-            # The log explorer beside the tiles (docs/operations.md "The log explorer").
-            from saihm.http.explorer import copy_static
+        if isinstance(target, TileDir):
+            # The log explorer beside the tiles (docs/operations.md "The log explorer"),
+            # written like the tiles: never through a link under OUT.
+            from saihm.http.explorer import static_files
 
-            copy_static(Path(opts.to))
+            for name, data in static_files().items():
+                target.write(f"explorer/{name}", data, immutable=False)
     except Conflict as err:
         print(f"saihm publish: refused: {err}", file=sys.stderr)
         return 1

@@ -7,10 +7,16 @@ returns the bytes, or None when the resource does not exist (HTTP 404, no such f
 
 ``HttpSource`` takes either a tlog-tiles prefix (a published directory behind a static web
 server or CDN: ``URL/checkpoint``) or the base URL of a running operator (``URL/log/checkpoint``)
-and finds which on first use. It asks for ``Accept-Encoding: gzip, identity`` (tlog-tiles:
-"Clients SHOULD include gzip and identity") and decompresses a gzip body within a bound, so a
-hostile server cannot make it inflate more than the largest entry bundle. ``Prefetch`` wraps a
-source to fetch named paths ahead in threads (network I/O releases the GIL), each handed out once.
+and finds which on first use. Each request has one deadline for all of it (connecting, the
+headers and the whole body; ``REQUEST_DEADLINE`` seconds unless the source is given another):
+a server that drips its answer a byte at a time cannot hold a reader past it, however often each
+byte would restart a socket timeout. A request that misses its deadline, or whose body ends
+before its ``Content-Length``, is the log being unreachable (``FetchError``), never a short body
+handed on to be misread as a bad signature. It asks for ``Accept-Encoding: gzip, identity``
+(tlog-tiles: "Clients SHOULD include gzip and identity") and decompresses a gzip body within a
+bound, so a hostile server cannot make it inflate more than the largest entry bundle.
+``Prefetch`` wraps a source to fetch named paths ahead in threads (network I/O releases the
+GIL), each handed out once.
 
 ``tile_nodes(source, size)`` is the ``saihm.translog.proof`` fetch over a source's tiles: roots
 and proofs of the tree of ``size`` from the hash tiles alone (``proof.root(n, nodes)``,
@@ -19,6 +25,10 @@ and proofs of the tree of ``size`` from the hash tiles alone (``proof.root(n, no
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -44,6 +54,8 @@ __all__ = [
 
 #: The largest resource a tiled log serves: a full entry bundle of 256 leaves of 65,535 bytes.
 MAX_RESOURCE = 256 * (2 + 0xFFFF)
+#: Seconds one HTTP request may take in all (connect, headers, body) unless told otherwise.
+REQUEST_DEADLINE = 30.0
 
 
 class FetchError(SaihmError):
@@ -90,15 +102,19 @@ class DirSource(Source):
 
 
 class HttpSource(Source):
-    """A tiled log over HTTP(S) (see the module docstring for the prefix rule)."""
+    """A tiled log over HTTP(S) (see the module docstring for the prefix rule).
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+    ``deadline`` is the time in seconds one request may take in all, body included (default
+    ``REQUEST_DEADLINE``).
+    """
+
+    def __init__(self, url: str, *, deadline: float | None = None) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise MalformedInput(f"not an http(s) URL: {url}")
         self.url = url.rstrip("/")
         self.name = self.url
-        self.timeout = timeout
+        self.deadline = REQUEST_DEADLINE if deadline is None else deadline
         self._prefix: str | None = None
 
     @property
@@ -118,17 +134,27 @@ class HttpSource(Source):
 
     def _fetch(self, url: str) -> bytes | None:
         request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip, identity"})
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body: bytes = response.read(MAX_RESOURCE + 1)
-                coding = (response.headers.get("Content-Encoding") or "identity").lower()
-        except urllib.error.HTTPError as err:
-            if err.code == 404:
-                return None
-            raise FetchError(f"{url}: HTTP {err.code}") from err
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", None) or err
-            raise FetchError(f"{url}: unreachable ({reason})") from err
+        with _Deadline(self.deadline) as deadline:
+            try:
+                with deadline.opener().open(request, timeout=self.deadline) as response:
+                    body: bytes = response.read(MAX_RESOURCE + 1)
+                    coding = (response.headers.get("Content-Encoding") or "identity").lower()
+                    declared = response.headers.get("Content-Length")
+            except urllib.error.HTTPError as err:
+                if err.code == 404:
+                    return None
+                raise FetchError(f"{url}: HTTP {err.code}") from err
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+                if deadline.expired:
+                    raise deadline.missed(url) from err
+                reason = getattr(err, "reason", None) or err
+                raise FetchError(f"{url}: unreachable ({reason})") from err
+            if deadline.expired:
+                raise deadline.missed(url)
+        if declared is not None and declared.isdigit() and len(body) < int(declared):
+            raise FetchError(
+                f"{url}: unreachable (the body ended after {len(body)} of {declared} bytes)"
+            )
         if coding == "gzip":
             return _gunzip(body, url)
         if coding != "identity":
@@ -136,6 +162,78 @@ class HttpSource(Source):
         if len(body) > MAX_RESOURCE:
             raise FetchError(f"{url}: larger than any tlog-tiles resource")
         return body
+
+
+class _Deadline:
+    """One request's deadline: when it passes, every socket the request opened is shut down.
+
+    A socket timeout bounds each wait, not the request: a server sending one byte per second
+    restarts it with every byte. Shutting the socket down from a timer wakes the blocked read
+    wherever it is (the headers or the body), and ``expired`` tells the reader why it woke.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def missed(self, url: str) -> FetchError:
+        return FetchError(f"{url}: unreachable (no complete answer within {self.seconds:g} s)")
+
+    def watch(self, sock: socket.socket) -> None:
+        """Shut ``sock`` down when the deadline passes (at once if it has passed)."""
+        with self._lock:
+            self._sockets.append(sock)
+            if not self.expired:
+                return
+        _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def opener(self) -> urllib.request.OpenerDirector:
+        """A urllib opener whose connections (redirects included) this deadline watches."""
+        deadline = self
+
+        class Http(http.client.HTTPConnection):
+            def connect(self) -> None:
+                super().connect()
+                deadline.watch(self.sock)
+
+        class Https(http.client.HTTPSConnection):
+            def connect(self) -> None:
+                super().connect()
+                deadline.watch(self.sock)
+
+        class HttpHandler(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(Http, req)
+
+        class HttpsHandler(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(Https, req)
+
+        return urllib.request.build_opener(HttpHandler(), HttpsHandler())
+
+
+def _shut(sock: socket.socket) -> None:
+    # A socket already closed has nothing left to wake.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _gunzip(body: bytes, url: str) -> bytes:

@@ -15,23 +15,30 @@ Full tiles and full entry bundles never change (tlog-tiles: "This endpoint is im
 full file is written once, and finding a different one already there is a conflict, never an
 overwrite. Only partial tiles and the checkpoint change. Every file is written to a temporary
 name, fsynced and renamed, so a reader (or a crash) sees the old file or the new one, and the
-checkpoint is written after every tile it needs. Partial tiles of sizes older than the previous
-checkpoint are deleted afterwards (tlog-tiles: a log "MAY delete any partial tile once the
-corresponding full tile is available"); those of the previous checkpoint are kept one round for
-clients still holding it.
+checkpoint is written after every tile it needs. Nothing is read or written through a symbolic
+link below the directory: every component of a path is opened without following links
+(``O_NOFOLLOW``, relative to its parent's descriptor), and a link found anywhere under the root
+(``tile``, ``tile/0/000.p``, ``checkpoint``, ``v1``, ...) is refused with ``NotPermitted``
+naming it, so a publication never writes outside its own directory. Partial tiles of sizes
+older than the previous checkpoint are deleted afterwards (tlog-tiles: a log "MAY delete any
+partial tile once the corresponding full tile is available"); those of the previous checkpoint
+are kept one round for clients still holding it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from saihm.errors import Conflict, MalformedInput, SaihmError
+from saihm.errors import Conflict, MalformedInput, NotPermitted, SaihmError
 from saihm.translog import Checkpoint
 from saihm.translog.note import parse_note
 from saihm.translog.tiles import changed_tiles, tile_path
@@ -101,22 +108,59 @@ class TileDir:
 
     def current(self) -> Checkpoint | None:
         """The checkpoint published now, or None for an empty directory."""
-        path = self.root / "checkpoint"
-        return checkpoint_of(path.read_bytes()) if path.exists() else None
+        data = self._read("checkpoint")
+        return checkpoint_of(data) if data is not None else None
 
     def write(self, path: str, data: bytes, *, immutable: bool) -> bool:
         """Write ``data`` at ``path``; return False if an immutable file was already there.
 
         Raises ``Conflict`` when an immutable file exists with other content: a full tile never
         changes, so a different one means two different logs were written into one directory.
+        Raises ``NotPermitted`` when a component of ``path`` under the root is a symbolic link.
         """
-        target = self.root / path
-        if immutable and target.exists():
-            if target.read_bytes() != data:
-                raise Conflict(f"{target} exists with other content: a full tile never changes")
-            return False
-        _atomic_write(target, data)
+        if immutable:
+            there = self._read(path)
+            if there is not None:
+                if there != data:
+                    raise Conflict(
+                        f"{self.root / path} exists with other content: a full tile never changes"
+                    )
+                return False
+        self._write(path, data)
         return True
+
+    def _read(self, path: str) -> bytes | None:
+        """The bytes at ``path`` under the root, None if it is absent; no link followed."""
+        *parents, name = path.split("/")
+        try:
+            directory = _open_dir(self.root, parents, create=False)
+        except FileNotFoundError:
+            return None
+        try:
+            fd = _open_in(directory, name, os.O_RDONLY, self.root, path)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(directory)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    def _write(self, path: str, data: bytes) -> None:
+        """Write ``path`` under the root atomically (a temporary name, fsync, rename)."""
+        *parents, name = path.split("/")
+        directory = _open_dir(self.root, parents, create=True)
+        try:
+            _refuse_link(directory, name, self.root, path)
+            tmp = f"{name}.{os.getpid()}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            shown = "/".join([*parents, tmp])
+            with os.fdopen(_open_in(directory, tmp, flags, self.root, shown), "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+        finally:
+            os.close(directory)
 
     def write_keys(self, origin: str, verifier_keys: Iterable[str]) -> None:
         """Write ``v1/keys`` (see the module docstring)."""
@@ -125,7 +169,7 @@ class TileDir:
 
     def write_checkpoint(self, note: bytes) -> None:
         """Replace ``checkpoint`` atomically (call after every tile it needs is written)."""
-        _atomic_write(self.root / "checkpoint", note)
+        self._write("checkpoint", note)
         _fsync_dir(self.root)
 
     def prune_partials(self, keep_sizes: Iterable[int]) -> int:
@@ -136,7 +180,8 @@ class TileDir:
         """
         keep = {p for size in keep_sizes for p in partial_paths(size)}
         removed = 0
-        for directory, dirs, files in os.walk(self.root):
+        # fwalk descends by descriptor and never into a link, so unlinking stays under the root.
+        for directory, dirs, files, dir_fd in os.fwalk(self.root):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
                 rel = Path(directory, name).relative_to(self.root).as_posix()
@@ -144,7 +189,7 @@ class TileDir:
                 if stale or (
                     directory.endswith(".p") and rel.startswith("tile/") and rel not in keep
                 ):
-                    os.unlink(os.path.join(directory, name))
+                    os.unlink(name, dir_fd=dir_fd)
                     removed += not stale
         return removed
 
@@ -160,14 +205,56 @@ def locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(target)
+def _open_dir(root: Path, parents: Sequence[str], *, create: bool) -> int:
+    """A descriptor of ``root/parents...``, each component opened without following a link.
+
+    ``root`` itself may be a link (the operator named it); below it, a link is refused with
+    ``NotPermitted``. With ``create``, missing directories are made; without it, a missing one
+    raises ``FileNotFoundError``.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth, part in enumerate(parents, 1):
+            shown = "/".join(parents[:depth])
+            flags = os.O_RDONLY | os.O_DIRECTORY
+            try:
+                child = _open_in(fd, part, flags, root, shown)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                # Made meanwhile or not, the open below still refuses a link.
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+                child = _open_in(fd, part, flags, root, shown)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_in(directory: int, name: str, flags: int, root: Path, shown: str) -> int:
+    """``os.open(name, flags | O_NOFOLLOW)`` in ``directory``; a link there is refused."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW, 0o666, dir_fd=directory)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            _refuse_link(directory, name, root, shown)
+        raise
+
+
+def _refuse_link(directory: int, name: str, root: Path, shown: str) -> None:
+    """Raise ``NotPermitted`` if ``name`` in ``directory`` is a symbolic link."""
+    try:
+        mode = os.lstat(name, dir_fd=directory).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise NotPermitted(
+            f"{root / shown} is a symbolic link: refusing to write through it "
+            "(a publication writes nothing outside its directory)"
+        )
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -6,6 +6,11 @@ the ratio is the HTTP overhead (throughput: HTTP / in-process; latency: HTTP / i
 last figure is the 2-worker / 1-worker throughput ratio. Every phase uses a fresh holder whose
 session holds ``--cells`` cells, so recall answers the same amount in every phase.
 
+The bench's own ``saihm serve`` runs with ``--rate-limit 0``: the default per-token limit (50 per
+second, burst 200; docs/operations.md "Rate limit") would answer 429 long before a quiet
+machine's throughput is reached, and the figure would be the limit's, not the server's. Every
+figure says so in its ``server`` field.
+
 Options: ``--seconds S`` per throughput phase (default 5), ``--n N`` recall calls per phase
 (default 200), ``--concurrency C`` callers (default 16), ``--cells K`` (default 20).
 """
@@ -34,6 +39,8 @@ from saihm.helpformat import DefaultsFormatter
 __all__ = ["run"]
 
 READY_SECONDS = 60
+#: How the bench's server is run, as each figure reports it.
+SERVER = "saihm serve --rate-limit 0 (rate limiting off)"
 
 
 def _figure(name: str, value: float, unit: str, peer: str, peer_value: float, ratio: float) -> dict:
@@ -45,6 +52,7 @@ def _figure(name: str, value: float, unit: str, peer: str, peer_value: float, ra
         "peer": peer,
         "peer_value": round(peer_value, 3),
         "ratio": round(ratio, 3) if peer_value else None,
+        "server": SERVER,
     }
 
 
@@ -56,10 +64,11 @@ def _free_port() -> int:
 
 @contextmanager
 def _server(config_dir: Path, data: Path, workers: int) -> Iterator[str]:
-    """``saihm serve`` on a free loopback port; yields its URL once it answers."""
+    """``saihm serve`` on a free loopback port, rate limiting off; yields its URL once it
+    answers."""
     port = _free_port()
     command = [sys.executable, "-m", "saihm.cli", "serve", "--data", str(data)]
-    command += ["--port", str(port), "--workers", str(workers)]
+    command += ["--port", str(port), "--workers", str(workers), "--rate-limit", "0"]
     proc = subprocess.Popen(
         command, cwd=config_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

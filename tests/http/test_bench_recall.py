@@ -28,3 +28,22 @@ def test_bench_recall_small_run_yields_every_figure(tmp_path: Path) -> None:
         assert figure["value"] >= 0 and figure["peer_value"] > 0
     # The store is built once and reused by the next run.
     assert (tmp_path / "cells-30" / "manifest.json").exists()
+
+
+def test_the_bench_store_rebuilds_identical(tmp_path: Path) -> None:
+    """The bench writes its cells 250 to a change (saihm/bench/recall.py ``_build``), where the
+    operator writes one per saihm_remember: the projections of such multi-cell changes,
+    applied live, must still equal a rebuild from the log byte for byte (docs/operations.md
+    "Rebuild"), or ``saihm rebuild`` and ``saihm verify --data`` would flag the bench's store."""
+    import json
+
+    from saihm.bench.recall import CHUNK, _build
+    from tests.support.cli import run_saihm
+
+    cells = CHUNK + 10  # one full change and one partial
+    _build(tmp_path, cells, 1)
+    done = run_saihm("rebuild", "--data", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["events"] == cells + 1  # the holder's creation, then one REMEMBER per cell
+    assert report["identical"] is True, report["difference"]

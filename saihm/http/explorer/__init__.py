@@ -23,7 +23,14 @@ from aiohttp import web
 
 from saihm.http.common import OPERATOR, run_sync
 
-__all__ = ["FILES", "add_explorer_routes", "copy_static", "render_checkpoint", "render_index"]
+__all__ = [
+    "FILES",
+    "add_explorer_routes",
+    "copy_static",
+    "render_checkpoint",
+    "render_index",
+    "static_files",
+]
 
 #: Every file the page is made of, with its media type; nothing else is served from here.
 FILES = {
@@ -138,14 +145,22 @@ def add_explorer_routes(app: web.Application) -> None:
     app.router.add_get("/explorer/{name}", static_file)
 
 
+def static_files() -> dict[str, bytes]:
+    """The page's files for a static copy, by name: index.html carries the static note in place
+    of a server-rendered checkpoint."""
+    return {
+        name: render_index(None).encode("utf-8") if name == "index.html" else _read(name)
+        for name in FILES
+    }
+
+
 def copy_static(out: Path) -> Path:
     """Write the page's files to ``out/explorer/`` (beside a published tiles tree); returns
     that directory. index.html gets the static note in place of a server-rendered checkpoint.
     """
     target = Path(out) / "explorer"
     target.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        data = render_index(None).encode("utf-8") if name == "index.html" else _read(name)
+    for name, data in static_files().items():
         tmp = target / (name + ".tmp")
         tmp.write_bytes(data)
         shutil.move(str(tmp), str(target / name))
