@@ -31,7 +31,7 @@ from saihm.audit.leafcheck import LeafChecker, short
 from saihm.audit.mirrorstate import MirrorState
 from saihm.audit.progress import Progress
 from saihm.audit.publish import TileDir, checkpoint_of
-from saihm.audit.report import Report
+from saihm.audit.report import Alarm, Report
 from saihm.audit.sigcheck import Job, check_signatures
 from saihm.audit.tiletree import TileTree
 from saihm.errors import Conflict, MalformedInput, SaihmError
@@ -58,7 +58,7 @@ class Outcome:
     """What one run found: the verification report, alarms, and the checkpoint it reached."""
 
     report: Report
-    alarms: list[str] = field(default_factory=list)
+    alarms: list[Alarm] = field(default_factory=list)
     size: int | None = None
     root: str | None = None
     new_entries: int = 0
@@ -135,7 +135,7 @@ def sync(
     try:
         cp = verify_checkpoint(note, keys)
     except SaihmError as err:
-        out.alarms.append(f"bad signature: the checkpoint does not verify: {short(err)}")
+        out.alarms.append(Alarm("bad signature", f"the checkpoint does not verify: {short(err)}"))
         return out
     report.origin, report.checkpoints = cp.origin, 1
     out.size, out.root = cp.size, cp.root_hash.hex()
@@ -149,7 +149,7 @@ def sync(
         run = _Run(source, state, sink, cp, note, workers, stop_on_failure, out)
         _stream(run, tree, known, bar)
     elif tree.root() != cp.root_hash:
-        out.alarms.append(f"fork: the log signed another root for size {cp.size}")
+        out.alarms.append(Alarm("fork", f"the log signed another root for size {cp.size}"))
     if out.ok:
         _adopt(state, sink, note, cp, out)
         report.latest_size = cp.size
@@ -224,9 +224,11 @@ def _known(
         known.append(_Known(c.size, c.root_hash, "held checkpoint"))
     for k in known:
         if k.size > cp.size:
-            out.alarms.append(f"rollback: checkpoint size {cp.size} < {k.what} size {k.size}")
+            out.alarms.append(
+                Alarm("rollback", f"checkpoint size {cp.size} < {k.what} size {k.size}")
+            )
         elif k.size == cp.size and k.root != cp.root_hash:
-            out.alarms.append(f"fork: two different roots signed for size {cp.size}")
+            out.alarms.append(Alarm("fork", f"two different roots signed for size {cp.size}"))
     return known
 
 
@@ -303,7 +305,7 @@ def _batch(
     except _Stop:
         return False
     except Conflict as err:
-        out.alarms.append(f"fork: {err}")
+        out.alarms.append(Alarm("fork", str(err)))
         return False
     return True
 
@@ -327,7 +329,8 @@ def _bundle(run: _Run, tree: TileTree, n: int, batch: _Batch, checks: list[_Know
     skip = tree.size - first
     mirrored = bytes(tree.partials[0]) if tree.partials else b""
     if skip and b"".join(leaf_hash(x) for x in leaves[:skip]) != mirrored:
-        out.alarms.append(f"fork: {path} changes entries below size {tree.size}, mirrored before")
+        what = f"{path} changes entries below size {tree.size}, mirrored before"
+        out.alarms.append(Alarm("fork", what))
         raise _Stop
     done: list[tuple[int, int, bytes]] = []
     for i in range(skip, width):
@@ -361,17 +364,23 @@ def _check_root(tree: TileTree, k: _Known, out: Outcome) -> None:
         return
     if k.held:
         out.alarms.append(
-            f"fork: the log's first {k.size} entries do not hash to the root of the {k.what}"
-            f" of size {k.size}"
+            Alarm(
+                "fork",
+                f"the log's first {k.size} entries do not hash to the root of the {k.what}"
+                f" of size {k.size}",
+            )
         )
     elif k.extends:
         out.alarms.append(
-            f"fork: checkpoint {k.size} does not extend the {k.extends}: the "
-            "entries after it do not hash to the signed root"
+            Alarm(
+                "fork",
+                f"checkpoint {k.size} does not extend the {k.extends}: the "
+                "entries after it do not hash to the signed root",
+            )
         )
     else:
         out.alarms.append(
-            f"root: the entries do not hash to the signed root of checkpoint {k.size}"
+            Alarm("root", f"the entries do not hash to the signed root of checkpoint {k.size}")
         )
     raise _Stop
 
