@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from saihm.errors import MalformedInput, TooLarge, rejects
+from saihm.errors import MalformedInput, TooLarge, rejects, require_type
 
 __all__ = [
     "HASHES_PER_TILE",
@@ -95,6 +95,7 @@ def parse_tile_path(path: str) -> TilePath:
     redundant leading ``x000`` element; an optional ``.p/<W>`` with W in 1..255 without leading
     zeros. Raises ``MalformedInput`` otherwise.
     """
+    require_type(path, str, "parse_tile_path: path")
     parts = path.split("/")
     if len(parts) < 3 or parts[0] != "tile":
         raise MalformedInput("tile path must start with tile/<L>/ or tile/entries/")
