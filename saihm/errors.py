@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import sys
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -195,27 +196,37 @@ def message(err: BaseException) -> str:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-#: What malformed arguments provoke inside a parser or constructor: a wrong type, a bad length,
-#: bytes that do not unpack, a value out of range (pydantic's ValidationError is a ValueError).
-_LOW_LEVEL = (
-    TypeError,
-    ValueError,
-    AttributeError,
-    KeyError,
-    IndexError,
-    OverflowError,
-    struct.error,
-)
+#: What malformed arguments provoke inside a parser or constructor: a wrong type given to an
+#: operator or a built-in, a bad length, bytes that do not decode or unpack, a value out of range
+#: (``ValueError`` covers ``UnicodeDecodeError``, ``binascii.Error`` and pydantic's
+#: ``ValidationError``). Not ``AttributeError`` or ``KeyError``: those are a bug in the parser
+#: (a parser that reads an attribute or a key of its input checks for it first, see
+#: ``require_type``), and a bug must crash, not pass for a bad input.
+_LOW_LEVEL = (TypeError, ValueError, IndexError, OverflowError, struct.error)
+
+
+def _low_level(err: Exception) -> bool:
+    """Whether ``err`` is one of ``_LOW_LEVEL`` or cbor2's decode error.
+
+    cbor2 is looked up, not imported: the client and MCP packages import this module and must
+    not load cbor2 (tests/test_layers.py), and where cbor2 was never imported nothing can have
+    raised its error.
+    """
+    if isinstance(err, _LOW_LEVEL):
+        return True
+    cbor2 = sys.modules.get("cbor2")
+    return cbor2 is not None and isinstance(err, cbor2.CBORDecodeError)
 
 
 def rejects(error: type[SaihmError] = MalformedInput, what: str = "") -> Callable[[_F], _F]:
     """Decorate a public parser, constructor or helper of the core so that it has one error root.
 
     A ``SaihmError`` passes unchanged; a low-level error that malformed arguments provoke
-    (``TypeError``, ``ValueError``, ``AttributeError``, ``KeyError``, ``IndexError``,
-    ``OverflowError``, ``struct.error``) leaves as ``error`` (default ``MalformedInput``),
-    chained with ``raise ... from``. The message names ``what`` (default: the function) and the
-    kind of defect, never the argument's value, which may be secret.
+    (``TypeError``, ``ValueError``, ``IndexError``, ``OverflowError``, ``struct.error``,
+    ``cbor2.CBORDecodeError``) leaves as ``error`` (default ``MalformedInput``), chained with
+    ``raise ... from``. The message names ``what`` (default: the function) and the kind of
+    defect, never the argument's value, which may be secret. Anything else, ``AttributeError``
+    and ``KeyError`` included, is a bug and propagates unchanged.
     """
 
     def decorate(fn: _F) -> _F:
@@ -227,9 +238,30 @@ def rejects(error: type[SaihmError] = MalformedInput, what: str = "") -> Callabl
                 return fn(*args, **kwargs)
             except SaihmError:
                 raise
-            except _LOW_LEVEL as err:
+            except Exception as err:
+                if not _low_level(err):
+                    raise
                 raise error(f"{name}: malformed argument ({type(err).__name__})") from err
 
         return checked  # type: ignore[return-value]
 
     return decorate
+
+
+def require_type(
+    value: object,
+    kind: type | tuple[type, ...],
+    what: str,
+    error: type[SaihmError] = MalformedInput,
+) -> None:
+    """Raise ``error`` unless ``value`` is an instance of ``kind``.
+
+    The explicit first check of a parser on an argument whose methods or attributes it uses:
+    a wrong type is then malformed input, while an ``AttributeError`` raised further in stays a
+    bug (``rejects`` lets it through). ``what`` names the function and the argument; the message
+    gives the types, never the value.
+    """
+    if not isinstance(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        names = " or ".join(k.__name__ for k in kinds)
+        raise error(f"{what} must be {names}, not {type(value).__name__}")

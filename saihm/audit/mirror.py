@@ -27,7 +27,7 @@ from saihm.audit.leafcheck import short
 from saihm.audit.mirrorstate import DIRNAME, MirrorState
 from saihm.audit.progress import Progress, progress
 from saihm.audit.publish import TileDir, checkpoint_of
-from saihm.audit.report import Report
+from saihm.audit.report import Alarm, Report
 from saihm.audit.sync import Outcome, sync, tree_of
 from saihm.audit.tiletree import root_from_tiles
 from saihm.errors import MalformedInput, SaihmError, message
@@ -69,7 +69,7 @@ def mirror(
     return outcome
 
 
-def _check_dir(root: Path, state: MirrorState) -> list[str]:
+def _check_dir(root: Path, state: MirrorState) -> list[Alarm]:
     """Every checkpoint held in DIR against the tree verified in DIR, before anything is fetched.
 
     Each note in ``checkpoints/`` was verified when adopted; here its root must still equal the
@@ -89,18 +89,20 @@ def _check_dir(root: Path, state: MirrorState) -> list[str]:
             cache[level, index] = path.read_bytes() if path.exists() else None
         return cache[level, index]
 
-    alarms = []
+    alarms: list[Alarm] = []
     for note in held_notes(root):
         try:
             held = checkpoint_of(note)
         except MalformedInput as err:
-            alarms.append(f"inconsistent: a note in {root}/checkpoints is unreadable: {err}")
+            what = f"a note in {root}/checkpoints is unreadable: {err}"
+            alarms.append(Alarm("inconsistent", what))
             continue
         if held.size > tree.size or root_from_tiles(held.size, read) != held.root_hash:
-            alarms.append(
-                f"inconsistent: {root}/checkpoints/{held.size}.note does not match the tree "
+            what = (
+                f"{root}/checkpoints/{held.size}.note does not match the tree "
                 f"verified in {root} (edited?)"
             )
+            alarms.append(Alarm("inconsistent", what))
     return alarms
 
 
@@ -155,7 +157,7 @@ def verify_log(
             f"checkpoint keys from the mirror's {mirrored}, not pinned by this command (--trust)"
         )
     for alarm in outcome.alarms:
-        outcome.report.fail(alarm.split(":", 1)[0], alarm.split(":", 1)[1].strip())
+        outcome.report.fail(alarm.kind, alarm.detail.strip())
     return outcome
 
 
@@ -265,7 +267,7 @@ def main(argv: list[str]) -> int:
         "newEntries": outcome.new_entries,
         "signatures": report.signatures,
         "keysPinned": report.keys_pinned,
-        "alarms": outcome.alarms,
+        "alarms": [str(a) for a in outcome.alarms],
         "failures": [str(f) for f in report.failures],
         "notes": report.notes,
     }

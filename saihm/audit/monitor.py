@@ -31,6 +31,7 @@ from pathlib import Path
 from saihm.audit.fetch import FetchError, HttpSource
 from saihm.audit.mirror import mirror
 from saihm.audit.mirrorstate import DIRNAME
+from saihm.audit.report import Alarm, Failure
 from saihm.errors import SaihmError
 from saihm.helpformat import DefaultsFormatter
 from saihm.translog.witness import verify_cosignatures
@@ -44,7 +45,7 @@ class Round:
 
     size: int | None = None
     root: str | None = None
-    alarms: list[str] = field(default_factory=list)
+    alarms: list[Alarm | Failure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     verified: int = 0
 
@@ -75,7 +76,7 @@ def check_once(
     clock = time.time() if now is None else now
     outcome = mirror(url, state, trust=trust, workers=workers)
     result = Round(size=outcome.size, root=outcome.root, verified=outcome.new_entries)
-    result.alarms += outcome.alarms + [str(f) for f in outcome.report.failures]
+    result.alarms += [*outcome.alarms, *outcome.report.failures]
     result.notes += outcome.report.notes
     if witnesses:
         source = HttpSource(url)
@@ -85,7 +86,7 @@ def check_once(
                 raise SaihmError("the log serves no witnessed checkpoint")
             verify_cosignatures(note, witnesses, min_witnesses, now=clock)
         except SaihmError as err:
-            result.alarms.append(f"witnesses: {err}")
+            result.alarms.append(Alarm("witnesses", str(err)))
         else:
             _check_witnessed_staleness(note, outcome.size, state, clock, max_stale, result)
     if outcome.adopted and outcome.size is not None:
@@ -109,7 +110,7 @@ def _check_staleness(
         since = data.setdefault("staleSince", clock)
         if clock - since > max_stale:
             result.alarms.append(
-                f"stale: entries beyond checkpoint size {size} for {clock - since:.0f} s"
+                Alarm("stale", f"entries beyond checkpoint size {size} for {clock - since:.0f} s")
             )
     tmp = state / "monitor.json.tmp"
     tmp.write_text(json.dumps(data))
@@ -195,8 +196,11 @@ def _check_witnessed_staleness(
     behind = size is not None and size > witnessed
     if behind and clock - float(held["since"]) > max_stale:
         result.alarms.append(
-            f"stale: no new cosigned checkpoint for {clock - float(held['since']):.0f} s "
-            f"(witnessed size {witnessed}, log size {size})"
+            Alarm(
+                "stale",
+                f"no new cosigned checkpoint for {clock - float(held['since']):.0f} s "
+                f"(witnessed size {witnessed}, log size {size})",
+            )
         )
 
 
@@ -252,9 +256,10 @@ def main(argv: list[str]) -> int:
             )
         except (SaihmError, OSError, ValueError) as err:
             # The log could not be read (down, or answering garbage): the operator's fault.
-            result = Round(alarms=[f"unreachable or malformed answer: {err}"])
+            result = Round(alarms=[Alarm("unreachable or malformed answer", str(err))])
         line = {"url": opts.url, "size": result.size, "root": result.root}
-        line |= {"verified": result.verified, "alarms": result.alarms, "notes": result.notes}
+        alarms = [str(a) for a in result.alarms]
+        line |= {"verified": result.verified, "alarms": alarms, "notes": result.notes}
         print(json.dumps(line), flush=True)
         for alarm in result.alarms:
             print(f"saihm monitor: ALARM: {alarm}", file=sys.stderr, flush=True)

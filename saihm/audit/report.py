@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["UNPINNED_RESULT", "Failure", "Report"]
+__all__ = ["UNPINNED_RESULT", "Alarm", "Failure", "Report"]
 
 #: The verdict when every check held but the checkpoint keys were not pinned with --trust.
 UNPINNED_RESULT = (
@@ -27,6 +27,20 @@ class Failure:
         if self.database is not None:
             where += f"{self.database} {(self.key or '')[:64]}: "
         return f"[{self.check}] {where}{self.what}"
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """A finding that stops a run and adopts nothing: ``kind`` names it (``rollback``, ``fork``,
+    ``bad signature``, ``root``, ``inconsistent``, ``stale``, ``witnesses``...), ``detail`` says
+    what was seen. Rendered ``kind: detail``; ``saihm verify`` reports it as a failure of check
+    ``kind``."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
 
 
 @dataclass

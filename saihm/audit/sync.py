@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from saihm.audit.fetch import FetchError, Prefetch, Source
@@ -31,13 +31,21 @@ from saihm.audit.leafcheck import LeafChecker, short
 from saihm.audit.mirrorstate import MirrorState
 from saihm.audit.progress import Progress
 from saihm.audit.publish import TileDir, checkpoint_of
-from saihm.audit.report import Report
+from saihm.audit.report import Alarm, Report
 from saihm.audit.sigcheck import Job, check_signatures
 from saihm.audit.tiletree import TileTree
 from saihm.errors import Conflict, MalformedInput, SaihmError
 from saihm.events import Operation
 from saihm.translog import Checkpoint, leaf_hash, verify_checkpoint
-from saihm.translog.tiles import decode_entry_bundle, tile_path
+from saihm.translog.tiles import (
+    HASHES_PER_TILE,
+    bundle_of,
+    bundle_range,
+    bundle_width,
+    decode_entry_bundle,
+    first_leaf,
+    tile_path,
+)
 
 __all__ = ["BATCH_BUNDLES", "Outcome", "sync"]
 
@@ -50,7 +58,7 @@ class Outcome:
     """What one run found: the verification report, alarms, and the checkpoint it reached."""
 
     report: Report
-    alarms: list[str] = field(default_factory=list)
+    alarms: list[Alarm] = field(default_factory=list)
     size: int | None = None
     root: str | None = None
     new_entries: int = 0
@@ -74,6 +82,32 @@ class _Known:
     what: str
     held: bool = True
     extends: str = ""
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one run shares: where it reads and writes, the checkpoint it mirrors
+    up to (and its note), how it checks, and the outcome it fills in."""
+
+    source: Source
+    state: MirrorState
+    sink: TileDir | None
+    cp: Checkpoint
+    note: bytes
+    workers: int
+    stop_on_failure: bool
+    out: Outcome
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What the bundles of one batch collect before it is committed: the leaf checks, the
+    erasures seen, the signature jobs and the tiles to write (path, bytes, immutable)."""
+
+    checker: LeafChecker
+    erasures: MutableMapping[bytes, int]
+    jobs: list[Job] = field(default_factory=list)
+    writes: list[tuple[str, bytes, bool]] = field(default_factory=list)
 
 
 def sync(
@@ -101,7 +135,7 @@ def sync(
     try:
         cp = verify_checkpoint(note, keys)
     except SaihmError as err:
-        out.alarms.append(f"bad signature: the checkpoint does not verify: {short(err)}")
+        out.alarms.append(Alarm("bad signature", f"the checkpoint does not verify: {short(err)}"))
         return out
     report.origin, report.checkpoints = cp.origin, 1
     out.size, out.root = cp.size, cp.root_hash.hex()
@@ -112,9 +146,10 @@ def sync(
         tree = tree_of(state, txn)
     report.leaves = cp.size
     if tree.size < cp.size:
-        _stream(source, state, sink, tree, cp, note, known, workers, bar, out, stop_on_failure)
+        run = _Run(source, state, sink, cp, note, workers, stop_on_failure, out)
+        _stream(run, tree, known, bar)
     elif tree.root() != cp.root_hash:
-        out.alarms.append(f"fork: the log signed another root for size {cp.size}")
+        out.alarms.append(Alarm("fork", f"the log signed another root for size {cp.size}"))
     if out.ok:
         _adopt(state, sink, note, cp, out)
         report.latest_size = cp.size
@@ -189,154 +224,134 @@ def _known(
         known.append(_Known(c.size, c.root_hash, "held checkpoint"))
     for k in known:
         if k.size > cp.size:
-            out.alarms.append(f"rollback: checkpoint size {cp.size} < {k.what} size {k.size}")
+            out.alarms.append(
+                Alarm("rollback", f"checkpoint size {cp.size} < {k.what} size {k.size}")
+            )
         elif k.size == cp.size and k.root != cp.root_hash:
-            out.alarms.append(f"fork: two different roots signed for size {cp.size}")
+            out.alarms.append(Alarm("fork", f"two different roots signed for size {cp.size}"))
     return known
 
 
-def _stream(
-    source: Source,
-    state: MirrorState,
-    sink: TileDir | None,
-    tree: TileTree,
-    cp: Checkpoint,
-    note: bytes,
-    known: list[_Known],
-    workers: int,
-    bar: Progress,
-    out: Outcome,
-    stop_on_failure: bool,
-) -> None:
+def _stream(run: _Run, tree: TileTree, known: list[_Known], bar: Progress) -> None:
     """Fetch, verify and commit bundles from ``tree.size`` to ``cp.size`` (steps 1-3)."""
-    first, last = tree.size >> 8, (cp.size - 1) >> 8
+    cp = run.cp
+    bundles = bundle_range(tree.size, cp.size)
     advance = bar.task("mirroring entries", cp.size - tree.size)
     ahead = {k.size: k for k in known if tree.size < k.size < cp.size}
     checks = [ahead[size] for size in sorted(ahead)]
     below = [k for k in known if k.size < cp.size]
     base = max(below, key=lambda k: k.size) if below else None
     extends = f"{base.what} of size {base.size}" if base else ""
-    checks.append(_Known(cp.size, cp.root_hash, "checkpoint", False, extends))
-    with state.begin() as txn:
-        state.set_meta(txn, b"target", note)
-    with Prefetch(source) as source:
-        for start in range(first, last + 1, BATCH_BUNDLES):
+    checks.append(_Known(cp.size, cp.root_hash, "checkpoint", held=False, extends=extends))
+    with run.state.begin() as txn:
+        run.state.set_meta(txn, b"target", run.note)
+    with Prefetch(run.source) as source:
+        run = replace(run, source=source)
+        batches = [bundles[i : i + BATCH_BUNDLES] for i in range(0, len(bundles), BATCH_BUNDLES)]
+        for i, batch in enumerate(batches):
             # While this batch is verified, the next one is fetched (network I/O releases the
             # GIL); at most two batches are in memory.
-            source.warm(_paths(cp, start + BATCH_BUNDLES, last))
-            if start == first:
-                source.warm(_paths(cp, start, last))
-            args = (source, state, sink, tree, cp, start, last, checks, workers, advance, out)
-            if not _batch(*args, stop_on_failure):
+            source.warm(_paths(cp, batches[i + 1] if i + 1 < len(batches) else range(0)))
+            if i == 0:
+                source.warm(_paths(cp, batch))
+            if not _batch(run, tree, batch, checks, advance):
                 return
 
 
-def _paths(cp: Checkpoint, start: int, last: int) -> list[str]:
-    """The entry bundles and level-0 tiles of the batch that starts at bundle ``start``."""
+def _paths(cp: Checkpoint, batch: range) -> list[str]:
+    """The entry bundles and level-0 tiles of the bundles of ``batch``."""
     out = []
-    for n in range(start, min(start + BATCH_BUNDLES, last + 1)):
-        width = min(256, cp.size - (n << 8))
-        partial = None if width == 256 else width
+    for n in batch:
+        width = bundle_width(cp.size, n)
+        partial = None if width == HASHES_PER_TILE else width
         out += [tile_path(None, n, partial), tile_path(0, n, partial)]
     return out
 
 
 def _batch(
-    source: Source,
-    state: MirrorState,
-    sink: TileDir | None,
+    run: _Run,
     tree: TileTree,
-    cp: Checkpoint,
-    start: int,
-    last: int,
+    bundles: range,
     checks: list[_Known],
-    workers: int,
     advance: Callable[[int], None],
-    out: Outcome,
-    stop_on_failure: bool,
 ) -> bool:
     """Verify and commit one batch of bundles; False when the run must stop."""
+    out, state = run.out, run.state
     report = out.report
     failures = len(report.failures)
-    writes: list[tuple[str, bytes, bool]] = []
     try:
         with state.begin() as txn:
-            checker = LeafChecker(report, state.holders(txn), state.receipts(txn))
-            erasures = state.erasures(txn)
-            jobs: list[Job] = []
-            for n in range(start, min(start + BATCH_BUNDLES, last + 1)):
-                added = _bundle(source, tree, cp, n, checker, erasures, jobs, checks, writes, out)
+            batch = _Batch(
+                LeafChecker(report, state.holders(txn), state.receipts(txn)),
+                state.erasures(txn),
+            )
+            for n in bundles:
+                added = _bundle(run, tree, n, batch, checks)
                 out.new_entries += added
                 advance(added)
-            if n == last:
-                _partials(source, tree, report, writes)
-            bad = check_signatures(jobs, workers=workers)
+            if bundles[-1] == bundle_of(run.cp.size - 1):
+                _partials(run, tree, batch.writes)
+            bad = check_signatures(batch.jobs, workers=run.workers)
             for index, reason in bad:
                 report.fail("signature", f"receipt {reason}", index)
-            report.signatures += len(jobs)
-            if out.alarms or (stop_on_failure and len(report.failures) > failures):
+            report.signatures += len(batch.jobs)
+            if out.alarms or (run.stop_on_failure and len(report.failures) > failures):
                 raise _Stop
             # The tiles first, then the state that accounts for them (module docstring).
-            if sink is not None:
-                for path, data, immutable in writes:
-                    sink.write(path, data, immutable=immutable)
+            if run.sink is not None:
+                for path, data, immutable in batch.writes:
+                    run.sink.write(path, data, immutable=immutable)
             state.set_meta(txn, b"tree", tree.to_bytes())
     except _Stop:
         return False
     except Conflict as err:
-        out.alarms.append(f"fork: {err}")
+        out.alarms.append(Alarm("fork", str(err)))
         return False
     return True
 
 
-def _bundle(
-    source: Source,
-    tree: TileTree,
-    cp: Checkpoint,
-    n: int,
-    checker: LeafChecker,
-    erasures: MutableMapping[bytes, int],
-    jobs: list[Job],
-    checks: list[_Known],
-    writes: list[tuple[str, bytes, bool]],
-    out: Outcome,
-) -> int:
+def _bundle(run: _Run, tree: TileTree, n: int, batch: _Batch, checks: list[_Known]) -> int:
     """Verify entry bundle ``n`` (at its width for ``cp``); return how many leaves were new."""
+    out = run.out
     report = out.report
-    width = min(256, cp.size - (n << 8))
-    partial = None if width == 256 else width
+    width = bundle_width(run.cp.size, n)
+    partial = None if width == HASHES_PER_TILE else width
     path = tile_path(None, n, partial)
+    first = first_leaf(0, n)
     try:
-        leaves = decode_entry_bundle(source.require(path))
+        leaves = decode_entry_bundle(run.source.require(path))
     except MalformedInput as err:
-        report.fail("entries", f"{path}: {err}", n << 8)
+        report.fail("entries", f"{path}: {err}", first)
         raise _Stop from err
     if len(leaves) != width:
-        report.fail("entries", f"{path} holds {len(leaves)} entries, want {width}", n << 8)
+        report.fail("entries", f"{path} holds {len(leaves)} entries, want {width}", first)
         raise _Stop
-    skip = tree.size - (n << 8)
+    skip = tree.size - first
     mirrored = bytes(tree.partials[0]) if tree.partials else b""
     if skip and b"".join(leaf_hash(x) for x in leaves[:skip]) != mirrored:
-        out.alarms.append(f"fork: {path} changes entries below size {tree.size}, mirrored before")
+        what = f"{path} changes entries below size {tree.size}, mirrored before"
+        out.alarms.append(Alarm("fork", what))
         raise _Stop
     done: list[tuple[int, int, bytes]] = []
     for i in range(skip, width):
-        index = (n << 8) + i
-        checked = checker.check(index, leaves[i])
+        index = first + i
+        checked = batch.checker.check(index, leaves[i])
         if checked is not None:
             receipt, job = checked
-            jobs.append(job)
+            batch.jobs.append(job)
+            erasures = batch.erasures
             if receipt.operation == Operation.FORGET and receipt.subject_id not in erasures:
                 erasures[receipt.subject_id] = index
         done += tree.append([leaf_hash(leaves[i])])
         while checks and checks[0].size == tree.size:
             _check_root(tree, checks.pop(0), out)
+    writes = batch.writes
     for level, index, data in done:
-        _tile(source, level, index, None, data, report, writes)
+        _tile(run, level, index, None, data, writes)
         if level == 0:
             writes.append((tile_path(None, index), _join(leaves), True))
     if partial is not None:
-        _tile(source, 0, n, partial, bytes(tree.partials[0]), report, writes)
+        _tile(run, 0, n, partial, bytes(tree.partials[0]), writes)
         writes.append((path, _join(leaves), False))
     return width - skip
 
@@ -349,45 +364,48 @@ def _check_root(tree: TileTree, k: _Known, out: Outcome) -> None:
         return
     if k.held:
         out.alarms.append(
-            f"fork: the log's first {k.size} entries do not hash to the root of the {k.what}"
-            f" of size {k.size}"
+            Alarm(
+                "fork",
+                f"the log's first {k.size} entries do not hash to the root of the {k.what}"
+                f" of size {k.size}",
+            )
         )
     elif k.extends:
         out.alarms.append(
-            f"fork: checkpoint {k.size} does not extend the {k.extends}: the "
-            "entries after it do not hash to the signed root"
+            Alarm(
+                "fork",
+                f"checkpoint {k.size} does not extend the {k.extends}: the "
+                "entries after it do not hash to the signed root",
+            )
         )
     else:
         out.alarms.append(
-            f"root: the entries do not hash to the signed root of checkpoint {k.size}"
+            Alarm("root", f"the entries do not hash to the signed root of checkpoint {k.size}")
         )
     raise _Stop
 
 
-def _partials(
-    source: Source, tree: TileTree, report: Report, writes: list[tuple[str, bytes, bool]]
-) -> None:
+def _partials(run: _Run, tree: TileTree, writes: list[tuple[str, bytes, bool]]) -> None:
     """The partial hash tiles above level 0 of the mirrored size."""
     for level, index, width, data in tree.partial_tiles():
         if level > 0:
-            _tile(source, level, index, width, data, report, writes)
+            _tile(run, level, index, width, data, writes)
 
 
 def _tile(
-    source: Source,
+    run: _Run,
     level: int,
     index: int,
     width: int | None,
     rebuilt: bytes,
-    report: Report,
     writes: list[tuple[str, bytes, bool]],
 ) -> None:
     """Step 2 for one tile: the served tile must equal the rebuilt one."""
     path = tile_path(level, index, width)
-    served = source.get(path)
+    served = run.source.get(path)
     if served != rebuilt:
         what = "is missing" if served is None else "differs from the tree rebuilt from the entries"
-        report.fail("tiles", f"{path} {what}", index << (8 * (level + 1)))
+        run.out.report.fail("tiles", f"{path} {what}", first_leaf(level, index))
         raise _Stop
     writes.append((path, rebuilt, width is None))
 

@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from saihm.errors import MalformedInput, NotFound
 from saihm.translog import proof
 from saihm.translog.tilenodes import ReadTile, TileNodes, perfect_root
+from saihm.translog.tiles import HASHES_PER_TILE, tile_widths
 
 __all__ = ["TileTree", "perfect_root", "root_from_tiles"]
 
 HASH = 32
-WIDTH = 256
-_TILE_BYTES = HASH * WIDTH
+_TILE_BYTES = HASH * HASHES_PER_TILE
 
 
 class TileTree:
@@ -35,7 +35,7 @@ class TileTree:
         self.size = size
         self.partials: list[bytearray] = [bytearray(p) for p in partials]
         for level, tile in enumerate(self.partials):
-            if len(tile) != HASH * ((size >> (8 * level)) % WIDTH):
+            if len(tile) != HASH * tile_widths(size, level)[1]:
                 raise MalformedInput(f"saved partial tile at level {level} has the wrong width")
 
     def append(self, leaf_hashes: Iterable[bytes]) -> list[tuple[int, int, bytes]]:
@@ -51,7 +51,7 @@ class TileTree:
                 tile += h
                 if len(tile) < _TILE_BYTES:
                     break
-                index = ((self.size >> (8 * level)) >> 8) - 1
+                index = tile_widths(self.size, level)[0] - 1  # the tile just completed
                 full = bytes(tile)
                 done.append((level, index, full))
                 tile.clear()
@@ -64,7 +64,7 @@ class TileTree:
         out = []
         for level, tile in enumerate(self.partials):
             if tile:
-                index = (self.size >> (8 * level)) >> 8
+                index = tile_widths(self.size, level)[0]
                 out.append((level, index, len(tile) // HASH, bytes(tile)))
         return out
 
@@ -74,7 +74,7 @@ class TileTree:
 
     def _partial(self, level: int, index: int) -> bytes | None:
         """The partial tile ``(level, index)`` this tree holds, else None."""
-        if level < len(self.partials) and index == (self.size >> (8 * level)) >> 8:
+        if level < len(self.partials) and index == tile_widths(self.size, level)[0]:
             return bytes(self.partials[level])
         return None
 

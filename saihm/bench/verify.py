@@ -183,7 +183,8 @@ def _mirror_figures(bundle: Bundle, bundle_rate: float) -> Iterator[dict]:
             server.terminate()
             server.wait(timeout=30)
     if not outcome.ok:
-        raise RuntimeError(f"bench mirror did not verify: {outcome.alarms or outcome.report}")
+        alarms = [str(a) for a in outcome.alarms]
+        raise RuntimeError(f"bench mirror did not verify: {alarms or outcome.report}")
     rate = outcome.new_entries / seconds
     yield {
         "bench": "verify",

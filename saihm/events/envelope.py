@@ -17,7 +17,7 @@ import struct
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from saihm.errors import MalformedInput, rejects
+from saihm.errors import MalformedInput, rejects, require_type
 from saihm.events.errors import CellIdError, DecodeError, DecryptError
 from saihm.events.identity import HolderKey
 from saihm.events.models import Cell, SealedPayload
@@ -134,6 +134,7 @@ def seal(
 @rejects()
 def check_cell_id(cell: Cell) -> None:
     """Raise ``CellIdError`` unless the stored cellId matches (saihm-protocol "Cell shape")."""
+    require_type(cell, Cell, "check_cell_id: cell")
     want = compute_cell_id(cell.kek_version, cell.cell_nonce, cell.ciphertext)
     if not hmac.compare_digest(want, cell.cell_id):
         raise CellIdError("stored cellId does not match the cell")

@@ -22,7 +22,7 @@ import os
 import struct
 from collections.abc import Sequence
 
-from saihm.errors import MalformedInput, rejects
+from saihm.errors import MalformedInput, rejects, require_type
 from saihm.events.capability import Capability, CapabilityScope
 from saihm.events.codec import encode
 from saihm.events.errors import CapabilityError, SignatureError
@@ -116,6 +116,7 @@ def _verify_identified(
 @rejects()
 def receipt_signed_bytes(receipt: Receipt) -> bytes:
     """The bytes a receipt's signature covers and whose SHA-256 is its receiptId."""
+    require_type(receipt, Receipt, "receipt_signed_bytes: receipt")
     return encode(receipt.unsigned_map())
 
 

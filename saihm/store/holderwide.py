@@ -8,7 +8,8 @@ Nothing here decrypts: a cell not yet in the cache is opened by the reader's ``o
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import cast
 
 from saihm.cellcache import CacheEntry, CacheView, HolderIndex, OpenedCell, Page
@@ -23,6 +24,25 @@ from saihm.store.candidates import covered_cells
 Narrow = Callable[[SealedPayload], bool] | None
 #: The reader's verify-and-decrypt of one stored cell (``CheckedReader.open_checked``).
 OpenChecked = Callable[[ReadTxn, Access, bytes, "bytes | None", int], "OpenedCell | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRequest:
+    """What one checked read asks for, on behalf of ``access`` (``CheckedReader.read_page``).
+
+    ``cell_ids`` None means every candidate; ``narrow`` only narrows; ``limit`` and ``start``
+    (a leaf index to continue after for "all cells", else an offset in the ranking) select a
+    window; ``now`` is the clock (seconds) contracts are judged at.
+    """
+
+    access: Access
+    q: Query
+    cell_ids: Iterable[bytes] | None
+    include_shared: bool
+    now: int
+    narrow: Narrow
+    limit: int | None
+    start: int | None
 
 
 def still_allowed(
@@ -45,25 +65,21 @@ def read_holder_wide(
     projections: Projections,
     txn: ReadTxn,
     view: CacheView,
-    access: Access,
-    q: Query,
-    include_shared: bool,
-    now: int,
-    narrow: Narrow,
-    limit: int | None,
-    start: int | None,
+    request: ReadRequest,
 ) -> Page | None:
     """A caller that sees every cell of its holder, from the in-memory index.
 
     The index holds exactly the holder's live verified cells, so ranking and statistics over it
     are over what the caller may see; each returned item is still checked on this call. None
     when the cache cannot hold the holder's cells (the caller then takes the item-by-item path).
+    ``request.cell_ids`` is not consulted: the caller takes this path only when it is None.
     """
+    access, q, narrow, limit = request.access, request.q, request.narrow, request.limit
     holder = view.holder(access.holder_id)
     erased = view.erased()
     shared: list[tuple[bytes, CacheEntry]] = []
-    if include_shared and access.consumer is None:
-        covered = covered_cells(projections, txn, access.holder_id, now)
+    if request.include_shared and access.consumer is None:
+        covered = covered_cells(projections, txn, access.holder_id, request.now)
         for cell_id, sharer in sorted(covered.items()):
             entry = view.get(cell_id)
             if entry is None:
@@ -99,8 +115,8 @@ def read_holder_wide(
         return None
     holder_id = access.holder_id
     if q.everything:
-        return _all_cells(view, holder, shared, erased, failed, holder_id, narrow, limit, start)
-    first = start or 0
+        return _all_cells(view, holder, request, shared, erased, failed)
+    first = request.start or 0
     need = None
     if limit is not None and view.cache.embedder is None and narrow is None:
         need = first + limit + 1
@@ -132,15 +148,15 @@ def read_holder_wide(
 def _all_cells(
     view: CacheView,
     holder: HolderIndex,
+    request: ReadRequest,
     shared: list[tuple[bytes, CacheEntry]],
     erased: set[bytes],
     failed: set[bytes],
-    holder_id: bytes,
-    narrow: Narrow,
-    limit: int | None,
-    start: int | None,
 ) -> Page:
-    """Every cell of a holder-wide caller in log order, each checked on this call."""
+    """Every cell of a holder-wide caller in log order, each checked on this call; none erased
+    and none of the caller's own that ``failed`` to open on this call."""
+    holder_id, narrow = request.access.holder_id, request.narrow
+    limit, start = request.limit, request.start
     entries = view.cache.entries
     cells = holder.cells
     assert cells is not None  # the caller returned early otherwise

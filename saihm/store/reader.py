@@ -20,14 +20,14 @@ from saihm.errors import NotFound, SaihmError, VerificationFailed
 from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body
-from saihm.retrieval import Embedder, Query, analyse_query
+from saihm.retrieval import Embedder, analyse_query
 from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import rank
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
 from saihm.store.candidates import candidates
 from saihm.store.environment import BODIES, MEMO, Environment
-from saihm.store.holderwide import Narrow, read_holder_wide, still_allowed
+from saihm.store.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
 
 log = logging.getLogger("saihm.store")
 
@@ -73,7 +73,6 @@ class CheckedReader:
         self.authenticator.require(access)
         env = self.env
         now = int(env.clock())
-        q = analyse_query(query)
 
         narrow: Narrow = None
         if namespaces is not None or kinds is not None:
@@ -83,6 +82,16 @@ class CheckedReader:
                     kinds is None or payload.kind in kinds
                 )
 
+        request = ReadRequest(
+            access=access,
+            q=analyse_query(query),
+            cell_ids=cell_ids,
+            include_shared=include_shared,
+            now=now,
+            narrow=narrow,
+            limit=limit,
+            start=start,
+        )
         with (
             env.storage.read() as txn,
             self.cache.reading(txn, env.tree, env.kek_dir.current_version) as view,
@@ -94,41 +103,19 @@ class CheckedReader:
                 and access.namespaces is None
             )
             if fast:
-                page = read_holder_wide(
-                    self.open_checked,
-                    self.env.projections,
-                    txn,
-                    view,
-                    access,
-                    q,
-                    include_shared,
-                    now,
-                    narrow,
-                    limit,
-                    start,
-                )
+                page = read_holder_wide(self.open_checked, env.projections, txn, view, request)
                 if page is not None:
                     return page
-            return self._read_checked(
-                txn, view, access, q, cell_ids, include_shared, now, narrow, limit, start
-            )
+            return self._read_checked(txn, view, request)
 
-    def _read_checked(
-        self,
-        txn: ReadTxn,
-        view: CacheView,
-        access: Access,
-        q: Query,
-        cell_ids: Iterable[bytes] | None,
-        include_shared: bool,
-        now: int,
-        narrow: Narrow,
-        limit: int | None,
-        start: int | None,
-    ) -> Page:
+    def _read_checked(self, txn: ReadTxn, view: CacheView, request: ReadRequest) -> Page:
         """Every candidate checked on this call, then matched and ranked among themselves."""
+        access, q, narrow = request.access, request.q, request.narrow
+        limit, start = request.limit, request.start
         erased = view.erased()
-        own, shared = candidates(self.env, txn, access, cell_ids, include_shared, now)
+        own, shared = candidates(
+            self.env, txn, access, request.cell_ids, request.include_shared, request.now
+        )
         chosen = {}
         for index, cell_id, sharer in (*own, *shared):
             is_shared = sharer is not None

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from saihm.errors import Conflict, NotFound, rejects
+from saihm.errors import Conflict, NotFound, rejects, require_type
 from saihm.mldsa import (
     MLDSA44_SIGNATURE_SIZE,
     InvalidSignature,
@@ -87,6 +87,7 @@ class Checkpoint:
         zeros below 2**64; a canonical base64 root of 32 bytes; non-empty extension lines.
         Raises ``NoteError``.
         """
+        require_type(body, (bytes, bytearray), "Checkpoint.parse: body", NoteError)
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -109,6 +110,8 @@ def cosigned_message(name: str, timestamp: int, origin: str, end: int, root_hash
     c2sp.org/tlog-cosignature "ML-DSA-44 signed message": label ``subtree/v1\\n\\0``, the key
     name and the origin as 1-byte-length-prefixed strings, u64 timestamp, u64 start, u64 end, hash.
     """
+    require_type(name, str, "cosigned_message: name", NoteError)
+    require_type(origin, str, "cosigned_message: origin", NoteError)
     name_b, origin_b = name.encode(), origin.encode()
     if not 0 < len(name_b) < 256 or not 0 < len(origin_b) < 256:
         raise NoteError("cosigner name and origin must be 1..255 bytes")

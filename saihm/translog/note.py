@@ -19,7 +19,7 @@ from typing import Protocol
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from saihm.errors import VerificationFailed, rejects
+from saihm.errors import VerificationFailed, rejects, require_type
 
 __all__ = [
     "ED25519",
@@ -99,6 +99,7 @@ def b64decode_strict(text: str | bytes) -> bytes:
 @rejects(NoteError)
 def check_key_name(name: str) -> str:
     """Return ``name`` if it is a valid key name: non-empty, no Unicode space, no ``+``."""
+    require_type(name, str, "check_key_name: name", NoteError)
     if not name or "+" in name or any(c.isspace() for c in name):
         raise NoteError("key name must be non-empty without spaces or '+'")
     if any(ord(c) < 0x20 for c in name):
@@ -119,6 +120,7 @@ def parse_vkey(vkey: str) -> tuple[str, bytes, int, bytes]:
     Returns (name, key_id, type, public_key) after checking that the key ID is the one the
     name, type and key determine. Raises ``NoteError`` otherwise.
     """
+    require_type(vkey, str, "parse_vkey: vkey", NoteError)
     parts = vkey.split("+", 2)
     if len(parts) != 3:
         raise NoteError("verifier key must be <name>+<hex id>+<base64 key>")
@@ -191,6 +193,7 @@ class Ed25519Signer:
     @rejects(NoteError)
     def from_skey(cls, skey: str) -> Ed25519Signer:
         """Parse Go's ``PRIVATE+KEY+<name>+<hex id>+<base64(0x01 || seed)>`` private key."""
+        require_type(skey, str, "Ed25519Signer.from_skey: skey", NoteError)
         parts = skey.split("+", 4)
         if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
             raise NoteError("private key must be PRIVATE+KEY+<name>+<id>+<base64>")
@@ -215,6 +218,7 @@ class Ed25519Signer:
 
 
 def _check_text(text: bytes) -> str:
+    require_type(text, (bytes, bytearray), "note", NoteError)
     try:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -15,16 +15,20 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from saihm.errors import MalformedInput, TooLarge, rejects
+from saihm.errors import MalformedInput, TooLarge, rejects, require_type
 
 __all__ = [
     "HASHES_PER_TILE",
     "MAX_LEAF_SIZE",
     "TILE_HEIGHT",
     "TilePath",
+    "bundle_of",
+    "bundle_range",
+    "bundle_width",
     "changed_tiles",
     "decode_entry_bundle",
     "encode_entry_bundle",
+    "first_leaf",
     "format_index",
     "parse_tile_path",
     "tile_path",
@@ -91,6 +95,7 @@ def parse_tile_path(path: str) -> TilePath:
     redundant leading ``x000`` element; an optional ``.p/<W>`` with W in 1..255 without leading
     zeros. Raises ``MalformedInput`` otherwise.
     """
+    require_type(path, str, "parse_tile_path: path")
     parts = path.split("/")
     if len(parts) < 3 or parts[0] != "tile":
         raise MalformedInput("tile path must start with tile/<L>/ or tile/entries/")
@@ -121,6 +126,30 @@ def tile_widths(size: int, level: int) -> tuple[int, int]:
     """Return (full tiles, width of the partial tile or 0) at ``level`` for a tree of ``size``."""
     hashes = size >> (TILE_HEIGHT * level)
     return hashes >> TILE_HEIGHT, hashes & (HASHES_PER_TILE - 1)
+
+
+def bundle_of(leaf_index: int) -> int:
+    """The entry bundle (and level-0 tile) that holds leaf ``leaf_index`` (non-negative)."""
+    return leaf_index >> TILE_HEIGHT
+
+
+def first_leaf(level: int, index: int) -> int:
+    """The first leaf under tile ``index`` of ``level``; entry bundle ``index`` is level 0's."""
+    return index << (TILE_HEIGHT * (level + 1))
+
+
+def bundle_range(start: int, end: int) -> range:
+    """The entry bundles that hold leaves ``start`` to ``end - 1``, in order (empty when
+    ``start >= end``); ``start`` is non-negative."""
+    if start >= end:
+        return range(0)
+    return range(bundle_of(start), bundle_of(end - 1) + 1)
+
+
+def bundle_width(size: int, n: int) -> int:
+    """How many leaves entry bundle ``n`` holds in a log of ``size`` leaves: 256 when full, the
+    partial bundle's width for the last one, 0 beyond the log."""
+    return max(0, min(HASHES_PER_TILE, size - first_leaf(0, n)))
 
 
 def changed_tiles(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from saihm.errors import MalformedInput, rejects
+from saihm.errors import MalformedInput, rejects, require_type
 from saihm.mldsa import mldsa44_from_seed, mldsa44_public_bytes
 from saihm.translog.checkpoint import MLDSA44, Checkpoint, MLDSA44Verifier, cosigned_message
 from saihm.translog.note import (
@@ -141,6 +141,7 @@ class CosignatureV1Signer:
     @rejects(NoteError)
     def from_skey(cls, skey: str) -> CosignatureV1Signer:
         """Parse ``PRIVATE+KEY+<name>+<hex id>+<base64(0x04 || seed)>``; raise ``NoteError``."""
+        require_type(skey, str, "CosignatureV1Signer.from_skey: skey", NoteError)
         parts = skey.strip().split("+", 4)
         if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
             raise NoteError("witness key must be PRIVATE+KEY+<name>+<id>+<base64>")
@@ -198,6 +199,7 @@ class SubtreeV1Signer:
     @rejects(NoteError)
     def from_skey(cls, skey: str) -> SubtreeV1Signer:
         """Parse ``PRIVATE+KEY+<name>+<hex id>+<base64(0x06 || seed)>``; raise ``NoteError``."""
+        require_type(skey, str, "SubtreeV1Signer.from_skey: skey", NoteError)
         parts = skey.strip().split("+", 4)
         if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
             raise NoteError("witness key must be PRIVATE+KEY+<name>+<id>+<base64>")
@@ -306,6 +308,7 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
     which must parse as a signed note whose text is a checkpoint (c2sp.org/tlog-witness
     "add-checkpoint").
     """
+    require_type(body, (bytes, bytearray), "parse_add_checkpoint: body")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -340,6 +343,7 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpoint:
 def parse_cosignature_lines(body: bytes) -> list[bytes]:
     """Split an ``add-checkpoint`` 200 response into its signature lines (each ending in a
     newline). Raises ``NoteError`` unless it is one or more well-formed note signature lines."""
+    require_type(body, (bytes, bytearray), "parse_cosignature_lines: body")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as err:

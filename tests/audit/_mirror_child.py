@@ -35,7 +35,11 @@ def main() -> None:
     TileDir.write_checkpoint = counted(TileDir.write_checkpoint)  # type: ignore[method-assign]
     MirrorState.set_meta = counted(MirrorState.set_meta)  # type: ignore[method-assign]
     outcome = mirror_module.mirror(url, directory)
-    print(steps if outcome.ok else f"alarm {outcome.alarms} {outcome.report.failures}")
+    print(
+        steps
+        if outcome.ok
+        else f"alarm {[str(a) for a in outcome.alarms]} {outcome.report.failures}"
+    )
 
 
 if __name__ == "__main__":

@@ -266,7 +266,9 @@ async def test_mirror_alarms_on_rollback_and_adopts_nothing(big: World, tmp_path
         code = await asyncio.to_thread(cli.mirror, [url, str(target), "--no-progress"])
         outcome = await asyncio.to_thread(mirror, url, target)
     assert code == 1
-    assert outcome.alarms == ["rollback: checkpoint size 612 < held checkpoint size 617"]
+    assert [str(a) for a in outcome.alarms] == [
+        "rollback: checkpoint size 612 < held checkpoint size 617"
+    ]
     assert tree_files(target) == held
 
 
@@ -281,7 +283,7 @@ async def test_mirror_alarms_on_a_fork_beyond_the_held_size(big: World, tmp_path
     async with serving(big) as (op, url):
         remember(op, big, 3, "history two")  # another leaf 612, then more
         outcome = await asyncio.to_thread(mirror, url, target)
-    assert not outcome.ok and outcome.alarms[0].startswith("fork: "), outcome.alarms
+    assert not outcome.ok and str(outcome.alarms[0]).startswith("fork: "), outcome.alarms
     assert (target / "checkpoint").read_bytes().split(b"\n")[1] == b"613"
 
 
@@ -554,7 +556,7 @@ async def test_mirror_checks_every_checkpoint_held_in_dir(big: World, tmp_path) 
             (target / "checkpoints" / "612.note").read_bytes().replace(b"\n612\n", b"\n652\n")
         )
         outcome = await asyncio.to_thread(mirror, url, target)
-    assert outcome.alarms == [
+    assert [str(a) for a in outcome.alarms] == [
         f"inconsistent: {target}/checkpoints/652.note does not match the tree verified in "
         f"{target} (edited?)"
     ]

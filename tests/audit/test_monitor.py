@@ -72,7 +72,7 @@ async def test_monitor_detects_rollback(world: World, tmp_path) -> None:
     async with serving(world) as (_op, url):
         result = await _once(url, state)
     assert not result.ok
-    assert result.alarms[0] == "rollback: checkpoint size 12 < held checkpoint size 13"
+    assert str(result.alarms[0]) == "rollback: checkpoint size 12 < held checkpoint size 13"
 
 
 async def test_monitor_detects_fork_at_same_size(world: World, tmp_path) -> None:
@@ -82,7 +82,7 @@ async def test_monitor_detects_fork_at_same_size(world: World, tmp_path) -> None
         _remember(op, world, "history two")  # same size, different leaf
         result = await _once(url, state)
     assert not result.ok
-    assert result.alarms[0] == "fork: two different roots signed for size 13"
+    assert str(result.alarms[0]) == "fork: two different roots signed for size 13"
 
 
 async def test_monitor_detects_inconsistent_growth(world: World, tmp_path) -> None:
@@ -92,7 +92,7 @@ async def test_monitor_detects_inconsistent_growth(world: World, tmp_path) -> No
         for text in ("history two", "and more"):
             _remember(op, world, text)
         result = await _once(url, state)
-        assert not result.ok and result.alarms[0].startswith("fork: "), result.alarms
+        assert not result.ok and str(result.alarms[0]).startswith("fork: "), result.alarms
         # The forked head is not adopted: the next round alarms again.
         assert not (await _once(url, state)).ok
 
@@ -107,7 +107,7 @@ async def test_monitor_detects_bad_signature(world: World, tmp_path) -> None:
     async with serving(world) as (op, url):
         _remember(op, world, "signed by a stranger")
         result = await _once(url, state)
-    assert not result.ok and result.alarms[0].startswith("bad signature")
+    assert not result.ok and str(result.alarms[0]).startswith("bad signature")
 
 
 async def test_monitor_pins_trusted_keys_and_cli_exits_nonzero(world: World, tmp_path) -> None:
@@ -150,4 +150,4 @@ async def test_monitor_alarms_when_entries_stay_beyond_the_checkpoint(world: Wor
         soon = await _once(stuck, state, now=1100.0, max_stale=300)
         later = await _once(stuck, state, now=1500.0, max_stale=300)
     assert soon.ok, soon.alarms
-    assert later.alarms == ["stale: entries beyond checkpoint size 12 for 400 s"]
+    assert [str(a) for a in later.alarms] == ["stale: entries beyond checkpoint size 12 for 400 s"]

@@ -385,8 +385,8 @@ def test_a_monitor_catches_the_store_restored_to_an_older_copy_of_every_row(
     with serving(tmp_path, *args, env=env, name="b") as (_, url):
         result = check_once(url.rstrip("/"), state)
     assert not result.ok
-    assert result.alarms[0].startswith("rollback: checkpoint size ")
-    assert f"< held checkpoint size {held.size}" in result.alarms[0]
+    assert str(result.alarms[0]).startswith("rollback: checkpoint size ")
+    assert f"< held checkpoint size {held.size}" in str(result.alarms[0])
 
 
 # -- a wrong password ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,8 @@ _TREE = MemoryTree([b"a", b"b", b"c", b"d", b"e"])
 _ROOT = _TREE.root()
 _NOTE = _KEYS.sign(Checkpoint("example.com/log", 5, _ROOT))
 _W = witness.CosignatureV1Signer.generate("witness.example")
+# A note signer: a cosigner (_W) signs cosignatures, not notes, so it has no ``sign``.
+_SIGNER = note_mod.Ed25519Signer("signer.example", Ed25519PrivateKey.generate())
 
 
 def _fetch(ids: Any) -> list[bytes]:
@@ -88,7 +91,7 @@ CASES: list[tuple[str, Callable[..., Any], list[Any]]] = [
     ("note.check_key_name", note_mod.check_key_name, ["example.com/log"]),
     ("note.parse_vkey", note_mod.parse_vkey, [_KEYS.verifier_keys()[0]]),
     ("note.parse_note", note_mod.parse_note, [_NOTE]),
-    ("note.sign_note", lambda text: note_mod.sign_note(text, [_W]), [b"hello\n"]),
+    ("note.sign_note", lambda text: note_mod.sign_note(text, [_SIGNER]), [b"hello\n"]),
     (
         "note.Ed25519Verifier.from_vkey",
         note_mod.Ed25519Verifier.from_vkey,

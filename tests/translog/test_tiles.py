@@ -10,9 +10,13 @@ from hypothesis import strategies as st
 
 from saihm.errors import MalformedInput, TooLarge
 from saihm.translog.tiles import (
+    bundle_of,
+    bundle_range,
+    bundle_width,
     changed_tiles,
     decode_entry_bundle,
     encode_entry_bundle,
+    first_leaf,
     format_index,
     parse_tile_path,
     tile_path,
@@ -112,3 +116,30 @@ def test_entry_bundle_lengths_are_big_endian_uint16() -> None:
 def test_truncated_entry_bundles_are_rejected(data: bytes) -> None:
     with pytest.raises(MalformedInput):
         decode_entry_bundle(data)
+
+
+# The bundle arithmetic against the naive reading of tlog-tiles: "tile/entries/N" holds leaves
+# 256 * N onward, and a level-L tile spans 256 ** (L + 1) leaves.
+_SIZES = st.integers(min_value=0, max_value=5_000)
+
+
+@given(st.integers(min_value=0, max_value=1 << 40))
+def test_a_leaf_lies_in_the_bundle_of_its_index_divided_by_256(leaf: int) -> None:
+    n = bundle_of(leaf)
+    assert first_leaf(0, n) <= leaf < first_leaf(0, n + 1)
+    assert n == leaf // 256
+
+
+@given(st.integers(min_value=0, max_value=6), st.integers(min_value=0, max_value=1 << 20))
+def test_a_tile_starts_at_its_index_times_its_span(level: int, index: int) -> None:
+    assert first_leaf(level, index) == index * 256 ** (level + 1)
+
+
+@given(_SIZES, _SIZES)
+def test_bundle_range_is_every_bundle_holding_a_leaf_of_the_range(start: int, end: int) -> None:
+    assert list(bundle_range(start, end)) == sorted({i // 256 for i in range(start, end)})
+
+
+@given(_SIZES, st.integers(min_value=0, max_value=25))
+def test_bundle_width_counts_the_leaves_of_the_bundle_in_the_log(size: int, n: int) -> None:
+    assert bundle_width(size, n) == sum(1 for i in range(size) if i // 256 == n)
