@@ -32,7 +32,6 @@ from saihm.operator import (
     SCOPES,
     TERM_MAX,
     Operator,
-    Recalled,
     RecallWindow,
 )
 from saihm.protocol import params as P
@@ -179,10 +178,6 @@ def _plain(render: Callable[[R], object]) -> Callable[[R, RecallItems], object]:
     return lambda result, _items: render(result)
 
 
-def _recalled(r: Recalled, items: RecallItems) -> object:
-    return render_recalled(r, items)
-
-
 _CONTRACT_ID = _id_param("contractId", ErrorCode.CONTRACT_NOT_FOUND)
 
 BINDINGS: Mapping[str, Binding[Any, Any]] = _rows(
@@ -196,7 +191,7 @@ BINDINGS: Mapping[str, Binding[Any, Any]] = _rows(
         _m("saihm_recall"),
         _recall_params,
         lambda op, access, a: op.memory.recall(access, a[0], a[1]),
-        _recalled,
+        render_recalled,
     ),
     Binding(
         _m("saihm_forget"),
