@@ -54,7 +54,8 @@ REPLAY_LIMIT = 20_000
 #: Operations whose subject is a contract; the cells it covers are dropped.
 _CONTRACT_OPERATIONS = frozenset({"SHARE", "REVOKE", "ACCEPT", "DECLINE"})
 #: Fixed per-entry overhead counted on top of the strings and terms (objects, dicts, the
-#: memoised recall item): deliberately generous, so the bound over-counts (measured).
+#: recall element the edge renders from it): deliberately generous, so the bound over-counts
+#: (measured).
 ENTRY_OVERHEAD = 2_048
 PER_TERM = 160  # a term of a cell: its tf entry and its posting entry
 PER_INDEX_TERM = 600  # a term new to a holder's index: its posting dict and prefix entry
@@ -91,15 +92,15 @@ class CellHeader:
 class OpenedCell:
     """A cell that passed every check of the read path, with its decrypted payload.
 
-    ``memo`` lets a caller keep a derived form of this verified cell (the operator keeps its
-    recall item there); it lives and dies with the cache entry.
+    The cache hands out the same object while the cell stays in it, so an edge may key a
+    derived form of the cell to this object (:class:`saihm.protocol.RecallItems` keeps the
+    rendered recall element until the object is gone).
     """
 
     cell: CellHeader
     payload: SealedPayload
     shared: bool
     index: int
-    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(slots=True)

@@ -463,7 +463,7 @@ def _print(obj: object) -> None:
 
 
 def _hex32(value: str | None, what: str) -> bytes:
-    from saihm.params import id32
+    from saihm.protocol.params import id32
 
     return id32(value, what=what)
 

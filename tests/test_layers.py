@@ -35,10 +35,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "saihm.events",
             "saihm.storage",
             "saihm.retrieval",
-            "saihm.params",
             "saihm.jobs",
             "saihm.settings",
-            "saihm.recallwindow",
             "saihm.client",
             "saihm.listen",
             "saihm.storeurl",
@@ -88,6 +86,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("the operator and the composition root", ("saihm.operator", "saihm.compose")),
+    ("the protocol's JSON edge: params, recall window, renderers, bindings", ("saihm.protocol",)),
     (
         "the edges: HTTP, the provider, publication, the witness server",
         ("saihm.http", "saihm.provider", "saihm.publishcmd", "saihm.witness.server"),
@@ -193,6 +192,8 @@ FORBIDDEN = {
         "mldsa",
         "mcp",
     },
+    # The operations speak bytes and typed values; parsing and rendering JSON is the edge's.
+    "saihm.operator": {"protocol", "http", "provider", "publishcmd", "cli", "bench", "mcp"},
     # Framework adapters speak only through the client library: they hold no keys.
     "saihm.integrations": {
         "translog",
@@ -556,6 +557,18 @@ def test_mcp_client_does_no_cryptography_and_opens_no_store(package: str) -> Non
         for path in _files(package)
         for name in _imports(path)
         if name.split(".")[0] in MCP_FORBIDDEN_THIRD_PARTY
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_protocol_edge_is_no_transport() -> None:
+    """saihm.protocol parses and renders JSON for every caller; the HTTP transport (aiohttp)
+    stays in saihm.http, so the bench and tests call the binding without a server."""
+    bad = [
+        f"{path.name} imports {name}"
+        for path in _files("saihm.protocol")
+        for name in _imports(path)
+        if name.split(".")[0] == "aiohttp"
     ]
     assert not bad, "\n".join(bad)
 

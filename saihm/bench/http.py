@@ -98,7 +98,7 @@ def _server(config_dir: Path, data: Path, workers: int) -> Iterator[str]:
 def _holder(operator, authority, cells: int) -> str:
     """A fresh holder's token whose session holds ``cells`` cells."""
     from saihm.events import CapabilityScope
-    from saihm.http.binding import call as binding_call
+    from saihm.protocol import call as binding_call
 
     holder_id = operator.admin.create_holder()
     token = authority.issue(holder_id, secrets.token_bytes(32), CapabilityScope(), 3600).to_token()
@@ -185,7 +185,7 @@ def run(args: list[str]) -> Iterator[dict]:
     """Yield the HTTP figures, each beside its in-process peer measured in the same run."""
     from saihm.compose import initialise, open_operator
     from saihm.config import Config
-    from saihm.http.binding import call as binding_call
+    from saihm.protocol import call as binding_call
 
     opts = _options(args)
     with tempfile.TemporaryDirectory(prefix="saihm-bench-http-") as tmp:

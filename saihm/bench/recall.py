@@ -3,7 +3,7 @@
 Figures (each beside a peer measured in the same run, docs/retrieval.md "Measured"):
 
 - ``recall_{all,top20}_{N}_{warm,cold}_p50_ms`` / ``_p99_ms``: ``saihm_recall`` through
-  ``saihm.http.binding.call`` with a holder-wide grant token over a store of N cells of one
+  ``saihm.protocol.call`` with a holder-wide grant token over a store of N cells of one
   holder (spread over 100 sessions), including the RECALL receipt the operator writes by default.
   ``all`` is the protocol's "all cells" (every cell returned); ``top20`` is a three-word query
   with the extension param ``limit: 20``. ``warm`` is a process that has served a recall
@@ -52,9 +52,9 @@ from saihm.events import CapabilityScope, Operation, SealedPayload
 from saihm.events.envelope import seal
 from saihm.events.identity import HolderKey
 from saihm.events.signing import sign_receipt
-from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
 from saihm.projections import Body
+from saihm.protocol import call as binding_call
 from saihm.store import Change, Store
 
 __all__ = ["run"]

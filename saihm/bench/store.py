@@ -3,7 +3,7 @@
 Figures (each against a floor or target measured or stated in the same run):
 
 - ``remember_per_s_1_thread`` / ``remember_per_s_N_threads``: saihm_remember through
-  ``saihm.http.binding.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB
+  ``saihm.protocol.call`` (authenticate, seal, two ML-DSA-65 signatures, one LMDB
   commit), against the two-signature floor ``1 / (2 x ML-DSA-65 sign time)`` measured here
   with ``saihm.mldsa``.
   Threads share one store, which groups their commits; signing holds the GIL.
@@ -44,9 +44,9 @@ from saihm.events import CapabilityScope, Operation, Receipt
 from saihm.events.identity import HolderKey
 from saihm.events.signing import RECEIPT_CONTEXT, sign_receipt
 from saihm.helpformat import DefaultsFormatter
-from saihm.http.binding import call as binding_call
 from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
 from saihm.operator import Operator
+from saihm.protocol import call as binding_call
 from saihm.store import Change, Store
 
 __all__ = ["run"]

@@ -3,7 +3,7 @@
 docs/scaling.md draws its throughput section from these figures, all measured in one run:
 
 - ``remember_per_s_<backend>_<n>_<processes|nodes>``: saihm_remember through
-  ``saihm.http.binding.call`` (authenticate, seal, two ML-DSA-65 signatures, one commit) by
+  ``saihm.protocol.call`` (authenticate, seal, two ML-DSA-65 signatures, one commit) by
   ``n`` operator processes on one store (one LMDB data directory, or one PostgreSQL database),
   each with ``--node-threads`` threads so its commit waits overlap its signing. Every process
   opens the store as a node of ``saihm serve --store`` does: its own connection pool, its own
@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from saihm.bench.figures import figure as figure_of
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 
 __all__ = ["run_scaling"]
 

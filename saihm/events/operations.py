@@ -3,7 +3,7 @@
 This is the pure part of the one operation registry (docs/internals.md "Adding an operation"):
 what the public log, the projections, replay and the MCP surface check need to know about an
 operation, with no code that performs it. The binding part (params, the operation callable, the
-renderer) is :data:`saihm.http.binding.BINDINGS`, one row per :data:`METHODS` entry; a test
+renderer) is :data:`saihm.protocol.BINDINGS`, one row per :data:`METHODS` entry; a test
 fails when the two tables disagree. Importable by ``saihm.audit`` (it imports nothing above
 ``saihm.events``).
 

@@ -1,5 +1,6 @@
 """The aiohttp application: the middlewares and the routes of every part (the protocol binding
-:mod:`saihm.http.binding`, the public log API, the governance page, the explorer, ops).
+:mod:`saihm.http.toolcall` over :mod:`saihm.protocol`, the public log API, the governance page,
+the explorer, ops).
 
 ``create_app(operator)`` is the only constructor (DESIGN.md "HTTP"); nothing happens at import
 time. Every response body is JSON (or a signed note, a tile, an HTML page); every failure is
@@ -125,12 +126,12 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
 
     ``client_max_size`` bounds every request body (413 "too_large" above it).
     """
-    from saihm.http.binding import handle
     from saihm.http.explorer import add_explorer_routes
     from saihm.http.governance import governance
     from saihm.http.limits import TokenBuckets, rate_limit_middleware
     from saihm.http.log_api import add_log_routes
     from saihm.http.ops import add_ops_routes, metrics_middleware
+    from saihm.http.toolcall import handle
     from saihm.provider.http import add_routes as add_memory_routes
     from saihm.provider.vault import LocalVault
 

@@ -1,6 +1,6 @@
 """What every route module of the HTTP app shares: the app keys, JSON responses, the thread pool.
 
-The route modules (:mod:`saihm.http.binding`, :mod:`saihm.http.log_api`,
+The route modules (:mod:`saihm.http.toolcall`, :mod:`saihm.http.log_api`,
 :mod:`saihm.http.governance`, :mod:`saihm.http.explorer`, :mod:`saihm.http.ops`) import these
 from here, and :func:`saihm.http.app.create_app` imports the route modules, so no route module
 imports the app (no import cycle; DESIGN.md "Layers").

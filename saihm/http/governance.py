@@ -8,6 +8,7 @@ threshold, the voting window and the permitted scopes with their parameters. Ser
 from __future__ import annotations
 
 import html
+from typing import Any
 
 from aiohttp import web
 
@@ -42,7 +43,7 @@ def _render(value: object) -> str:
     return html.escape(str(value))
 
 
-def render_html(form: dict) -> str:
+def render_html(form: dict[str, Any]) -> str:
     """A self-contained HTML page of the form; keys and values are HTML-escaped."""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'

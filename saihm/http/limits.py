@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from saihm.errors import MalformedInput, SaihmError
 from saihm.events import Capability, verify_capability
@@ -121,7 +122,7 @@ def rate_limit_middleware(
     authority_public_key: bytes,
     *,
     now: Callable[[], float] = time.time,
-) -> Callable:
+) -> Middleware:
     """An aiohttp middleware charging each call with a verified bearer token to its bucket.
 
     A request without a token, or with one that does not verify, passes through untouched:
@@ -148,7 +149,7 @@ def rate_limit_middleware(
         return cap.token_id
 
     @web.middleware
-    async def middleware(request: web.Request, handler: Callable) -> web.StreamResponse:
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if buckets.enabled:
             token = _bearer(request)
             key = None if token is None else token_id(token)

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from saihm import __version__
 from saihm.storage.base import StorageError
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Histogram
+    from prometheus_client.metrics_core import Metric
 
     from saihm.store import Store
 
@@ -189,7 +191,7 @@ class Metrics:
             from prometheus_client.multiprocess import MultiProcessCollector
 
             registry = CollectorRegistry()
-            MultiProcessCollector(registry, path=self.multiprocess_dir)
+            MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
         registry.register(_StoreCollector(self._figures))
         try:
             return generate_latest(registry), CONTENT_TYPE_LATEST
@@ -205,10 +207,10 @@ class _StoreCollector:
     def __init__(self, store_figures: Callable[[], OpsFigures]) -> None:
         self._figures = store_figures
 
-    def describe(self) -> list:
+    def describe(self) -> list[Metric]:
         return []
 
-    def collect(self) -> Iterator:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 
         yield InfoMetricFamily("saihm_build", "The running saihm.", value={"version": __version__})
@@ -299,7 +301,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 @web.middleware
-async def metrics_middleware(request: web.Request, handler: Callable) -> web.StreamResponse:
+async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count every answered request by method and status (the error middleware runs inside
     this one, so failures are counted with the status the client saw)."""
     started = time.perf_counter()

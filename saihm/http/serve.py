@@ -165,7 +165,9 @@ async def _serve(
         operator.store.close()
 
 
-def _worker(config: Config, sock: socket.socket, context: ssl.SSLContext | None, args) -> int:
+def _worker(
+    config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: argparse.Namespace
+) -> int:
     try:
         asyncio.run(_serve(config, sock, context, args.max_body))
     except SaihmError as err:
@@ -178,7 +180,9 @@ def _worker(config: Config, sock: socket.socket, context: ssl.SSLContext | None,
     return 0
 
 
-def _supervise(config: Config, sock: socket.socket, context: ssl.SSLContext | None, args) -> int:
+def _supervise(
+    config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: argparse.Namespace
+) -> int:
     """Fork ``args.workers`` workers on ``sock``; forward SIGTERM/SIGINT; reap them all.
 
     Exits non-zero if a worker fails other than by being stopped.

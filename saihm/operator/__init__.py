@@ -15,7 +15,8 @@ Callers name the part: ``operator.memory.remember(access, ...)``. Each operation
 :class:`Access` that :meth:`Store.authenticate` (a bearer token) or :meth:`Store.person_access`
 (the person, in process) issued, takes bytes ids and ints and returns a typed result; the JSON
 binding that parses the protocol's params and renders these results is
-:mod:`saihm.http.binding` (docs/internals.md "Adding an operation").
+:mod:`saihm.protocol` (docs/internals.md "Adding an operation"), which this package never
+imports.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from saihm.operator.memory import (
     IncomingContract,
     MemoryTools,
     Recalled,
+    RecallWindow,
     Recorded,
     Remembered,
     Status,
@@ -63,6 +65,7 @@ __all__ = [
     "Operator",
     "ProposalSummary",
     "Proposed",
+    "RecallWindow",
     "Recalled",
     "Recorded",
     "Remembered",

@@ -1,7 +1,7 @@
 """Governance (saihm-protocol "saihm_governance_propose", "saihm_governance_vote",
 "Governance form"): an operator option, with its published form.
 
-Operations return :class:`Proposed` and :class:`Voted`; :mod:`saihm.http.binding` parses
+Operations return :class:`Proposed` and :class:`Voted`; :mod:`saihm.protocol` parses
 their params and renders them.
 """
 

@@ -5,7 +5,7 @@ Each operation acts for an :class:`Access`, reads only through the store's read 
 outside any transaction and commits one :class:`Change` whose guard re-checks the rule inside
 the write transaction. Results are typed (:class:`Remembered`, :class:`Recorded`,
 :class:`Recalled`, :class:`Forgotten` or :class:`AlreadyErased`, :class:`ForgottenSession`,
-:class:`Status`); :mod:`saihm.http.binding` renders them.
+:class:`Status`); :mod:`saihm.protocol` parses their params and renders them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from saihm.operator.context import ToolContext
 from saihm.operator.governance import GovernanceTools, ProposalSummary
 from saihm.operator.sharing import SharingTools
 from saihm.projections import Body, RecordHead
-from saihm.recallwindow import RecallWindow
 from saihm.storage import WriteTxn
 from saihm.store import Access, Change, Page
 
@@ -34,6 +33,7 @@ __all__ = [
     "ForgottenSession",
     "IncomingContract",
     "MemoryTools",
+    "RecallWindow",
     "Recalled",
     "Recorded",
     "Remembered",
@@ -68,6 +68,20 @@ class Recorded(Remembered):
     seq: int
     prev: bytes | None
     kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecallWindow:
+    """What part of a recall the caller asked for (docs/retrieval.md "Extension params"); the
+    default is all of it. ``start`` is the position a cursor names (a leaf index for "all
+    cells", an offset in the ranking for a query); ``max_bytes`` bounds the rendered answer,
+    which only the binding can measure. :mod:`saihm.protocol.window` parses it from JSON."""
+
+    limit: int | None = None
+    max_bytes: int | None = None
+    start: int | None = None
+    namespaces: frozenset[str] | None = None
+    kinds: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Sharing contracts (saihm-protocol "Sharing contracts"): share, revoke, accept, decline.
 
 Operations take bytes ids and return :class:`Shared`, :class:`Revoked` and
-:class:`Responded`; :mod:`saihm.http.binding` parses their params and renders them.
+:class:`Responded`; :mod:`saihm.protocol` parses their params and renders them.
 """
 
 from __future__ import annotations

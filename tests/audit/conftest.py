@@ -25,7 +25,7 @@ import pytest
 from saihm.compose import initialise, open_operator
 from saihm.config import Config
 from saihm.events import CapabilityScope
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 
 
 @dataclass

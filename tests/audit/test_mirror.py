@@ -26,7 +26,7 @@ from saihm.audit import cli
 from saihm.audit.fetch import HttpSource
 from saihm.audit.mirror import mirror, verify_log
 from saihm.audit.publish import tile_paths
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 from saihm.translog.tiles import decode_entry_bundle, tile_path
 
 from .conftest import GROWN, World

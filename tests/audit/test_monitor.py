@@ -13,7 +13,7 @@ from pathlib import Path
 
 from saihm.audit import cli
 from saihm.audit.monitor import check_once
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 from saihm.translog import LogKeys
 
 from .conftest import World

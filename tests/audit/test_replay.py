@@ -8,7 +8,7 @@ import struct
 import lmdb
 
 from saihm.audit import cli
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 
 from .conftest import World
 

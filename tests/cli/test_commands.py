@@ -17,7 +17,7 @@ import pytest
 from saihm.cli import main
 from saihm.compose import initialise, open_operator
 from saihm.config import Config
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 
 SAIHM = str(Path(sys.executable).parent / "saihm")
 

@@ -17,7 +17,7 @@ import pytest
 
 from saihm.cli import main
 from saihm.client import Client, ClientError
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 from tests.support.serve import SAIHM, serving
 
 

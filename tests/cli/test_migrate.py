@@ -23,9 +23,9 @@ from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import Conflict
 from saihm.events import CapabilityScope
-from saihm.http.binding import call as binding_call
 from saihm.migrate import migrate_storage, store_namespaces
 from saihm.operator import Operator
+from saihm.protocol import call as binding_call
 from saihm.storage import open_storage
 from saihm.store import Store
 from saihm.storeurl import MARKER

@@ -257,7 +257,7 @@ async def test_max_body_is_configurable(aiohttp_client, operator, holder, call):
 async def test_unexpected_exception_is_internal_without_details(
     client, holder, operator, monkeypatch, caplog
 ):
-    # The operation itself fails (Operator.call moved to saihm.http.binding.call, which now
+    # The operation itself fails (Operator.call moved to saihm.protocol.call, which now
     # calls the operation with the authenticated Access).
     def explode(access):
         raise RuntimeError("secret plaintext and " + holder.token)

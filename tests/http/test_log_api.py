@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 from saihm.translog import leaf_hash, verify_consistency, verify_inclusion
 from saihm.translog.checkpoint import verify_checkpoint
 from saihm.translog.tiles import decode_entry_bundle

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from saihm.http.binding import call as binding_call
 from saihm.http.ops import REASONS, not_ready_reason
+from saihm.protocol import call as binding_call
 
 
 async def get(client, url):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from saihm.recallwindow import CUT_HEADER, NEXT_HEADER
+from saihm.http.toolcall import CUT_HEADER, NEXT_HEADER
 
 
 async def post(client, holder, params: dict) -> tuple[int, object, dict]:

@@ -14,8 +14,8 @@ from pathlib import Path
 from saihm.compose import initialise
 from saihm.config import Config
 from saihm.events import CapabilityScope
-from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
+from saihm.protocol import call as binding_call
 from saihm.store import Store
 
 

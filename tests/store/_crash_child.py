@@ -14,8 +14,8 @@ import os
 import sys
 
 from saihm.config import Config
-from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
+from saihm.protocol import call as binding_call
 from saihm.store import Store
 
 CRASH = 137

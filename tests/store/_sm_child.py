@@ -5,7 +5,7 @@ directory named in argv[1] and serves requests read from stdin until "close": ea
 length-prefixed pickle ``(op, now, args)`` from the test (a trusted local pipe), and each answer
 is ``("ok", value)`` or ``("err", error class name, code)``.
 
-- ``("call", now, (token, method, params))``: ``saihm.http.binding.call``.
+- ``("call", now, (token, method, params))``: ``saihm.protocol.call``.
 - ``("read", now, (token,))``: ``Store.read`` of everything the token may see, as
   ``[(cellId, plaintext, namespace)]``.
 - ``("close", now, ())``.
@@ -19,8 +19,8 @@ import sys
 
 from saihm.config import Config
 from saihm.errors import SaihmError
-from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
+from saihm.protocol import call as binding_call
 from saihm.store import Store
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from saihm.config import Config
 from saihm.errors import SaihmError
-from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
+from saihm.protocol import call as binding_call
 from saihm.store import Store
 
 DEADLINE = 120.0

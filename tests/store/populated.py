@@ -16,8 +16,8 @@ import lmdb
 from saihm.errors import SaihmError
 from saihm.events import CapabilityScope, SealedPayload
 from saihm.events.envelope import seal
-from saihm.http.binding import call as binding_call
 from saihm.operator import Operator
+from saihm.protocol import call as binding_call
 from saihm.provider.held import HeldProposals
 from saihm.store import Store
 

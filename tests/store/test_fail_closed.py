@@ -21,10 +21,10 @@ import pytest
 
 from saihm.errors import SaihmError
 from saihm.fsck import check_store
-from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
 from saihm.projections.keys import dumps, loads, u64
 from saihm.projections.seal import TAG_BYTES
+from saihm.protocol import call as binding_call
 from saihm.storage import WriteTxn
 
 from ..support.postgres import lmdb_only

@@ -17,8 +17,8 @@ import pytest
 
 from saihm import cli
 from saihm.fsck import check_store
-from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
+from saihm.protocol import call as binding_call
 from saihm.store import StaleProjections, Store
 from tests.support.postgres import lmdb_only
 
@@ -180,7 +180,7 @@ WRITER = textwrap.dedent(
     import json, sys
     from saihm.compose import open_operator
     from saihm.config import Config
-    from saihm.http.binding import call as binding_call
+    from saihm.protocol import call as binding_call
     config = Config.for_data(sys.argv[1])
     operator = open_operator(config, checkpointer=False)
     token = sys.argv[2]

@@ -12,7 +12,7 @@ import lmdb
 import pytest
 
 from saihm import cli
-from saihm.http.binding import call as binding_call
+from saihm.protocol import call as binding_call
 from tests.support.cli import one_line_refusal, run_saihm
 from tests.support.postgres import lmdb_only
 

@@ -12,8 +12,8 @@ from pqcrypto.sign.ml_dsa_65 import verify as pq_verify
 from saihm.errors import SaihmError
 from saihm.events import Receipt
 from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes
-from saihm.http.binding import call as binding_call
 from saihm.projections import apply as PJ
+from saihm.protocol import call as binding_call
 from saihm.translog import verify_inclusion
 from saihm.translog.checkpoint import verify_checkpoint
 from saihm.translog.hashing import leaf_hash

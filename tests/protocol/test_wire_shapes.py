@@ -13,7 +13,7 @@ import pytest
 from saihm.compose import initialise, open_operator
 from saihm.config import Config
 from saihm.events import CapabilityScope
-from saihm.http.binding import call
+from saihm.protocol import call
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 DEC = re.compile(r"0|[1-9][0-9]*")

@@ -1,4 +1,4 @@
-"""Strict parsing of protocol parameters and JSON forms of results (the protocol's edge).
+"""Strict parsing of protocol parameters and the JSON forms of ids and numbers.
 
 saihm-protocol "Request and response": params is a JSON object; unknown members are refused so
 that a caller cannot smuggle in a filter; numbers that can exceed 2^53 - 1 go out as decimal
@@ -8,10 +8,12 @@ strings; ids are 64 lowercase hexadecimal characters.
 from __future__ import annotations
 
 import re
-from collections.abc import Set
-from typing import Any
+from collections.abc import Mapping, Set
+from typing import Any, cast
 
 from saihm.errors import MalformedInput
+
+__all__ = ["boolean", "check_params", "dec", "epoch", "hx", "id32", "string_list", "text"]
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _DIGITS = re.compile(r"[0-9]{1,20}")
@@ -45,7 +47,7 @@ def _unicode(value: str) -> bool:
 
 
 def text(
-    params: dict,
+    params: Mapping[str, Any],
     name: str,
     *,
     default: str | None = None,
@@ -93,13 +95,13 @@ def epoch(value: object, name: str) -> int | None:
     raise MalformedInput(f"{name} must be decimal digits", code="invalid_expiry")
 
 
-def string_list(params: dict, name: str, *, code: str = "bad_request") -> list[str]:
+def string_list(params: Mapping[str, Any], name: str, *, code: str = "bad_request") -> list[str]:
     """A JSON array of valid Unicode strings; anything else is :class:`MalformedInput`
     with ``code``."""
     value = params.get(name)
     if not isinstance(value, list) or not all(isinstance(v, str) and _unicode(v) for v in value):
         raise MalformedInput(f"{name} must be an array of strings", code=code)
-    return value
+    return cast("list[str]", value)
 
 
 def hx(value: bytes) -> str:

@@ -1,5 +1,5 @@
 """The one operation registry (docs/internals.md "Adding an operation"): the binding's rows
-(saihm.http.binding.BINDINGS) and the pure tables (saihm.events.operations) agree, and every
+(saihm.protocol.BINDINGS) and the pure tables (saihm.events.operations) agree, and every
 table that used to be kept by hand is now read from them."""
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from saihm.events.operations import (
     public_log_names,
     replay_events,
 )
-from saihm.http import binding, log_api
-from saihm.http.binding import BINDINGS
+from saihm.http import log_api
 from saihm.mcp.server import ANNOTATIONS, TOOL_NAMES
 from saihm.operator import (
     AlreadyErased,
@@ -37,6 +36,7 @@ from saihm.operator import (
     Voted,
 )
 from saihm.projections import apply
+from saihm.protocol import BINDINGS, render
 
 
 def test_every_method_has_exactly_one_binding_row() -> None:
@@ -108,7 +108,7 @@ def test_each_binding_calls_an_operator_method_that_returns_a_typed_result() -> 
             returns = inspect.signature(getattr(part, name)).return_annotation
             assert "dict" not in str(returns) and "Any" not in str(returns), (name, returns)
     for part in (Operator, *parts):
-        assert not hasattr(part, "call")  # the JSON binding lives in saihm.http.binding
+        assert not hasattr(part, "call")  # the JSON binding lives in saihm.protocol
 
 
 ids = st.binary(min_size=32, max_size=32)
@@ -122,7 +122,7 @@ def _hex(value: object) -> bytes:
 
 @given(ids, st.binary(min_size=32, max_size=32), epochs, st.binary(min_size=16, max_size=16), ids)
 def test_remembered_renders_hex_ids_and_decimal_epochs(cell_id, nonce, epoch, prefix, rid):
-    out = binding.render_remembered(Remembered(cell_id, nonce, "T1", 3, epoch, prefix, rid))
+    out = render.render_remembered(Remembered(cell_id, nonce, "T1", 3, epoch, prefix, rid))
     assert list(out) == [
         "cellId",
         "cellNonce",
@@ -140,7 +140,7 @@ def test_remembered_renders_hex_ids_and_decimal_epochs(cell_id, nonce, epoch, pr
 @given(ids, epochs, st.integers(0, 1 << 40), st.one_of(st.none(), ids), ids)
 def test_recorded_adds_its_chain_after_the_remember_fields(cell_id, epoch, seq, prev, rid):
     r = Recorded(cell_id, cell_id, "T1", 1, epoch, cell_id[:16], rid, seq, prev, "said")
-    out = binding.render_remembered(r)
+    out = render.render_remembered(r)
     assert list(out)[-3:] == ["seq", "prev", "kind"]
     assert out["seq"] == seq and out["kind"] == "said"
     assert (out["prev"] is None) == (prev is None)
@@ -150,17 +150,17 @@ def test_recorded_adds_its_chain_after_the_remember_fields(cell_id, epoch, seq, 
 
 @given(ids, ids, epochs)
 def test_forget_renders_success_or_not(cell_id, anchor, epoch):
-    assert binding.render_forgotten(AlreadyErased()) == {"success": False}
-    out = binding.render_forgotten(Forgotten(cell_id, anchor, epoch))
+    assert render.render_forgotten(AlreadyErased()) == {"success": False}
+    out = render.render_forgotten(Forgotten(cell_id, anchor, epoch))
     assert out["success"] is True and _hex(out["destructionAnchor"]) == anchor
     assert _hex(out["cellId"]) == cell_id and out["epoch"] == str(epoch)
 
 
 @given(ids, epochs, st.one_of(st.none(), ids), st.booleans())
 def test_repeats_carry_no_receipt_id(contract_id, epoch, receipt, accepted):
-    revoked = binding.render_revoked(Revoked(epoch, receipt))
-    responded = binding.render_responded(Responded(contract_id, accepted, receipt))
-    voted = binding.render_voted(Voted(contract_id, contract_id, accepted, 1, epoch, receipt))
+    revoked = render.render_revoked(Revoked(epoch, receipt))
+    responded = render.render_responded(Responded(contract_id, accepted, receipt))
+    voted = render.render_voted(Voted(contract_id, contract_id, accepted, 1, epoch, receipt))
     for out in (revoked, responded, voted):
         assert ("receiptId" in out) == (receipt is not None)
     assert revoked["revoked"] is True and responded["accepted"] is accepted
@@ -168,11 +168,11 @@ def test_repeats_carry_no_receipt_id(contract_id, epoch, receipt, accepted):
 
 @given(ids, st.sampled_from(["TEMPORARY", "PERMANENT", "SYNDICATE"]), epochs, epochs, ids)
 def test_shared_renders_the_type_in_lower_case(contract_id, mode, epoch, expires, rid):
-    out = binding.render_shared(Shared(contract_id, mode, 2, epoch, expires, rid))
+    out = render.render_shared(Shared(contract_id, mode, 2, epoch, expires, rid))
     assert out["type"] == mode.lower() and out["expiresAt"] == str(expires)
 
 
 @given(ids, st.one_of(st.none(), st.text(max_size=20)), epochs, ids)
 def test_proposed_keeps_the_terms_as_text(pid, value, epoch, holder):
-    out = binding.render_proposed(Proposed(pid, "emission_param", "k", value, epoch, holder, pid))
+    out = render.render_proposed(Proposed(pid, "emission_param", "k", value, epoch, holder, pid))
     assert out["proposedValue"] == value and _hex(out["proposerHash"]) == holder

@@ -1,0 +1,1 @@
+from tests.support.world import world as world
