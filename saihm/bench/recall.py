@@ -51,6 +51,7 @@ from saihm.errors import MalformedInput
 from saihm.events import CapabilityScope, Operation, SealedPayload
 from saihm.events.envelope import seal
 from saihm.events.identity import HolderKey
+from saihm.events.records import SCHEMA_VERSION
 from saihm.events.signing import sign_receipt
 from saihm.operator import Operator
 from saihm.projections import Body
@@ -120,12 +121,18 @@ def _seal_chunk(
     return out
 
 
+#: The cached store's format: the projections' schema version, so a store built by code of
+#: another projection format is built again instead of being measured (or rebuilt) as if
+#: current.
+_CACHE_FORMAT = f"1/{SCHEMA_VERSION}"
+
+
 def _build(root: Path, cells: int, workers: int) -> dict:
     """Build (once) a store of ``cells`` cells of one holder under ``root``; its manifest."""
     manifest = root / "manifest.json"
     if manifest.exists():
         info = json.loads(manifest.read_text())
-        if info.get("cells") == cells and info.get("format") == 1:
+        if info.get("cells") == cells and info.get("format") == _CACHE_FORMAT:
             return info
     shutil.rmtree(root, ignore_errors=True)
     config = Config.for_data(root / "data", checkpoint_interval=3600.0, recall_cache_mb=0)
@@ -155,7 +162,7 @@ def _build(root: Path, cells: int, workers: int) -> dict:
                     change.deks.append((cell_id, dek))
                     change.memo.append((cell_id, cell_bytes))
                 store.commit(change)
-    info = {"format": 1, "cells": cells, "holder": holder.hex()}
+    info = {"format": _CACHE_FORMAT, "cells": cells, "holder": holder.hex()}
     manifest.write_text(json.dumps(info))
     return info
 

@@ -47,3 +47,21 @@ def test_the_bench_store_rebuilds_identical(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["events"] == cells + 1  # the holder's creation, then one REMEMBER per cell
     assert report["identical"] is True, report["difference"]
+
+
+def test_a_bench_store_cached_by_another_projection_format_is_built_again(
+    tmp_path: Path,
+) -> None:
+    """The bench keeps its store between runs; one built by code of another projection format
+    (an older saihm) is built again, not measured or rebuilt as if it were current."""
+    import json
+
+    from saihm.bench.recall import _build
+
+    first = _build(tmp_path, 3, 1)
+    assert _build(tmp_path, 3, 1) == first  # reused while the format matches
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({**first, "format": 1}))
+    again = _build(tmp_path, 3, 1)
+    assert again["holder"] != first["holder"]
+    assert json.loads(manifest.read_text())["format"] == again["format"] != 1
