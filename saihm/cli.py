@@ -27,8 +27,6 @@ from saihm.helpformat import DefaultsFormatter
 
 if TYPE_CHECKING:
     from saihm.events import CapabilityScope
-    from saihm.storage import ReadTxn
-    from saihm.store import Store
 
 EPILOG = """first steps:
   saihm serve --data ./saihm-data            run the operator on 127.0.0.1:8080
@@ -531,10 +529,11 @@ def _cmd_session_open(args: argparse.Namespace) -> int:
 def _cmd_session_renew(args: argparse.Namespace) -> int:
     """A new token for an existing session id: the agent keeps recalling that session.
 
-    Refused, with nothing issued or logged, for an unknown holder, a revoked session
-    (docs/formats.md "Session revocation") and a session that holds no memory of the holder
-    (sessions are not logged when opened: one that never wrote is unknown, and a fresh one is
-    ``saihm session open``).
+    Refused, with nothing issued or logged, for an unknown holder and a revoked session
+    (docs/formats.md "Session revocation"). Sessions are not logged when opened, so a session
+    id that never wrote cannot be told from one never opened; renewing it gives the same
+    capability ``saihm session open`` would, and the hint that ``holder create`` prints must
+    work before the agent's first write.
     """
     from saihm.compose import open_operator
     from saihm.errors import Conflict, NotFound
@@ -550,30 +549,11 @@ def _cmd_session_renew(args: argparse.Namespace) -> int:
                 raise NotFound("no such holder")
             if store.authenticator.revocations.revoked(txn, holder_id, session_id):
                 raise Conflict("the session is revoked: open a new one with `saihm session open`")
-            if not _holds_memory(store, txn, holder_id, session_id):
-                raise NotFound(
-                    "no such session: it holds no memory of this holder "
-                    "(open a new one with `saihm session open`)"
-                )
     finally:
         store.close()
     token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
     _print_issued({"sessionId": session_id.hex(), "token": token, **fields}, summary)
     return 0
-
-
-def _holds_memory(store: Store, txn: ReadTxn, holder_id: bytes, session_id: bytes) -> bool:
-    """Whether a live cell of ``holder_id`` is filed under the session (its sealed cell record
-    carries the session's tag: the index alone is an untrusted hint), or its record chain is."""
-    cells = store.projections.cells
-    tag = store.session_tag(holder_id, session_id)
-    if cells.record_head(txn, tag) is not None:
-        return True
-    for _, cell_id in cells.live_of_session(txn, tag):
-        record = cells.get(txn, cell_id)
-        if record is not None and record.owner == holder_id and record.session_tag == tag:
-            return True
-    return False
 
 
 def _cmd_session_revoke(args: argparse.Namespace) -> int:
