@@ -107,6 +107,7 @@ _BATCH = 2000  # pairs per put_many statement
 _POOL_TIMEOUT = 15.0  # seconds to wait for a free connection
 _DISK_FULL = "53100"
 _LOCK_NOT_AVAILABLE = "55P03"
+_IN_FAILED_TRANSACTION = "25P02"
 
 #: The server-side limits of a write transaction (module docstring, "A node that stops"):
 #: a few seconds' wait for the write lock, and a writer silent this long mid-transaction (far
@@ -489,6 +490,13 @@ class PostgresStorage:
             return StorageError(
                 f"PostgreSQL at {self.location}: the write lock was not granted within "
                 "lock_timeout (another node's write transaction holds it; SQLSTATE 55P03)"
+            )
+        if state == _IN_FAILED_TRANSACTION:
+            # A statement sent after one whose error the caller swallowed: the server had
+            # already failed the transaction, so nothing of it will be written.
+            return StorageError(
+                f"PostgreSQL at {self.location}: a statement of the transaction failed; "
+                "nothing of it was written (SQLSTATE 25P02)"
             )
         if isinstance(err, psycopg_pool.PoolTimeout):
             return StorageError(
