@@ -52,8 +52,10 @@ def _padding(lines: int, tag: int = 0) -> bytes:
 
 
 def _incidents(err: str) -> list[str]:
-    """The stderr lines that are not the one-JSON-line-per-request access log."""
-    return [line for line in err.splitlines() if not line.startswith("{")]
+    """The witness's own stderr lines (each starts "saihm witness:"), not the access log nor
+    what other tests' logging handlers left behind (a handler on a stream closed since writes
+    "--- Logging error ---" here)."""
+    return [line for line in err.splitlines() if line.startswith("saihm witness:")]
 
 
 # -- malformed requests: refused, nothing stored, nothing logged -------------------------------
