@@ -16,6 +16,7 @@ lock); node B runs with the driver's defaults (WRITE_TIMEOUTS).
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import threading
@@ -27,7 +28,7 @@ import pytest
 
 from saihm.storage.postgres import WRITE_TIMEOUTS
 from tests.support.postgres import with_settings
-from tests.support.serve import fetch, holder_create, serving
+from tests.support.serve import fetch, holder_create, serving, until
 
 DEADLINE = 60.0  # seconds a bounded wait below may take on a loaded runner
 ANSWER = 20.0  # seconds a client waits for an answer: "no answer" fails the test
@@ -35,13 +36,7 @@ B_LOCK_TIMEOUT = float(dict(WRITE_TIMEOUTS)["lock_timeout"].removesuffix("s"))
 UNAVAILABLE = {"error": "operator_storage_unavailable"}
 
 
-def _until(condition, what: str, seconds: float = DEADLINE) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+_until = functools.partial(until, seconds=DEADLINE)
 
 
 def _call(url: str, token: str, method: str, params: dict) -> tuple[int, object, float]:

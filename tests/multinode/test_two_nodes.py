@@ -12,29 +12,21 @@ without it locally and fail without it under ``CI=true``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
-import pytest
-
 from tests.support.cli import run_saihm
-from tests.support.serve import checkpoint, fetch, holder_create, post, serving
+from tests.support.serve import checkpoint, fetch, holder_create, post, serving, until
 
 DEADLINE = 120.0  # seconds any bounded wait below may take on a loaded runner
 
 
-def _until(condition, what: str, seconds: float = DEADLINE) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+_until = functools.partial(until, seconds=DEADLINE)
 
 
 def _saihm(*argv: str) -> subprocess.CompletedProcess[str]:

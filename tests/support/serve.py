@@ -7,9 +7,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -105,3 +106,13 @@ def checkpoint(url, context=None):
     _, keys = fetch(url + "log/v1/keys", context=context)
     _, note = fetch(url + "log/checkpoint", context=context)
     return verify_checkpoint(note, [k["vkey"] for k in json.loads(keys)["checkpointKeys"]])
+
+
+def until(condition: Callable[[], object], what: str, seconds: float) -> None:
+    """Poll ``condition`` until it is true; fail the test naming ``what`` after ``seconds``
+    (a bounded wait for another process, never a sleep that hopes)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
