@@ -130,6 +130,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     from saihm.http.governance import governance
     from saihm.http.limits import TokenBuckets, rate_limit_middleware
     from saihm.http.log_api import add_log_routes
+    from saihm.http.me import add_me_routes
     from saihm.http.ops import add_ops_routes, metrics_middleware
     from saihm.http.toolcall import handle
     from saihm.provider.http import add_routes as add_memory_routes
@@ -157,6 +158,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     app.router.add_post("/", handle)
     app.router.add_get("/governance", governance)
     add_explorer_routes(app)
+    add_me_routes(app)
     add_log_routes(app)
     add_ops_routes(app, operator.store)
     add_memory_routes(app, lambda: LocalVault.open(operator))

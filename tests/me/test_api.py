@@ -1,0 +1,111 @@
+"""The person's actions (``/me/v1/...``) and the page's files, over plain HTTP."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.serve import fetch, holder_create
+
+CSP_PARTS = ("default-src 'none'", "script-src 'self'", "connect-src 'self'")
+
+
+def _call(world, path, token=None, body=None):
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    data = (
+        None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    )
+    status, raw = fetch(world.url + path, data=data, headers=headers)
+    return status, json.loads(raw)
+
+
+def test_the_page_and_its_files_carry_the_strict_csp(world):
+    import urllib.request
+
+    for path in ("me/", "me/me.js", "me/me.css"):
+        with urllib.request.urlopen(world.url + path, timeout=30) as resp:
+            csp = resp.headers["Content-Security-Policy"]
+            assert all(part in csp for part in CSP_PARTS), csp
+            assert resp.headers["Cache-Control"] == "no-store"
+    assert fetch(world.url + "me/other.js")[0] == 404
+
+
+def test_a_session_token_may_not_act_for_the_person(world):
+    for path, body in (
+        ("me/v1/grants", None),
+        ("me/v1/pending", None),
+        ("me/v1/grants/revoke", {"grantId": world.agent_grant}),
+        ("me/v1/pending/reject", {"id": world.proposal_id}),
+    ):
+        assert _call(world, path, world.session_token, body) == (
+            403,
+            {"error": "not_permitted"},
+        )
+        assert _call(world, path, None, body)[0] == 401
+    assert _call(world, "me/v1/grants", world.consumer_token)[0] == 403
+
+
+def test_bad_bodies_are_clear_errors_and_change_nothing(world):
+    token = world.person_token
+    bodies = (
+        b"{",
+        b"[]",
+        b"[" * 100_000,
+        {"grantId": "zz"},
+        {"grantId": world.agent_grant, "x": 1},
+    )
+    for body in bodies:
+        status, answer = _call(world, "me/v1/grants/revoke", token, body)
+        assert status == 400 and set(answer) == {"error"}
+    status, _ = _call(world, "me/v1/grants", token)
+    assert status == 200
+
+
+def test_another_holders_grant_is_not_found(world):
+    import subprocess
+
+    from tests.support.serve import SAIHM
+
+    other = holder_create(world.data)
+    done = subprocess.run(
+        [
+            SAIHM,
+            "grant",
+            "--data",
+            str(world.data),
+            "--holder",
+            other["holderId"],
+            "--sessions",
+            "all",
+        ],
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    grant_id = json.loads(done.stdout)["grantId"]
+    body = {"grantId": grant_id}
+    assert _call(world, "me/v1/grants/revoke", world.person_token, body) == (
+        404,
+        {"error": "grant_not_found"},
+    )
+    status, receipts = fetch(world.url + f"log/v1/receipts?subjectId={grant_id}")
+    assert status == 200
+    assert [e["receipt"]["operation"] for e in json.loads(receipts)["receipts"]] == ["GRANT"]
+
+
+def test_the_script_never_parses_text_as_html():
+    from pathlib import Path
+
+    import saihm.http.me as me
+
+    source = (Path(me.__file__).parent / "static" / "me.js").read_text()
+    for sink in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "localStorage",
+        "sessionStorage",
+        "document.cookie",
+    ):
+        assert sink not in source, f"me.js uses {sink}"
