@@ -112,6 +112,7 @@ def test_forget_with_confirmation_shows_the_erasure_verified(page, world, shots)
     card.locator("ul.history li[data-operation=FORGET]").wait_for(timeout=WAIT_MS)
     ops = card.locator("ul.history li").evaluate_all("els => els.map(e => e.dataset.operation)")
     assert ops[0] == "REMEMBER" and "FORGET" in ops
+    assert check.get_attribute("data-result") == "pass"  # the proof stays beside the history
     shots.take(page, "me-forget", f"article.memory[data-cell-id='{cell}']")
 
 

@@ -242,16 +242,17 @@ function renderMemories() {
 }
 
 function memoryCard(item, withSession) {
-  const out = el("div", { class: "memory-out" });
+  const history = el("div", { class: "history-out" });
+  const out = el("div", { class: "forget-out" });
   const meta = [KIND_WORDS[item.kind] || item.kind, `in ${item.namespace}`, date(item.timestamp)];
   if (withSession) meta.push(item.sessionId === state.sessionId ? "this session" : `session ${short(item.sessionId)}`);
   const card = el("article", { class: "memory", "data-cell-id": item.cellId, "data-kind": item.kind },
     el("p", { class: "meta", text: meta.join(" · ") }),
     el("p", { class: "content" }, ...safeText(item.plaintext)));
   const actions = el("div", { class: "actions" },
-    el("button", { type: "button", class: "plain history", onclick: () => showHistory(item.cellId, out), text: "History" }),
+    el("button", { type: "button", class: "plain history", onclick: () => showHistory(item.cellId, history), text: "History" }),
     el("button", { type: "button", class: "danger forget", onclick: () => askForget(item, card, out), text: "Forget…" }));
-  card.append(actions, out);
+  card.append(actions, out, history);
   return card;
 }
 
