@@ -7,9 +7,10 @@ operator's side through the ordinary API.
 from __future__ import annotations
 
 import json
+import time
 
-from tests.me.conftest import WAIT_MS, sign_in
-from tests.support.serve import fetch, post
+from tests.me.conftest import WAIT_MS, saihm, sign_in
+from tests.support.serve import fetch, holder_create, post
 
 
 def _cards(page) -> list[str]:
@@ -202,3 +203,86 @@ def test_no_secret_in_urls_storage_or_server_logs(browser, world):
     assert "/me/" in logs  # the access log is there, and it is what we search
     for secret in [*world.tokens(), *world.plaintexts.values(), world.proposal_text]:
         assert secret not in logs
+
+
+def test_a_large_session_pages_with_the_recall_cursor(page, world):
+    fresh = saihm(world.data, "session", "open", "--holder", world.holder_id)
+    for i in range(25):
+        world.remember(fresh["token"], f"paging note {i}")
+    sign_in(page, world, fresh["token"])
+    assert len(_cards(page)) == 20  # one bounded recall page, not the whole session
+    more = page.locator("#memory-more")
+    assert more.is_visible()
+    more.click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('#memory-list article.memory').length === 25",
+        timeout=WAIT_MS,
+    )
+    assert more.is_hidden()
+    texts = page.locator("#memory-list .content").all_inner_texts()
+    assert sorted(texts) == sorted(f"paging note {i}" for i in range(25))
+
+
+def test_the_namespace_filter_narrows_the_list(page, world):
+    fresh = saihm(world.data, "session", "open", "--holder", world.holder_id)
+    status, _ = post(
+        world.url, fresh["token"], "saihm_remember", {"content": "in work", "namespace": "work"}
+    )
+    assert status == 200
+    world.remember(fresh["token"], "in the default namespace")
+    sign_in(page, world, fresh["token"])
+    assert len(_cards(page)) == 2
+    page.fill("#namespaces", "work")
+    page.click("#recall-form button[type=submit]")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#memory-list article.memory').length === 1",
+        timeout=WAIT_MS,
+    )
+    assert page.inner_text("#memory-list .content") == "in work"
+
+
+def test_sharing_in_plain_words_with_accept_and_stop(page, world, shots):
+    sharer = holder_create(world.data)
+    cell = world.remember(sharer["token"], "a shared note")
+    params = {
+        "granteeIdHashesHex": [world.holder_id],
+        "shardIds": [cell],
+        "type": "temporary",
+        "scope": "read",
+        "expiryEpoch": str(int(time.time()) + 3600),
+    }
+    status, shared = post(world.url, sharer["token"], "saihm_share", params)
+    assert status == 200, shared
+    contract = shared["contractId"]
+    sign_in(page, world, world.session_token)
+    incoming = page.locator(f"#sharing-body li[data-contract='{contract}']")
+    assert "shares temporary with you" in incoming.inner_text()
+    assert "waiting for your answer" in incoming.inner_text()
+    assert contract not in incoming.inner_text()  # ids only on demand
+    incoming.locator("button.accept-contract").click()
+    page.wait_for_function(
+        "() => document.querySelector('#sharing-body .status')?.dataset.result === 'pass'",
+        timeout=WAIT_MS,
+    )
+    assert "accepted" in page.locator(f"#sharing-body li[data-contract='{contract}']").inner_text()
+    status, answer = post(world.url, world.session_token, "saihm_status", {})
+    assert [c["accepted"] for c in answer["incomingContracts"] if c["contractId"] == contract] == [
+        True
+    ]
+    page.close()
+    tab = page.context.browser.new_page()
+    try:
+        sign_in(tab, world, sharer["token"])
+        mine = tab.locator(f"#sharing-body li[data-contract='{contract}']")
+        assert "You share temporary with 1 agent, until" in mine.inner_text()
+        shots.take(tab, "me-shared", "#sharing")
+        mine.locator("button.revoke-share").click()
+        tab.wait_for_function(
+            "() => document.querySelector('#sharing-body .status')?.dataset.result === 'pass'",
+            timeout=WAIT_MS,
+        )
+        assert tab.locator(f"#sharing-body li[data-contract='{contract}']").count() == 0
+    finally:
+        tab.close()
+    status, answer = post(world.url, sharer["token"], "saihm_status", {})
+    assert all(c["contractId"] != contract for c in answer["contracts"])
