@@ -109,3 +109,19 @@ def test_the_script_never_parses_text_as_html():
         "document.cookie",
     ):
         assert sink not in source, f"me.js uses {sink}"
+
+
+def test_rejecting_a_proposal_drops_it_once(world):
+    token = world.person_token
+    status, listed = _call(world, "me/v1/pending", token)
+    assert status == 200
+    assert [p["id"] for p in listed["pending"]] == [world.proposal_id]
+    assert listed["pending"][0]["record"]["content"] == {"fact": world.proposal_text}
+    body = {"id": world.proposal_id}
+    assert _call(world, "me/v1/pending/reject", token, body) == (
+        200,
+        {"rejected": True, "id": world.proposal_id},
+    )
+    assert _call(world, "me/v1/pending", token) == (200, {"pending": []})
+    for path in ("me/v1/pending/reject", "me/v1/pending/accept"):
+        assert _call(world, path, token, body) == (404, {"error": "proposal_not_found"})

@@ -283,6 +283,7 @@ function askForget(item, card, out) {
   out.replaceChildren(el("div", { class: "status not-checked confirm", role: "alertdialog" },
     el("p", { text: "Forget this? Its key is destroyed: nobody, the operator included, can read it again, and the log keeps a receipt that it was done." }),
     el("div", { class: "actions" }, yes, no)));
+  no.focus(); // the safe choice has the focus
 }
 
 async function forget(item, card, out) {
