@@ -28,11 +28,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
-from saihm.cellcache import OpenedCell, Page
 from saihm.config import Config
 from saihm.events import Cell, SealedPayload
 from saihm.events.identity import HolderKey
-from saihm.jobs import JobBoard
 from saihm.projections import Body, Projections, StaleProjections, u64
 from saihm.projections.keys import loads
 from saihm.retrieval import Embedder, load_embedder
@@ -51,11 +49,12 @@ from saihm.store.environment import (
     FaultHook,
     initialise,
 )
-from saihm.store.jobs import BackgroundJobs
+from saihm.store.jobs import BackgroundJobs, JobBoard
 from saihm.store.keys import CHECKPOINT_JOB, JOBS, KEK_JOB, HolderKeys, KeyRotation
 from saihm.store.publiclog import PublicLog
 from saihm.store.reader import CheckedReader
 from saihm.store.rebuild import Rebuilder, RebuildFailed, RebuildReport, ReplaceReport
+from saihm.store.views import CellHeader, OpenedCell, Page
 
 __all__ = [
     "BODIES",
@@ -66,6 +65,7 @@ __all__ = [
     "STATS",
     "STORAGE_NAMES",
     "Access",
+    "CellHeader",
     "Change",
     "OpenedCell",
     "Page",
@@ -108,7 +108,7 @@ class Store:
         self.projections = env.projections
         self.record_seal = env.record_seal
         self.log_keys = env.log_keys
-        #: The log's identity, fixed when the data directory was created (saihm/origin.py).
+        #: The log's identity, fixed when the data directory was created (saihm/store/origin.py).
         self.origin = env.origin
         self.authority_public_key = env.authority_public_key
         self.jobs = JobBoard(clock, JOBS)

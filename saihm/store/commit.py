@@ -21,12 +21,12 @@ from typing import cast
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
-from saihm.jobs import error_code
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
 from saihm.storage.base import StorageError, StorageFull, WriteTxn
 from saihm.store.environment import BODIES, MEMO, STATS, Environment
+from saihm.store.jobs import error_code
 
 log = logging.getLogger("saihm.store")
 
