@@ -74,6 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("which cells a read considers", ("saihm.store.candidates",)),
     ("the holder-wide read", ("saihm.store.holderwide",)),
     ("the checked read path", ("saihm.store.reader",)),
+    ("held proposals, written through the group commit", ("saihm.store.held",)),
     ("the store: the composition of its parts", ("saihm.store", "saihm.fsck")),
     (
         "the operator's parts over one context",

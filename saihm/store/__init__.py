@@ -16,8 +16,8 @@ dependencies (docs/internals.md "The store"):
 - :mod:`~saihm.store.jobs` runs the checkpointer and the KEK schedule, started by the
   composition root (:meth:`Store.start_jobs`), never by opening a store.
 
-The namespace ``provider-pending`` is reserved here (:data:`STORAGE_NAMES`) and owned by the
-provider (saihm/provider/held.py).
+- :mod:`~saihm.store.held` keeps the provider's held proposals (namespace ``provider-pending``),
+  written through the same group commit.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from saihm.store.environment import (
     FaultHook,
     initialise,
 )
+from saihm.store.held import HeldProposals
 from saihm.store.jobs import BackgroundJobs, JobBoard
 from saihm.store.keys import CHECKPOINT_JOB, JOBS, KEK_JOB, HolderKeys, KeyRotation
 from saihm.store.publiclog import PublicLog
@@ -67,6 +68,7 @@ __all__ = [
     "Access",
     "CellHeader",
     "Change",
+    "HeldProposals",
     "OpenedCell",
     "Page",
     "RebuildFailed",
@@ -121,6 +123,8 @@ class Store:
         self.commits = GroupCommit(
             env, (self.reader.sync_cache, self._after_commit_fault, self._checkpoint_if_due)
         )
+        #: Pending proposals held outside the log; they commit through :attr:`commits`.
+        self.held = HeldProposals(env, self.commits, self.reader)
         self.background: BackgroundJobs | None = None
         #: Whether this process committed a batch (the final checkpoint covers its writes).
         self._committed = False
@@ -229,6 +233,11 @@ class Store:
         return self.env.session_tag(holder_id, session_id)
 
     # -- state the operator consults (metadata only, never plaintext) ---------------------
+
+    @property
+    def kek_version(self) -> int:
+        """The KEK generation a new cell's DEK is wrapped under."""
+        return self.kek_dir.current_version
 
     def holder_key(self, holder_id: bytes) -> HolderKey:
         """The custodied signing key of ``holder_id`` (:meth:`HolderKeys.get`)."""

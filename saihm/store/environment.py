@@ -25,7 +25,8 @@ BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
 MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
 STATS = b"stats"  # day u64 -> [calls, within service window]; operational, not derived
 CHECKPOINTS = b"checkpoints"  # tree size u64 -> signed checkpoint note
-#: Reserved for the provider (saihm/provider/held.py owns its reads and writes): proposalId ->
+#: The provider's held proposals (saihm/store/held.py reads them; the group commit writes them):
+#: proposalId ->
 #: {1: cell CBOR, 2: caller's meta}; not a projection.
 PENDING = b"provider-pending"
 OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING)
