@@ -29,12 +29,19 @@ from pathlib import Path
 from typing import cast
 
 from saihm.config import Config
-from saihm.events import Cell, SealedPayload
+from saihm.events import Cell, Contract, Receipt
 from saihm.events.identity import HolderKey
-from saihm.projections import Body, Projections, StaleProjections, u64
+from saihm.projections import (
+    Body,
+    CellRecord,
+    Projections,
+    RecordHead,
+    StaleProjections,
+    u64,
+)
 from saihm.projections.keys import loads
 from saihm.retrieval import Embedder, load_embedder
-from saihm.storage import ReadTxn
+from saihm.storage import ReadTxn, WriteTxn
 from saihm.store.auth import Access, Authenticator
 from saihm.store.commit import Change, GroupCommit
 from saihm.store.environment import (
@@ -187,6 +194,61 @@ class Store:
         if self.clock() - self.public_log.last_signed >= interval:
             self.jobs.run(CHECKPOINT_JOB, self.checkpoint_now, interval)
 
+    # -- building a change (the private parts the operator never sees) ------------------
+
+    def cell_change(
+        self,
+        cell: Cell,
+        receipt: Receipt,
+        session_id: bytes,
+        *,
+        deks: Sequence[tuple[bytes, bytes]] = (),
+        record: tuple[int, bool] | None = None,
+        guard: Callable[[WriteTxn], object] | None = None,
+    ) -> Change:
+        """The one :class:`Change` that stores the sealed ``cell`` with its REMEMBER
+        ``receipt``: its private body (the cell, the session tag of ``session_id`` under the
+        cell's holder, the record's ``(seq, ended)`` if it is a record cell), its memo and the
+        wrapped ``deks``. ``guard`` runs inside the write transaction."""
+        cell_bytes = cell.to_cbor()
+        body = Body(
+            cell_bytes,
+            self.env.session_tag(cell.holder_id, session_id),
+            None if record is None else record[0],
+            False if record is None else record[1],
+        )
+        return Change(
+            receipts=[receipt],
+            bodies={cell.cell_id: body},
+            deks=list(deks),
+            memo=[(cell.cell_id, cell_bytes)],
+            guard=guard,
+        )
+
+    def contract_change(
+        self,
+        contract: Contract,
+        receipt: Receipt,
+        guard: Callable[[WriteTxn], object] | None = None,
+    ) -> Change:
+        """The one :class:`Change` that stores the signed ``contract`` (its private body) with
+        its SHARE ``receipt``; ``guard`` runs inside the write transaction."""
+        return Change(
+            receipts=[receipt],
+            bodies={contract.contract_id: Body(contract.to_cbor())},
+            guard=guard,
+        )
+
+    def record_head(self, txn: ReadTxn, holder_id: bytes, session_id: bytes) -> RecordHead | None:
+        """The head of one holder's session record in ``txn`` (a write transaction's too, for
+        a guard), or None before its first record cell."""
+        return self.projections.cells.record_head(txn, self.env.session_tag(holder_id, session_id))
+
+    def in_session(self, record: CellRecord, holder_id: bytes, session_id: bytes) -> bool:
+        """Whether the cell ``record`` was stored into ``session_id`` of ``holder_id`` (its
+        session tag matches)."""
+        return record.session_tag == self.env.session_tag(holder_id, session_id)
+
     # -- capabilities (saihm/store/auth.py) ----------------------------------------------
 
     def authenticate(self, token: str | None) -> Access:
@@ -213,11 +275,6 @@ class Store:
             access, query=query, cell_ids=cell_ids, include_shared=include_shared
         )
         return page.cells
-
-    def open_prepared(self, txn: ReadTxn, access: Access, cell: Cell) -> SealedPayload | None:
-        """A prepared cell held outside the log, opened for ``access``
-        (:meth:`CheckedReader.open_prepared`)."""
-        return self.reader.open_prepared(txn, access, cell)
 
     def check_opens(self, txn: ReadTxn, cell: Cell) -> None:
         """Raise unless ``cell`` opens (:meth:`CheckedReader.check_opens`)."""
