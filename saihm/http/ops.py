@@ -93,7 +93,7 @@ def figures(store: Store, now: float | None = None) -> OpsFigures:
     has lagged the log.
     """
     now = time.time() if now is None else now
-    with store.storage.read() as txn:
+    with store.read_txn() as txn:
         size = store.tree.size(txn)
         latest = store.public_log.latest_stored(txn)
     usage = store.storage.usage()

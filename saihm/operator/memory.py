@@ -21,7 +21,7 @@ from saihm.events.signing import sign_receipt
 from saihm.operator.context import ToolContext
 from saihm.operator.governance import GovernanceTools, ProposalSummary
 from saihm.operator.sharing import SharingTools
-from saihm.projections import Body, RecordHead
+from saihm.projections import RecordHead
 from saihm.storage import WriteTxn
 from saihm.store import Access, Change, Page
 
@@ -222,7 +222,7 @@ class MemoryTools:
         cell, dek = seal(
             payload,
             key=ctx.key(access),
-            kek_version=ctx.store.kek_dir.current_version,
+            kek_version=ctx.store.kek_version,
             tier=ctx.config.tier,
             timestamp=ctx.now(),
         )
@@ -241,27 +241,16 @@ class MemoryTools:
         deks: Sequence[tuple[bytes, bytes]],
         timestamp: int,
     ) -> Change:
-        """The one Change that stores a sealed cell with its REMEMBER receipt."""
-        ctx = self.context
+        """The one Change that stores a sealed cell with its REMEMBER receipt
+        (:meth:`Store.cell_change` builds its private body)."""
         receipt = sign_receipt(
-            ctx.key(access),
+            self.context.key(access),
             subject_id=cell.cell_id,
             operation=Operation.REMEMBER,
             timestamp=timestamp,
         )
-        cell_bytes = cell.to_cbor()
-        body = Body(
-            cell_bytes,
-            ctx.store.session_tag(access.holder_id, session_id),
-            None if record is None else record[0],
-            False if record is None else record[1],
-        )
-        return Change(
-            receipts=[receipt],
-            bodies={cell.cell_id: body},
-            deks=list(deks),
-            memo=[(cell.cell_id, cell_bytes)],
-            guard=guard,
+        return self.context.store.cell_change(
+            cell, receipt, session_id, deks=deks, record=record, guard=guard
         )
 
     def record(self, access: Access, content: str, kind: str) -> Recorded:
@@ -277,11 +266,10 @@ class MemoryTools:
             raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
         session = _check_writable(access, "record")
         store = self.context.store
-        cells = store.projections.cells
-        tag = store.session_tag(access.holder_id, session)
+        holder = access.holder_id
         for _ in range(5):
             with store.read_txn() as txn:
-                head = cells.record_head(txn, tag)
+                head = store.record_head(txn, holder, session)
             if head is not None and head.ended:
                 raise Conflict("this session's record has ended", code=ErrorCode.RECORD_ENDED)
             seq = 0 if head is None else head.seq + 1
@@ -296,7 +284,7 @@ class MemoryTools:
             )
 
             def guard(txn: WriteTxn, expected: RecordHead | None = head) -> None:
-                if cells.record_head(txn, tag) != expected:
+                if store.record_head(txn, holder, session) != expected:
                     raise _Retry()
 
             change, cell = self._cell_change(access, payload, (seq, kind == "end"), guard)

@@ -13,7 +13,7 @@ from saihm.events import Operation
 from saihm.events.rules import check_contract_terms
 from saihm.events.signing import sign_contract, sign_receipt
 from saihm.operator.context import ToolContext
-from saihm.projections import Body, ContractRecord
+from saihm.projections import ContractRecord
 from saihm.storage import WriteTxn
 from saihm.store import Access, Change
 
@@ -117,13 +117,7 @@ class SharingTools:
                 if store.projections.cells.is_erased(txn, shard):
                     raise NotFound("a cell was erased", code=ErrorCode.SHARD_NOT_FOUND)
 
-        ctx.commit(
-            Change(
-                receipts=[receipt],
-                bodies={contract.contract_id: Body(contract.to_cbor())},
-                guard=guard,
-            )
-        )
+        ctx.commit(store.contract_change(contract, receipt, guard))
         return Shared(
             contract_id=contract.contract_id,
             mode=mode,
@@ -184,11 +178,7 @@ class SharingTools:
         visible = {
             c.cell.cell_id for c in store.read(access, cell_ids=shards, include_shared=False)
         }
-        tag = (
-            None
-            if access.all_sessions
-            else store.session_tag(access.holder_id, access.own_session())
-        )
+        session = None if access.all_sessions else access.own_session()
         with store.read_txn() as txn:
             for shard in shards:
                 if shard in visible:
@@ -198,8 +188,8 @@ class SharingTools:
                     cell is not None
                     and cell.erased
                     and access.namespaces is None
-                    and tag is not None
-                    and cell.session_tag == tag
+                    and session is not None
+                    and store.in_session(cell, access.holder_id, session)
                 )
                 if not erased_here:
                     return False

@@ -1,7 +1,7 @@
 """Consumer write proposals held for the person (RFC 0007: "never silent agent write").
 
 A proposal is sealed and signed at once (the plaintext never rests on disk); its cell bytes and
-wrapped DEK are held in the provider's ``provider-pending`` namespace (saihm/provider/held.py)
+wrapped DEK are held in the store's ``provider-pending`` namespace (saihm/store/held.py)
 and its content is opened only through the store's checked read path, with the person's
 Access. Accepting commits the very same cell with a REMEMBER receipt, in one transaction that
 also removes the proposal; rejecting destroys the wrapped DEK, so the held ciphertext can no
@@ -28,7 +28,6 @@ from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound
 from saihm.events import SealedPayload
 from saihm.events.envelope import seal
 from saihm.operator import Operator
-from saihm.provider.held import HeldProposals
 from saihm.provider.meta import VaultMeta
 from saihm.provider.models import MemoryRecordRef, MemoryStore, PendingProposal, iso8601
 from saihm.provider.records import parse_sealed, seal_text
@@ -77,7 +76,7 @@ class PendingProposals:
     def __init__(self, operator: Operator, meta: VaultMeta) -> None:
         self.operator = operator
         self.cells = operator.store
-        self.held = HeldProposals(operator.store)
+        self.held = operator.store.held
         self.meta = meta
 
     def person(self) -> Access:
@@ -105,7 +104,7 @@ class PendingProposals:
         cell, dek = seal(
             payload,
             key=store.holder_key(self.meta.holder_id),
-            kek_version=store.kek_dir.current_version,
+            kek_version=store.kek_version,
             tier=config.tier,
             timestamp=now,
         )

@@ -16,8 +16,8 @@ dependencies (docs/internals.md "The store"):
 - :mod:`~saihm.store.jobs` runs the checkpointer and the KEK schedule, started by the
   composition root (:meth:`Store.start_jobs`), never by opening a store.
 
-The namespace ``provider-pending`` is reserved here (:data:`STORAGE_NAMES`) and owned by the
-provider (saihm/provider/held.py).
+- :mod:`~saihm.store.held` keeps the provider's held proposals (namespace ``provider-pending``),
+  written through the same group commit.
 """
 
 from __future__ import annotations
@@ -28,15 +28,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
-from saihm.cellcache import OpenedCell, Page
 from saihm.config import Config
-from saihm.events import Cell, SealedPayload
+from saihm.events import Cell, Contract, Receipt
 from saihm.events.identity import HolderKey
-from saihm.jobs import JobBoard
-from saihm.projections import Body, Projections, StaleProjections, u64
+from saihm.projections import (
+    Body,
+    CellRecord,
+    Projections,
+    RecordHead,
+    StaleProjections,
+    u64,
+)
 from saihm.projections.keys import loads
 from saihm.retrieval import Embedder, load_embedder
-from saihm.storage import ReadTxn
+from saihm.storage import ReadTxn, WriteTxn
 from saihm.store.auth import Access, Authenticator
 from saihm.store.commit import Change, GroupCommit
 from saihm.store.environment import (
@@ -51,11 +56,13 @@ from saihm.store.environment import (
     FaultHook,
     initialise,
 )
-from saihm.store.jobs import BackgroundJobs
+from saihm.store.held import HeldProposals
+from saihm.store.jobs import BackgroundJobs, JobBoard
 from saihm.store.keys import CHECKPOINT_JOB, JOBS, KEK_JOB, HolderKeys, KeyRotation
 from saihm.store.publiclog import PublicLog
 from saihm.store.reader import CheckedReader
 from saihm.store.rebuild import Rebuilder, RebuildFailed, RebuildReport, ReplaceReport
+from saihm.store.views import CellHeader, OpenedCell, Page
 
 __all__ = [
     "BODIES",
@@ -66,7 +73,9 @@ __all__ = [
     "STATS",
     "STORAGE_NAMES",
     "Access",
+    "CellHeader",
     "Change",
+    "HeldProposals",
     "OpenedCell",
     "Page",
     "RebuildFailed",
@@ -108,7 +117,7 @@ class Store:
         self.projections = env.projections
         self.record_seal = env.record_seal
         self.log_keys = env.log_keys
-        #: The log's identity, fixed when the data directory was created (saihm/origin.py).
+        #: The log's identity, fixed when the data directory was created (saihm/store/origin.py).
         self.origin = env.origin
         self.authority_public_key = env.authority_public_key
         self.jobs = JobBoard(clock, JOBS)
@@ -121,6 +130,8 @@ class Store:
         self.commits = GroupCommit(
             env, (self.reader.sync_cache, self._after_commit_fault, self._checkpoint_if_due)
         )
+        #: Pending proposals held outside the log; they commit through :attr:`commits`.
+        self.held = HeldProposals(env, self.commits, self.reader)
         self.background: BackgroundJobs | None = None
         #: Whether this process committed a batch (the final checkpoint covers its writes).
         self._committed = False
@@ -183,6 +194,61 @@ class Store:
         if self.clock() - self.public_log.last_signed >= interval:
             self.jobs.run(CHECKPOINT_JOB, self.checkpoint_now, interval)
 
+    # -- building a change (the private parts the operator never sees) ------------------
+
+    def cell_change(
+        self,
+        cell: Cell,
+        receipt: Receipt,
+        session_id: bytes,
+        *,
+        deks: Sequence[tuple[bytes, bytes]] = (),
+        record: tuple[int, bool] | None = None,
+        guard: Callable[[WriteTxn], object] | None = None,
+    ) -> Change:
+        """The one :class:`Change` that stores the sealed ``cell`` with its REMEMBER
+        ``receipt``: its private body (the cell, the session tag of ``session_id`` under the
+        cell's holder, the record's ``(seq, ended)`` if it is a record cell), its memo and the
+        wrapped ``deks``. ``guard`` runs inside the write transaction."""
+        cell_bytes = cell.to_cbor()
+        body = Body(
+            cell_bytes,
+            self.env.session_tag(cell.holder_id, session_id),
+            None if record is None else record[0],
+            False if record is None else record[1],
+        )
+        return Change(
+            receipts=[receipt],
+            bodies={cell.cell_id: body},
+            deks=list(deks),
+            memo=[(cell.cell_id, cell_bytes)],
+            guard=guard,
+        )
+
+    def contract_change(
+        self,
+        contract: Contract,
+        receipt: Receipt,
+        guard: Callable[[WriteTxn], object] | None = None,
+    ) -> Change:
+        """The one :class:`Change` that stores the signed ``contract`` (its private body) with
+        its SHARE ``receipt``; ``guard`` runs inside the write transaction."""
+        return Change(
+            receipts=[receipt],
+            bodies={contract.contract_id: Body(contract.to_cbor())},
+            guard=guard,
+        )
+
+    def record_head(self, txn: ReadTxn, holder_id: bytes, session_id: bytes) -> RecordHead | None:
+        """The head of one holder's session record in ``txn`` (a write transaction's too, for
+        a guard), or None before its first record cell."""
+        return self.projections.cells.record_head(txn, self.env.session_tag(holder_id, session_id))
+
+    def in_session(self, record: CellRecord, holder_id: bytes, session_id: bytes) -> bool:
+        """Whether the cell ``record`` was stored into ``session_id`` of ``holder_id`` (its
+        session tag matches)."""
+        return record.session_tag == self.env.session_tag(holder_id, session_id)
+
     # -- capabilities (saihm/store/auth.py) ----------------------------------------------
 
     def authenticate(self, token: str | None) -> Access:
@@ -210,11 +276,6 @@ class Store:
         )
         return page.cells
 
-    def open_prepared(self, txn: ReadTxn, access: Access, cell: Cell) -> SealedPayload | None:
-        """A prepared cell held outside the log, opened for ``access``
-        (:meth:`CheckedReader.open_prepared`)."""
-        return self.reader.open_prepared(txn, access, cell)
-
     def check_opens(self, txn: ReadTxn, cell: Cell) -> None:
         """Raise unless ``cell`` opens (:meth:`CheckedReader.check_opens`)."""
         self.reader.check_opens(txn, cell)
@@ -229,6 +290,11 @@ class Store:
         return self.env.session_tag(holder_id, session_id)
 
     # -- state the operator consults (metadata only, never plaintext) ---------------------
+
+    @property
+    def kek_version(self) -> int:
+        """The KEK generation a new cell's DEK is wrapped under."""
+        return self.kek_dir.current_version
 
     def holder_key(self, holder_id: bytes) -> HolderKey:
         """The custodied signing key of ``holder_id`` (:meth:`HolderKeys.get`)."""

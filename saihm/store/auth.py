@@ -16,7 +16,6 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 
-from saihm.cellcache import CellHeader
 from saihm.errors import ErrorCode, MalformedInput, SaihmError, Unauthenticated
 from saihm.events import Capability, Cell, SealedPayload
 from saihm.events.signing import verify_capability
@@ -25,6 +24,7 @@ from saihm.projections import apply as P
 from saihm.projections.keys import dumps
 from saihm.storage import ReadTxn
 from saihm.store.environment import Environment
+from saihm.store.views import CellHeader
 
 #: Verified capabilities kept by token digest; emptied when it grows past this.
 TOKEN_CACHE_MAX = 4096

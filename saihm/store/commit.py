@@ -21,12 +21,12 @@ from typing import cast
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
-from saihm.jobs import error_code
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
 from saihm.storage.base import StorageError, StorageFull, WriteTxn
-from saihm.store.environment import BODIES, MEMO, STATS, Environment
+from saihm.store.environment import BODIES, MEMO, PENDING, STATS, Environment
+from saihm.store.jobs import error_code
 
 log = logging.getLogger("saihm.store")
 
@@ -46,6 +46,9 @@ class Change:
     seeds: list[tuple[bytes, bytes]] = field(default_factory=list)
     destroy: list[bytes] = field(default_factory=list)
     memo: list[tuple[bytes, bytes]] = field(default_factory=list)
+    #: Held proposals to store (proposalId, entry) and to remove (saihm/store/held.py).
+    held: list[tuple[bytes, bytes]] = field(default_factory=list)
+    released: list[bytes] = field(default_factory=list)
     guard: Callable[[WriteTxn], object] | None = None
     outcome: object = None
     error: BaseException | None = None
@@ -241,6 +244,10 @@ class GroupCommit:
             txn.put(cell_id, self.env.memo(cell_bytes), db=self.env.db[MEMO])
         for cell_id in change.destroy:
             self.env.keyring.destroy(txn, cell_id)
+        for proposal_id in change.released:
+            txn.delete(proposal_id, db=self.env.db[PENDING])
+        for proposal_id, entry in change.held:
+            txn.put(proposal_id, entry, db=self.env.db[PENDING])
         leaves = [receipt.to_cbor() for receipt in change.receipts]
         for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
             leaf_body = change.bodies.get(receipt.subject_id)
@@ -250,7 +257,9 @@ class GroupCommit:
         return leaves
 
     def _count_calls(self, txn: WriteTxn, applied: list[Change]) -> None:
-        """Count the batch's calls, and those within the service window, for ``prs``."""
+        """Count the batch's calls, and those within the service window, for ``prs``: the
+        changes that logged receipts (a held proposal's write is not a call of its own)."""
+        applied = [change for change in applied if change.receipts]
         now = time.monotonic()
         window = self.env.config.service_window_ms / 1000
         within = sum(now - change.started <= window for change in applied)

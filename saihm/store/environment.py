@@ -3,7 +3,7 @@
 The one place that opens the operator's storage (:func:`saihm.storage.open_storage`: LMDB in
 ``DATA/lmdb`` or PostgreSQL), with every namespace the store and the provider use
 (:data:`STORAGE_NAMES`); it honours the store-elsewhere and migrated markers
-(saihm/storeurl.py), loads the log keys and the origin (saihm/origin.py), the KEK directory
+(saihm/storeurl.py), loads the log keys and the origin (saihm/store/origin.py), the KEK directory
 and keyring, the record seal and the projections. Nothing here reads a cell.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from saihm.config import Config
 from saihm.keyring import KekDirectory, Keyring
-from saihm.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 from saihm.projections import Projections, RecordSeal, derive_record_key
 from saihm.storage import Namespace, Storage, open_storage
+from saihm.store.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 from saihm.storeurl import record_store_elsewhere, refuse_migrated
 from saihm.translog import LogKeys, TreeStorage
 
@@ -25,7 +25,8 @@ BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
 MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
 STATS = b"stats"  # day u64 -> [calls, within service window]; operational, not derived
 CHECKPOINTS = b"checkpoints"  # tree size u64 -> signed checkpoint note
-#: Reserved for the provider (saihm/provider/held.py owns its reads and writes): proposalId ->
+#: The provider's held proposals (saihm/store/held.py reads them; the group commit writes them):
+#: proposalId ->
 #: {1: cell CBOR, 2: caller's meta}; not a projection.
 PENDING = b"provider-pending"
 OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING)
@@ -92,7 +93,7 @@ class Environment:
         if check_applied:
             self._check_applied()
         self.log_keys = LogKeys.load(config.log_keys_dir)
-        #: The log's identity, fixed when the data directory was created (saihm/origin.py).
+        #: The log's identity, fixed when the data directory was created (saihm/store/origin.py).
         self.origin = settle_origin(config.data_dir, config.origin, self.log_keys.origin)
         if not config.verifier_keys_file.exists():
             # Public, and needed by offline tools wherever the signing keys are kept.

@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from saihm.cellcache import CacheEntry, CacheView, HolderIndex, OpenedCell, Page
 from saihm.events import SealedPayload
 from saihm.projections import Projections
 from saihm.retrieval import Query
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, label_allows
+from saihm.store.cache import CacheEntry, CacheView, HolderIndex
 from saihm.store.candidates import covered_cells
+from saihm.store.views import OpenedCell, Page
 
 #: A filter on the decrypted label (namespaces, kinds), or None for every cell.
 Narrow = Callable[[SealedPayload], bool] | None

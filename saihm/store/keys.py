@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 from saihm.errors import Unavailable
 from saihm.events.identity import HolderKey
-from saihm.jobs import JobBoard
 from saihm.keyring import KeyringError, RotationBusy
 from saihm.storage import StorageFull
 from saihm.store.environment import Environment
+from saihm.store.jobs import JobBoard
 
 log = logging.getLogger("saihm.store")
 

@@ -15,7 +15,6 @@ import logging
 from collections.abc import Iterable
 from typing import cast
 
-from saihm.cellcache import CacheView, CellCache, CellHeader, OpenedCell, Page
 from saihm.errors import NotFound, SaihmError, VerificationFailed
 from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
@@ -25,16 +24,18 @@ from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import rank
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
+from saihm.store.cache import CacheView, CellCache
 from saihm.store.candidates import candidates
 from saihm.store.environment import BODIES, MEMO, Environment
 from saihm.store.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
+from saihm.store.views import CellHeader, OpenedCell, Page
 
 log = logging.getLogger("saihm.store")
 
 
 class CheckedReader:
     """Reads cells for an :class:`Access`, each item checked on every call; owns the recall
-    cache of verified cells (saihm/cellcache.py, memory only)."""
+    cache of verified cells (saihm/store/cache.py, memory only)."""
 
     def __init__(
         self, env: Environment, authenticator: Authenticator, embedder: Embedder | None

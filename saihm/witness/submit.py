@@ -45,7 +45,6 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from saihm.errors import MalformedInput, SaihmError
-from saihm.jobs import MAX_BACKOFF
 from saihm.translog import Checkpoint, NoteError
 from saihm.translog.note import Verifier, parse_note
 from saihm.translog.witness import (
@@ -72,6 +71,9 @@ log = logging.getLogger("saihm.witness")
 
 #: Seconds between looks at the newest checkpoint, and the first back-off step.
 INTERVAL = 1.0
+#: The longest back-off after repeated failures (seconds): a failing witness is retried at
+#: least every five minutes, like the store's background jobs.
+MAX_BACKOFF = 300.0
 #: Timeout of one add-checkpoint request (seconds).
 TIMEOUT = 10.0
 #: Largest response body read from a witness.

@@ -28,8 +28,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from saihm.provider.held import HeldProposals
-
 EXAMPLES = 20 if os.environ.get("SAIHM_LONG") == "1" else 1
 SETTINGS = settings(
     deadline=None,
@@ -129,7 +127,7 @@ class Server:
 
     def state(self) -> tuple[int, int]:
         store = self.operator.store
-        return store.size(), len(HeldProposals(store).items())
+        return store.size(), len(store.held.items())
 
     def send(self, method: str, path: str, body: bytes | None, token: str | None):
         headers = {"Content-Type": "application/json"}

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from saihm.cellcache import CellHeader, OpenedCell
 from saihm.events import SealedPayload
 from saihm.protocol import RecallItem, RecallItems, recall_items
+from saihm.store.views import CellHeader, OpenedCell
 from tests.support.world import World, make_world
 
 

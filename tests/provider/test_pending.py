@@ -6,7 +6,6 @@ import pytest
 
 from saihm.errors import NotFound, NotPermitted
 from saihm.events import Operation
-from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryQuery, MemoryStore
 from tests.support.postgres import store_driver, store_url_for
 
@@ -42,7 +41,7 @@ def test_proposal_is_pending_and_invisible_until_accepted(world):
 def test_rejected_proposal_never_lands_and_its_key_is_destroyed(world):
     agent = world.consumer("agent", ["notes"], "readwrite")
     ref = _propose(agent)
-    ((_, cell, _),) = HeldProposals(world.store).items()
+    ((_, cell, _),) = world.store.held.items()
     assert world.vault.reject(ref.id) is True
     assert world.vault.reject(ref.id) is False
     assert world.vault.pending() == []

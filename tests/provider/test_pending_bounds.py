@@ -19,7 +19,6 @@ from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import Conflict, NotFound
 from saihm.operator import Operator
-from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryStore
 from saihm.provider.vault import LocalVault
 from saihm.store import Store
@@ -57,7 +56,7 @@ def _propose(provider, consumer: str, fact: str = "x"):
 
 
 def _held(store: Store) -> list[bytes]:
-    return [pid for pid, _cell, _meta in HeldProposals(store).items()]
+    return [pid for pid, _cell, _meta in store.held.items()]
 
 
 def test_a_consumer_over_its_cap_is_refused_and_nothing_is_stored(bounded):
@@ -83,14 +82,14 @@ def test_an_expired_proposal_is_not_listed_not_acceptable_and_its_dek_is_destroy
     vault, store, clock = bounded
     agent = _writer(vault, "agent")
     ref = _propose(agent, "agent")
-    ((_, cell, _),) = HeldProposals(store).items()
+    ((_, cell, _),) = store.held.items()
     clock.now += TTL - 1
     assert [p.id for p in vault.pending()] == [ref.id]  # still live one second before
     clock.now += 1
     assert vault.pending() == []
     with store.read_txn() as txn:
         assert not store.keyring.has_dek(txn, cell.cell_id)
-    assert HeldProposals(store).items() == []
+    assert store.held.items() == []
     with pytest.raises(NotFound):
         vault.accept(ref.id)
 
@@ -99,7 +98,7 @@ def test_accepting_an_expired_proposal_is_refused_and_destroys_it(bounded):
     vault, store, clock = bounded
     agent = _writer(vault, "agent")
     ref = _propose(agent, "agent")
-    ((_, cell, _),) = HeldProposals(store).items()
+    ((_, cell, _),) = store.held.items()
     leaves = store.size()
     clock.now += TTL
     with pytest.raises(NotFound) as refused:
@@ -115,7 +114,7 @@ def test_expired_proposals_do_not_count_against_the_cap_and_are_swept_at_propose
     agent = _writer(vault, "agent")
     for i in range(CAP):
         _propose(agent, "agent", str(i))
-    cells = [cell.cell_id for _pid, cell, _meta in HeldProposals(store).items()]
+    cells = [cell.cell_id for _pid, cell, _meta in store.held.items()]
     clock.now += TTL
     fresh = _propose(agent, "agent", "after expiry")
     assert [bytes.fromhex(fresh.id)] == _held(store)
@@ -141,7 +140,7 @@ def test_the_expiry_is_written_into_the_proposal(bounded):
     vault, store, clock = bounded
     agent = _writer(vault, "agent")
     _propose(agent, "agent", "MARKER-5d1e")
-    ((_, _, raw),) = HeldProposals(store).items()
+    ((_, _, raw),) = store.held.items()
     meta = json.loads(raw)
     assert meta["expiresAt"] == int(clock.now) + TTL
     assert b"MARKER-5d1e" not in raw  # the record itself is not in the meta
@@ -225,7 +224,7 @@ def test_two_processes_racing_never_pass_the_cap(tmp_path: Path):
     assert sum(r["refused"] for r in results) == 2 * each - cap
     store = Store(config)
     try:
-        assert len(HeldProposals(store).items()) == cap
+        assert len(store.held.items()) == cap
     finally:
         store.close()
 
@@ -238,7 +237,7 @@ def test_a_sweep_in_another_process_destroys_expired_proposals(tmp_path: Path):
     assert json.loads(out) == {"stored": 2, "refused": 0}
     store = Store(config)
     try:
-        cells = [cell.cell_id for _pid, cell, _meta in HeldProposals(store).items()]
+        cells = [cell.cell_id for _pid, cell, _meta in store.held.items()]
         assert len(cells) == 2
     finally:
         store.close()
@@ -249,7 +248,7 @@ def test_a_sweep_in_another_process_destroys_expired_proposals(tmp_path: Path):
     assert json.loads(out) == {"swept": 2}
     store = Store(config)
     try:
-        assert HeldProposals(store).items() == []
+        assert store.held.items() == []
         with store.read_txn() as txn:
             assert not any(store.keyring.has_dek(txn, c) for c in cells)
     finally:

@@ -1,7 +1,7 @@
 """Pending proposals are opened through the store's checked read path, with an Access.
 
 Issue 12 ("one CheckedReader that is the only code producing plaintext (pending proposals go
-through it with an access, too)"): the provider's held proposals (saihm/provider/held.py) are
+through it with an access, too)"): the provider's held proposals (saihm/store/held.py) are
 decrypted only by :meth:`saihm.store.reader.CheckedReader.open_prepared`, which refuses an
 Access the store did not issue and returns nothing out of the Access's scope. The static half
 (no other module decrypts) is tests/store/test_single_read_path.py.
@@ -15,7 +15,6 @@ import pytest
 
 import saihm.store.reader as reader_module
 from saihm.errors import NotFound, Unauthenticated
-from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryStore
 from saihm.store import Access
 from saihm.store.reader import CheckedReader
@@ -57,7 +56,7 @@ def test_listing_and_accepting_open_the_proposal_through_the_checked_reader(
 
 def test_a_hand_made_or_widened_access_opens_no_proposal(world) -> None:
     ref = bytes.fromhex(_propose(world))
-    held = HeldProposals(world.store)
+    held = world.store.held
     meta = world.vault.meta
     person = world.store.person_access(meta.holder_id, meta.session_id)
     assert held.open(person, ref)[2].namespace == "notes"  # control: the issued one opens it
@@ -72,7 +71,7 @@ def test_another_holders_access_opens_no_proposal(world) -> None:
     """An issued Access of another holder (or another session of the same holder) gets
     ``proposal_not_found``, as for a proposal never held: nothing of the content leaves."""
     ref = bytes.fromhex(_propose(world))
-    held = HeldProposals(world.store)
+    held = world.store.held
     other = world.operator.admin.create_holder()
     stranger = world.store.person_access(other, bytes(32))
     with pytest.raises(NotFound) as refused:

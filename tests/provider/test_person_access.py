@@ -16,7 +16,6 @@ from saihm.authority import Authority
 from saihm.errors import NotFound, NotPermitted, Unauthenticated
 from saihm.events import Operation, Receipt
 from saihm.operator import MemoryTools
-from saihm.provider.held import HeldProposals
 from saihm.provider.models import MemoryQuery, MemoryStore
 from saihm.store import Store
 
@@ -69,7 +68,7 @@ def test_accept_mints_no_token_and_goes_through_remember_sealed(world, monkeypat
 def test_remember_sealed_refuses_another_holders_cell(world) -> None:
     agent = world.consumer("agent", ["notes"], "readwrite")
     agent.store(MemoryStore(consumer="agent", namespace="notes", content={"fact": "x"}))
-    ((_, cell, _),) = HeldProposals(world.store).items()
+    ((_, cell, _),) = world.store.held.items()
     other = world.operator.admin.create_holder()
     access = world.store.person_access(other, b"\x01" * 32)
     with pytest.raises(NotPermitted):
@@ -152,6 +151,6 @@ def test_two_processes_accepting_one_proposal_store_it_once(tmp_path: Path) -> N
     try:
         remembers, _ = again.receipts("operation", Operation.REMEMBER.value.encode())
         assert len(remembers) == 1
-        assert HeldProposals(again).items() == []
+        assert again.held.items() == []
     finally:
         again.close()

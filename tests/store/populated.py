@@ -18,7 +18,6 @@ from saihm.events import CapabilityScope, SealedPayload
 from saihm.events.envelope import seal
 from saihm.operator import Operator
 from saihm.protocol import call as binding_call
-from saihm.provider.held import HeldProposals
 from saihm.store import Store
 
 from .conftest import World, make_world
@@ -148,9 +147,7 @@ def populate(root: Path) -> Populated:
             timestamp=int(world.clock()),
         )
         meta = {"consumer": "agent", "grantId": consumer_grant.hex(), "proposedAt": 0}
-        HeldProposals(world.store).put(
-            secrets.token_bytes(32), cell, dek, json.dumps(meta).encode()
-        )
+        world.store.held.put(secrets.token_bytes(32), cell, dek, json.dumps(meta).encode())
     world.store.checkpoint_now()
     return p
 

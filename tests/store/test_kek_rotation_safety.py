@@ -25,7 +25,6 @@ import pytest
 
 from saihm.events import SealedPayload, seal
 from saihm.keyring import KeyringError, RotationBusy, UnwrapError, unwrap
-from saihm.provider.held import HeldProposals
 from tests.support.world import World
 
 CHILD = Path(__file__).with_name("_store_child.py")
@@ -179,7 +178,7 @@ def _scene(world: World) -> dict:
         tier="STANDARD",
         timestamp=int(world.clock()),
     )
-    HeldProposals(store).put(b"p" * 32, cell, dek, b"meta")
+    store.held.put(b"p" * 32, cell, dek, b"meta")
     return {"alice": alice, "bob": bob, "stale": stale}
 
 
@@ -201,7 +200,7 @@ def test_kill_9_at_each_step_of_rotation_loses_nothing_and_the_next_completes(wo
     assert _recalled(world, scene["bob"]) == ["bob keeps"]
     alice = scene["alice"]
     person = world.store.person_access(alice.holder_id, alice.session_id)
-    assert HeldProposals(world.store).open(person, b"p" * 32)[2].content == "proposed"
+    assert world.store.held.open(person, b"p" * 32)[2].content == "proposed"
     # The next rotation completes what the killed one began.
     version = world.store.rotate_kek()
     assert kek_dir.live_versions() == [version]

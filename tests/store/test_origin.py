@@ -1,4 +1,4 @@
-"""The log's identity (saihm/origin.py, docs/formats.md §2): chosen once when the data
+"""The log's identity (saihm/store/origin.py, docs/formats.md §2): chosen once when the data
 directory is created, a default unique per deployment, refused when a later start names
 another, kept by first-round directories, and read by every command that opens the store."""
 
@@ -15,7 +15,7 @@ import pytest
 from saihm.compose import open_operator
 from saihm.config import Config
 from saihm.errors import Conflict, MalformedInput
-from saihm.origin import (
+from saihm.store.origin import (
     LEGACY_ORIGIN,
     ORIGIN_FILE,
     default_origin,

@@ -33,19 +33,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from saihm.events import Cell, SealedPayload
 from saihm.projections import LeafView, Projections
 from saihm.retrieval import Analysis, Embedder, Query, analyse
 from saihm.retrieval.analysis import contains
 from saihm.retrieval.bm25 import Bm25, TermIndex
 from saihm.retrieval.embed import cosine
 from saihm.retrieval.rank import Ranked, collection_stats, rank
+from saihm.store.views import OpenedCell
 
 if TYPE_CHECKING:
     from saihm.storage.base import ReadTxn
     from saihm.translog import TreeStorage
 
-__all__ = ["CacheEntry", "CellCache", "CellHeader", "HolderIndex", "OpenedCell", "Page"]
+__all__ = ["CacheEntry", "CacheView", "CellCache", "HolderIndex"]
 
 log = logging.getLogger("saihm.store")
 
@@ -60,47 +60,6 @@ ENTRY_OVERHEAD = 2_048
 PER_TERM = 160  # a term of a cell: its tf entry and its posting entry
 PER_INDEX_TERM = 600  # a term new to a holder's index: its posting dict and prefix entry
 PER_CANDIDATE = 240  # a holder's live cell listed (cellId, index, the "missing" set)
-
-
-@dataclass(frozen=True, slots=True)
-class CellHeader:
-    """The public fields of a verified cell (saihm-protocol "Wire formats", keys 1..5, 8) and
-    the leading 16 bytes of its signature; ciphertext and full signature are not kept."""
-
-    cell_id: bytes
-    holder_id: bytes
-    kek_version: int
-    tier: str
-    cell_nonce: bytes
-    signature_prefix: bytes
-    timestamp: int
-
-    @classmethod
-    def of(cls, cell: Cell) -> CellHeader:
-        return cls(
-            cell.cell_id,
-            cell.holder_id,
-            cell.kek_version,
-            cell.tier,
-            cell.cell_nonce,
-            bytes(cell.signature[:16]),
-            cell.timestamp,
-        )
-
-
-@dataclass(frozen=True)
-class OpenedCell:
-    """A cell that passed every check of the read path, with its decrypted payload.
-
-    The cache hands out the same object while the cell stays in it, so an edge may key a
-    derived form of the cell to this object (:class:`saihm.protocol.RecallItems` keeps the
-    rendered recall element until the object is gone).
-    """
-
-    cell: CellHeader
-    payload: SealedPayload
-    shared: bool
-    index: int
 
 
 @dataclass(slots=True)
@@ -146,25 +105,6 @@ class HolderIndex:
 
     def index_bytes(self) -> int:
         return PER_INDEX_TERM * len(self.index.postings)
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A window of a recall: ``cells`` in order, and ``more`` when items remain after it.
-
-    For a query, ``scores`` holds each cell's relevance and ``positions`` the offset in the
-    ranking that a page stopping after that cell continues from; for "all cells" both are
-    None and a page continues after the last cell's leaf index.
-    """
-
-    cells: list[OpenedCell]
-    more: bool
-    scores: list[float] | None = None
-    positions: list[int] | None = None
-
-    def resume(self, i: int) -> int:
-        """Where a page that ends after ``cells[i]`` continues from."""
-        return self.cells[i].index if self.positions is None else self.positions[i]
 
 
 def _estimate(opened: OpenedCell, analysis: Analysis, vector: Sequence[float] | None) -> int:
