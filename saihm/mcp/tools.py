@@ -80,6 +80,8 @@ def failure_result(
         fields["errorCode"] = err.error_code
         if withdraws_access and err.error_code == "operator_log_unavailable":
             fields["advice"] = LOG_UNAVAILABLE_ADVICE
+        elif err.advice is not None:
+            fields["advice"] = err.advice
         elif isinstance(err, OperatorFailed) and not isinstance(err, RedirectRefused):
             # A 401 or 403: the likely cause and the person's command that fixes it.
             fields["advice"] = advice_for(err.http_status, err.error_code)

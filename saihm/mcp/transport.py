@@ -11,6 +11,7 @@ the :class:`TransportError` the tools report, keeping its message.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from saihm.client._endpoint import parse_pin
 from saihm.client._transport import Target, make_ssl_context, post
@@ -37,6 +38,9 @@ class TransportError(SaihmError):
     outcome: ClassVar[str] = "unknown"
     http_status: int | None = None
     error_code: str | None = None
+    #: The fix, when the client can tell it from its own configuration (it overrides the
+    #: general advice for the status).
+    advice: str | None = None
 
 
 class NotSent(TransportError):
@@ -133,4 +137,24 @@ class OperatorClient:
         try:
             return await post(target, method, params)
         except ClientError as err:
-            raise _translate(err) from err
+            failure = _translate(err)
+            failure.advice = self._fix(failure, target)
+            raise failure from err
+
+    def _fix(self, failure: TransportError, target: Target) -> str | None:
+        """The configuration mistake behind ``failure``, when the client can see it: a 404
+        from an endpoint URL with a path (the binding is served at the operator's root), or
+        a 401 for an Authorization value with no scheme (the "Bearer " prefix is missing)."""
+        path = urlsplit(target.url).path
+        if failure.http_status == 404 and path not in ("", "/"):
+            return (
+                f"the endpoint URL has a path ({path}), and the operator answered 404: the "
+                "binding is served at the operator's root, so set SAIHM_ENDPOINT_URL to "
+                "scheme://host[:port]/ without the path"
+            )
+        if failure.http_status == 401 and " " not in target.auth.strip():
+            return (
+                'SAIHM_AUTH_HEADER holds no "Bearer " prefix: it is the whole Authorization '
+                'value, so set it to "Bearer <token>" (value not shown)'
+            )
+        return None

@@ -17,10 +17,13 @@ from saihm.mcp.results import check_recall_result, check_remember_result, check_
 from saihm.provider.mcp import MemoryEndpoint, build_memory_mcp
 from tests.mcp.fake_operator import (
     OWN_ID,
+    SECRET,
     FakeOperator,
     config,
+    everything_printed,
     json_reply,
     run_tools,
+    serve,
     serve_operator,
     stdio_server_parameters,
     text_of,
@@ -284,3 +287,69 @@ async def test_status_over_the_console_script_states_the_real_tokens_expiry(tmp_
     assert f"token expires: {alice['expiresAtUtc']}" in text
     assert f"--session {alice['sessionId']}" in text
     assert json.dumps(got)  # structured content is plain JSON
+
+
+def _env_names_read() -> set[str]:
+    """Every SAIHM_* variable the MCP client's code reads (its own modules and the client
+    library's environment reader)."""
+    root = Path(__file__).resolve().parents[2] / "saihm"
+    sources = [*sorted((root / "mcp").glob("*.py")), root / "client" / "_env.py"]
+    found: set[str] = set()
+    for source in sources:
+        found |= set(re.findall(r"""env(?:iron)?\.get\(\s*["'](SAIHM_\w+)""", source.read_text()))
+    return found
+
+
+def test_saihm_mcp_help_lists_every_environment_variable_it_reads() -> None:
+    import subprocess
+    import sys
+
+    names = _env_names_read()
+    assert {"SAIHM_ENDPOINT_URL", "SAIHM_TLS_PIN_SHA256", "SAIHM_REPORT_BUDGET"} <= names
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "saihm-mcp"), "--help"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=True,
+    )
+    listed = set(re.findall(r"^  (SAIHM_\w+)", done.stdout, flags=re.M))
+    assert listed == names
+
+
+@pytest.mark.anyio
+async def test_a_credential_without_the_bearer_prefix_is_named_as_the_fix() -> None:
+    fake = FakeOperator(routes={"saihm_status": json_reply({"error": "unauthenticated"}, 401)})
+    async with serve_operator(fake) as url:
+        bare, with_prefix = [
+            (await run_tools(config(url, auth_header=value), ("saihm_status", {})))[0]
+            for value in (SECRET, f"Bearer {SECRET}")
+        ]
+    text = text_of(bare)
+    assert 'SAIHM_AUTH_HEADER holds no "Bearer " prefix' in text
+    assert "Most likely it expired" not in text and SECRET not in everything_printed(bare)
+    # With the prefix the general advice stands (expiry, revocation, another operator).
+    assert "Most likely it expired" in text_of(with_prefix)
+
+
+@pytest.mark.anyio
+async def test_an_endpoint_with_a_path_is_told_to_use_the_root() -> None:
+    from aiohttp import web
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path != "/":
+            return web.Response(status=404, text="404: Not Found")
+        return web.json_response({"agentIdHashHex": OWN_ID})
+
+    async with serve(handler) as port:
+        root = f"http://127.0.0.1:{port}"
+        nested, at_root = [
+            (await run_tools(config(url), ("saihm_status", {})))[0]
+            for url in (f"{root}/mcp?k=secret-query", f"{root}/")
+        ]
+    text = text_of(nested)
+    assert "the endpoint URL has a path (/mcp)" in text
+    assert "set SAIHM_ENDPOINT_URL to scheme://host[:port]/ without the path" in text
+    assert "secret-query" not in everything_printed(nested)
+    assert at_root.structured_content["status"] == "ok"
