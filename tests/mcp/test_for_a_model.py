@@ -28,7 +28,7 @@ from tests.mcp.fake_operator import (
     stdio_server_parameters,
     text_of,
 )
-from tests.support.serve import holder_create, serving
+from tests.support.serve import holder_create, post, serving
 
 FACTS = [
     "The user prefers tea to coffee, green tea in the afternoon.",
@@ -353,3 +353,13 @@ async def test_an_endpoint_with_a_path_is_told_to_use_the_root() -> None:
     assert "set SAIHM_ENDPOINT_URL to scheme://host[:port]/ without the path" in text
     assert "secret-query" not in everything_printed(nested)
     assert at_root.structured_content["status"] == "ok"
+
+
+def test_an_unknown_param_over_http_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data)) as (_, url):
+        alice = holder_create(data)
+        status, body = post(url, alice["token"], "saihm_remember", {"content": "x", "tags": ["a"]})
+        _, cells = post(url, alice["token"], "saihm_recall", {})
+    assert (status, body) == (400, {"error": "unknown_param"})
+    assert cells == []
