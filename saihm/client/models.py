@@ -169,7 +169,9 @@ class Proposal(Result):
 
 
 class Status(Result):
-    """saihm_status. ``agent_id_hash_hex`` is the caller's holderId (required here)."""
+    """saihm_status. ``agent_id_hash_hex`` is the caller's holderId (required here);
+    ``token_expires_at`` (UNIX seconds) and ``token_sessions`` ("one" for a session token,
+    "all" for a person's grant) describe the caller's token (operator extensions)."""
 
     agent_id_hash_hex: Ident
     custody: str | None = None
@@ -181,6 +183,8 @@ class Status(Result):
     incoming_contracts: list[IncomingContract] | None = None
     governance: list[Proposal] | None = None
     session_id: str | None = None
+    token_expires_at: Number | None = None
+    token_sessions: str | None = None
 
 
 class Shared(Result):
