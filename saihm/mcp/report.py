@@ -106,12 +106,11 @@ def _cell(cell: RecalledCell, short: str) -> list[str]:
     """A cell's entry: ``[short id]`` and its text on one line when nothing else needs saying,
     else a head line with the marks and the text framed below it (conformance item 8: every
     further line of the text is framed, so none can start an entry)."""
-    marks = _marks(cell)
-    head = f"[{short}]"
+    head = _head(cell, short)
     if cell.plaintext is None:
-        return [" ".join([head, *marks, "(no plaintext)"])]
-    if marks:
-        return [f"{head} " + "; ".join(marks), frame_plaintext(cell.plaintext)]
+        return [f"{head} (no plaintext)"]
+    if _marks(cell):
+        return [head, frame_plaintext(cell.plaintext)]
     first, *rest = cell.plaintext.splitlines() or [""]
     return [f"{head} {first}", *([frame_plaintext("\n".join(rest))] if rest else [])]
 
@@ -126,7 +125,8 @@ def _within(cells: list[RecalledCell], budget: int, used: int) -> list[str]:
     Cells are listed under the date they were written (ISO 8601, UTC), a date line starting
     each run of cells of one day, by their short ids (:mod:`saihm.mcp.shortid`). A cell is
     printed whole or not at all, so no identifier or plaintext is ever cut; a cell whose text
-    alone is over the budget is listed by its id with its text left out. The first cell that
+    alone is over the budget is listed by its id with its text left out. A short id is
+    never cut below the prefix that tells the report's cells apart. The first cell that
     does not fit ends the listing, and a closing line says how many were not printed and how
     to narrow the recall. The structured result keeps every cell.
     """
