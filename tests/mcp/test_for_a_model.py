@@ -11,9 +11,12 @@ from pathlib import Path
 
 import mcp
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from saihm.mcp.report import render
 from saihm.mcp.results import check_recall_result, check_remember_result, check_status_result
+from saihm.mcp.shortid import KnownIds, short_ids
 from saihm.provider.mcp import MemoryEndpoint, build_memory_mcp
 from tests.mcp.fake_operator import (
     OWN_ID,
@@ -363,3 +366,23 @@ def test_an_unknown_param_over_http_is_refused_and_nothing_is_stored(tmp_path: P
         _, cells = post(url, alice["token"], "saihm_recall", {})
     assert (status, body) == (400, {"error": "unknown_param"})
     assert cells == []
+
+
+@given(
+    st.lists(
+        st.binary(min_size=32, max_size=32).map(bytes.hex)
+        | st.sampled_from(["ab12cd34" + "0" * 56, "ab12cd34" + "0" * 55 + "1"]),
+        max_size=30,
+    )
+)
+def test_short_ids_are_unique_prefixes_that_expand_back(ids: list[str]) -> None:
+    shorts = short_ids(ids)
+    distinct = set(ids)
+    assert len({shorts[i] for i in distinct}) == len(distinct)
+    known = KnownIds()
+    known.add(ids)
+    for cell_id in distinct:
+        assert cell_id.startswith(shorts[cell_id]) and len(shorts[cell_id]) >= 8
+        assert known.expand(shorts[cell_id]) == cell_id
+    # What is not a short id passes through unchanged, for the operator to answer.
+    assert known.expand("not-an-id") == "not-an-id" and short_ids(["x"]) == {"x": "x"}
