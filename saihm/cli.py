@@ -811,7 +811,14 @@ def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentPa
 
 
 #: The optional extras, by the top-level module each one installs.
-EXTRAS = {"pqcrypto": "audit", "pymerkle": "bench"}
+EXTRAS = {
+    "pqcrypto": "audit",
+    "pymerkle": "bench",
+    "rank_bm25": "bench",
+    "boto3": "s3",
+    "psycopg": "postgresql",
+    "psycopg_pool": "postgresql",
+}
 
 
 def missing_extra(err: ModuleNotFoundError) -> str | None:

@@ -94,7 +94,9 @@ class RecalledCell(Result):
     for a stored fact, "said" / "did" / "end" for the host's record of the session.
 
     ``shared_by_other_holder`` is computed by the client (conformance item 9): true when
-    ``holder_id_hex`` differs from the caller's holderId, or while that is unknown.
+    ``holder_id_hex`` differs from the caller's holderId, or while that is unknown. ``score``
+    (extension, docs/retrieval.md) is the operator's relevance for a recall with a query,
+    higher is more relevant; ``None`` without a query.
     """
 
     cell_id: Ident
@@ -108,6 +110,7 @@ class RecalledCell(Result):
     kind: str | None = None
     namespace: str | None = None
     session_id: str | None = None
+    score: Number | None = None
     shared_by_other_holder: bool = True
 
     @property
@@ -166,7 +169,9 @@ class Proposal(Result):
 
 
 class Status(Result):
-    """saihm_status. ``agent_id_hash_hex`` is the caller's holderId (required here)."""
+    """saihm_status. ``agent_id_hash_hex`` is the caller's holderId (required here);
+    ``token_expires_at`` (UNIX seconds) and ``token_sessions`` ("one" for a session token,
+    "all" for a person's grant) describe the caller's token (operator extensions)."""
 
     agent_id_hash_hex: Ident
     custody: str | None = None
@@ -178,6 +183,8 @@ class Status(Result):
     incoming_contracts: list[IncomingContract] | None = None
     governance: list[Proposal] | None = None
     session_id: str | None = None
+    token_expires_at: Number | None = None
+    token_sessions: str | None = None
 
 
 class Shared(Result):

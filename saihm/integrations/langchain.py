@@ -4,7 +4,8 @@ chat-message history.
 :class:`SaihmRetriever` is a ``langchain_core.retrievers.BaseRetriever``: ``invoke(query)``
 calls ``saihm_recall`` with ``query`` (the operator's keyword filter over the plaintext) and
 returns one ``Document`` per cell, ``page_content`` = plaintext, ``metadata`` = ``cell_id``,
-``kind``, ``namespace``, ``session_id``, ``timestamp``, ``shared_by_other_holder``. Cells of
+``kind``, ``namespace``, ``session_id``, ``timestamp``, ``shared_by_other_holder`` and
+``score`` (the operator's relevance for the query, higher is more relevant). Cells of
 the host's record (kind said/did/end) are left out unless ``include_records``. The number of
 results is ``k`` (constructor or ``invoke(query, k=n)``). It holds an endpoint and an
 ``Authorization`` value (a secret, hidden from ``repr``), never a key; every read is a RECALL
@@ -58,6 +59,8 @@ def _document(cell: RecalledCell) -> Document:
         "session_id": cell.session_id,
         "timestamp": cell.timestamp,
         "shared_by_other_holder": cell.shared_by_other_holder,
+        # The operator's relevance for the query (higher is more relevant).
+        "score": cell.score,
     }
     return Document(page_content=cell.plaintext, metadata=metadata, id=cell.cell_id)
 

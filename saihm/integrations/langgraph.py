@@ -174,8 +174,7 @@ def _items(cells: Iterable[RecalledCell]) -> list[tuple[doc.StoredItem, float | 
             cell.cell_id, cell.namespace, cell.kind, cell.shared_by_other_holder, cell.plaintext
         )
         if item is not None:
-            score = (cell.model_extra or {}).get("score")
-            found.append((item, float(score) if isinstance(score, int | float) else None))
+            found.append((item, None if cell.score is None else float(cell.score)))
     return found
 
 

@@ -2,8 +2,10 @@
 
 It talks to any SAIHM operator over the protocol's HTTPS binding, holds no key material and
 performs no cryptography beyond TLS (saihm-protocol "Client conformance" 2). Configuration:
-``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30) and
-``SAIHM_CA_FILE`` (optional CA bundle replacing the system trust store).
+``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``, ``SAIHM_TIMEOUT_SECONDS`` (default 30),
+``SAIHM_CA_FILE`` (optional CA bundle replacing the system trust store),
+``SAIHM_TLS_PIN_SHA256`` (optional certificate pin) and ``SAIHM_REPORT_BUDGET`` (characters of
+a recall report, default 20,000); ``--help`` lists them all.
 """
 
 from __future__ import annotations
@@ -20,10 +22,16 @@ __all__ = ["ClientConfig", "OperatorClient", "build_mcp", "load_config", "main"]
 
 
 HELP_EPILOG = """environment:
-  SAIHM_ENDPOINT_URL     the operator, https://... (http only to 127.0.0.1 or localhost)
-  SAIHM_AUTH_HEADER      "Bearer <token>" from saihm holder create (never printed)
+  SAIHM_ENDPOINT_URL     the operator's root URL, https://host[:port]/ (http only to
+                         127.0.0.1 or localhost)
+  SAIHM_AUTH_HEADER      the whole Authorization value, "Bearer <token>", with the token
+                         from saihm holder create (never printed)
   SAIHM_TIMEOUT_SECONDS  seconds per call (default: 30)
   SAIHM_CA_FILE          a CA bundle replacing the system trust store (default: none)
+  SAIHM_TLS_PIN_SHA256   the operator certificate's SHA-256 fingerprint, 64 hex digits
+                         (default: no pin)
+  SAIHM_REPORT_BUDGET    characters of a recall report given to the model, 1000 to
+                         10000000 (default: 20000); the structured result keeps every cell
 
 An MCP host starts this program and speaks MCP over its stdin and stdout (docs/mcp.md).
 """

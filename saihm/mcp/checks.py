@@ -8,6 +8,7 @@ these functions decide what of its answer may be believed and printed.
 
 from __future__ import annotations
 
+import datetime
 import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
@@ -36,6 +37,7 @@ __all__ = [
     "has_forbidden_char",
     "is_result_identifier",
     "is_shared_by_other_holder",
+    "iso_utc",
     "normalise_excerpt",
     "parse_bool",
     "parse_number",
@@ -66,6 +68,15 @@ def frame_plaintext(plaintext: str, prefix: str = "    | ") -> str:
     """
     lines = plaintext.splitlines() or [""]
     return "\n".join(prefix + line for line in lines)
+
+
+def iso_utc(seconds: float | None) -> str | None:
+    """UNIX ``seconds`` as ISO 8601 UTC (``2026-12-31T09:41:27Z``), or ``None`` for an absent
+    or unrepresentable value (negative, or past the year 9999)."""
+    if seconds is None or not 0 <= seconds < 253_402_300_800:
+        return None
+    moment = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def is_shared_by_other_holder(holder_id_hex: Any, caller_id: str | None) -> bool:

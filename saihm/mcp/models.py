@@ -70,6 +70,8 @@ class RecalledCell(BaseModel):
     kekVersion: Number | None = None
     holderSignaturePrefix: str | None = None
     timestamp: Number | None = None
+    #: ``timestamp`` as an ISO 8601 UTC date and time (what the report prints).
+    writtenAt: str | None = None
     tier: str | None = None
     # Extension fields (DESIGN.md "HTTP"): "memory", or "said" / "did" / "end" for the host's
     # record of the session; the namespace the cell was written to.
@@ -147,6 +149,13 @@ class StatusResult(ToolResult):
     incomingContractCount: int | None = None
     governance: list[ProposalSummary] | None = None
     governanceCount: int | None = None
+    # Extension fields: when the caller's token stops being accepted, and whether it is a
+    # session token ("one") or a person's holder-wide grant ("all"); ``tokenExpiresAtUtc`` is
+    # the same instant in ISO 8601.
+    tokenExpiresAt: Number | None = None
+    tokenExpiresAtUtc: str | None = None
+    tokenSessions: str | None = None
+    sessionId: str | None = None
 
 
 class ShareResult(ToolResult):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from saihm.mcp.checks import frame_plaintext, result_identifier
+from saihm.mcp.checks import frame_plaintext, iso_utc, result_identifier
 from saihm.mcp.config import DEFAULT_REPORT_BUDGET
 from saihm.mcp.models import (
     ForgetResult,
@@ -27,6 +27,7 @@ from saihm.mcp.models import (
     ToolResult,
     VoteResult,
 )
+from saihm.mcp.shortid import short_ids
 
 __all__ = ["render"]
 
@@ -67,10 +68,7 @@ _HEAD = {"not_sent": "NOT SENT", "failed": "FAILED", "unknown": "OUTCOME UNKNOWN
 
 def _remember(r: RememberResult) -> list[str]:
     if r.status == "stored":
-        return [
-            f"REMEMBERED [{r.cellId}] stored",
-            *_lines(r, "tier", "kekVersion", "epoch", "cellNonce", "signaturePrefix", "receiptId"),
-        ]
+        return [f"REMEMBERED [{r.cellId}] stored (saihm_forget erases it by this id)"]
     if r.status == "unconfirmed":
         return ["REMEMBER UNCONFIRMED: the write is not confirmed", *_failure(r)]
     return [f"REMEMBER {_HEAD[r.status]}", *_failure(r)]
@@ -85,50 +83,74 @@ RECORD_MARK = {
 }
 
 
-def _cell(cell: RecalledCell) -> list[str]:
-    owner = SHARED_MARK if cell.sharedByOtherHolder else "own"
+def _marks(cell: RecalledCell) -> list[str]:
+    """What a cell's entry says besides its id and text: a record, another holder, a kind or
+    namespace other than the defaults."""
+    marks = []
     if cell.kind in RECORD_MARK:
-        head = f"RECORD [{cell.cellId}] {cell.kind}: {RECORD_MARK[cell.kind]}; {owner}"
-    else:
-        head = f"CELL [{cell.cellId}] {owner}"
+        marks.append(f"RECORD {cell.kind}: {RECORD_MARK[cell.kind]}")
+    elif cell.kind is not None and cell.kind != "memory":
+        marks.append(f"kind {cell.kind}")
     if cell.sharedByOtherHolder:
-        head += f" (holder {cell.holderIdHex or 'not reported'})"
-    extra = []
-    if cell.kind is not None and cell.kind not in RECORD_MARK and cell.kind != "memory":
-        extra.append(f"kind {cell.kind}")
-    extra += [
-        f"{n} {getattr(cell, n)}" for n in ("namespace", "tier", "timestamp") if getattr(cell, n)
-    ]
-    if extra:
-        head += " - " + ", ".join(extra)
+        marks.append(f"{SHARED_MARK} (holder {cell.holderIdHex or 'not reported'})")
+    if cell.namespace is not None and cell.namespace != "memory":
+        marks.append(f"namespace {cell.namespace}")
+    return marks
+
+
+def _head(cell: RecalledCell, short: str) -> str:
+    return " ".join([f"[{short}]", "; ".join(_marks(cell))]).rstrip()
+
+
+def _cell(cell: RecalledCell, short: str) -> list[str]:
+    """A cell's entry: ``[short id]`` and its text on one line when nothing else needs saying,
+    else a head line with the marks and the text framed below it (conformance item 8: every
+    further line of the text is framed, so none can start an entry)."""
+    head = _head(cell, short)
     if cell.plaintext is None:
-        return [head, "    (no plaintext)"]
-    return [head, frame_plaintext(cell.plaintext)]
+        return [f"{head} (no plaintext)"]
+    if _marks(cell):
+        return [head, frame_plaintext(cell.plaintext)]
+    first, *rest = cell.plaintext.splitlines() or [""]
+    return [f"{head} {first}", *([frame_plaintext("\n".join(rest))] if rest else [])]
+
+
+def _day(cell: RecalledCell) -> str:
+    return f"written {cell.writtenAt[:10]}:" if cell.writtenAt else "date not reported:"
 
 
 def _within(cells: list[RecalledCell], budget: int, used: int) -> list[str]:
     """The cells' report lines, in order, within ``budget`` characters (``used`` so far).
 
-    A cell is printed whole or not at all, so no identifier or plaintext is ever cut; a cell
-    whose text alone is over the budget is listed by its identifier with its text left out.
-    The first cell that does not fit ends the listing, and a closing line says how many were
-    not printed and how to narrow the recall. The structured result keeps every cell.
+    Cells are listed under the date they were written (ISO 8601, UTC), a date line starting
+    each run of cells of one day, by their short ids (:mod:`saihm.mcp.shortid`). A cell is
+    printed whole or not at all, so no identifier or plaintext is ever cut; a cell whose text
+    alone is over the budget is listed by its id with its text left out. A short id is
+    never cut below the prefix that tells the report's cells apart. The first cell that
+    does not fit ends the listing, and a closing line says how many were not printed and how
+    to narrow the recall. The structured result keeps every cell.
     """
     reserve = 400  # room for the closing lines
+    shorts = short_ids(c.cellId for c in cells)
     out: list[str] = []
     textless = 0
+    day = None
     for n, cell in enumerate(cells):
-        lines = _cell(cell)
-        size = sum(len(line) + 1 for line in lines)
+        lines = _cell(cell, shorts[cell.cellId])
+        day_line = [] if _day(cell) == day else [_day(cell)]
+        size = sum(len(line) + 1 for line in [*day_line, *lines])
         if used + size <= budget - reserve:
-            out.extend(lines)
+            out.extend([*day_line, *lines])
             used += size
+            day = _day(cell)
             continue
-        head = lines[0]
+        head = _head(cell, shorts[cell.cellId])
         note = "    (text not printed: over the report budget; it is in the structured result)"
-        if used + len(head) + len(note) + 2 <= budget - reserve:
-            out.extend([head, note])
-            used += len(head) + len(note) + 2
+        size = sum(len(line) + 1 for line in [*day_line, head, note])
+        if used + size <= budget - reserve:
+            out.extend([*day_line, head, note])
+            used += size
+            day = _day(cell)
             textless += 1
             continue
         out.append(
@@ -153,7 +175,7 @@ def _recall(r: RecallResult, budget: int = DEFAULT_REPORT_BUDGET) -> list[str]:
         ]
     )
     if r.status == "ok":
-        head = [f"RECALL: {len(r.cells or [])} cell(s)", *note]
+        head = [f"RECALL: {len(r.cells or [])} cell(s), own unless marked", *note]
         return [*head, *_within(r.cells or [], budget, sum(len(x) + 1 for x in head))]
     if r.status == "nothing_matched":
         return ["RECALL: nothing matched the query (this does not mean the store is empty)"]
@@ -180,8 +202,7 @@ def _recall(r: RecallResult, budget: int = DEFAULT_REPORT_BUDGET) -> list[str]:
 def _forget(r: ForgetResult) -> list[str]:
     if r.status == "erased":
         return [
-            f"FORGOTTEN [{r.cellId}] erased: the operator reports it no longer serves this cell",
-            *_lines(r, "destructionAnchor", "epoch", "receiptId"),
+            f"FORGOTTEN [{r.cellId}] erased: the operator reports it no longer serves this cell"
         ]
     if r.status == "not_found_or_already_erased":
         return [f"FORGET: cell {_id(r.requestedId)} was not found or was already erased"]
@@ -205,14 +226,15 @@ def _status(r: StatusResult) -> list[str]:
     out = [
         "STATUS",
         f"  holder (agentIdHashHex): {r.agentIdHashHex or 'not reported'}",
-        *_lines(r, "custody", "prs", "bfsi_window_start_ts", "bfsi_R"),
+        *_lines(r, "custody"),
+        *_token(r),
     ]
     if r.shards is not None:
-        out.append("  shards: " + (", ".join(f"{k}={v}" for k, v in r.shards.items()) or "{}"))
+        out.append(f"  cells stored: {sum(r.shards.values())}")
     if r.contracts is not None:
         out.append(f"  contracts: {r.contractCount}")
         for c in r.contracts:
-            parts = [f"mode {c.mode}" if c.mode else "", f"expiresAt {c.expiresAt}"]
+            parts = [f"mode {c.mode}" if c.mode else "", _expires(c.expiresAt)]
             if c.granteeIds is not None:
                 parts.append(f"{len(c.granteeIds)} grantee(s)")
             ident = f"[{c.contractId}]" if c.contractId else "(no valid contractId)"
@@ -225,10 +247,36 @@ def _status(r: StatusResult) -> list[str]:
         out.append(f"  governance: {r.governanceCount}")
         for g in r.governance:
             ident = f"[{g.propId}]" if g.propId else "(no valid propId)"
-            fields = ("scope", "closes_ts", "tally_for", "tally_against", "tally_abstain")
-            shown = [f"{n} {getattr(g, n)}" for n in fields if getattr(g, n) is not None]
+            shown = [f"scope {g.scope}"] if g.scope is not None else []
+            if iso_utc(g.closes_ts):
+                shown.append(f"closes {iso_utc(g.closes_ts)}")
+            fields = ("tally_for", "tally_against", "tally_abstain")
+            shown += [f"{n} {getattr(g, n)}" for n in fields if getattr(g, n) is not None]
             out.append(f"    PROPOSAL {ident} " + ", ".join(shown))
     return out
+
+
+def _expires(seconds: float | None) -> str:
+    """``expires <ISO date>``; nothing for an absent value or 0 (no expiry)."""
+    shown = iso_utc(seconds) if seconds else None
+    return f"expires {shown}" if shown else ""
+
+
+def _token(r: StatusResult) -> list[str]:
+    """When the caller's token stops working, and the one command that renews it."""
+    if r.tokenExpiresAtUtc is None:
+        return []
+    holder = r.agentIdHashHex or "HOLDER"
+    if r.tokenSessions == "all":
+        renew = f"saihm grant --data DIR --holder {holder} --sessions all --ttl SECONDS"
+    else:
+        renew = (
+            f"saihm session renew --data DIR --holder {holder} --session {r.sessionId or 'SESSION'}"
+        )
+    return [
+        f"  token expires: {r.tokenExpiresAtUtc}; after that every call is refused. A person "
+        f"renews it with `{renew}` and sets the new token in SAIHM_AUTH_HEADER"
+    ]
 
 
 def _incoming(c: IncomingContractSummary) -> str:
@@ -239,7 +287,7 @@ def _incoming(c: IncomingContractSummary) -> str:
         f"mode {c.mode}" if c.mode else "",
     ]
     if c.expiresAt is not None:
-        parts.append(f"expiresAt {c.expiresAt}")
+        parts.append(_expires(c.expiresAt))
     if c.accepted is True:
         parts.append("accepted (its cells appear in recall, marked shared)")
     elif c.accepted is False:
@@ -251,7 +299,7 @@ def _incoming(c: IncomingContractSummary) -> str:
 
 def _share(r: ShareResult) -> list[str]:
     if r.status == "shared":
-        out = [f"SHARED [{r.contractId}]", *_lines(r, "type", "granteeCount", "epoch", "receiptId")]
+        out = [f"SHARED [{r.contractId}]", *_lines(r, "type", "granteeCount")]
         if r.granteeCountMismatch:
             out.insert(
                 1,
@@ -268,8 +316,7 @@ def _revoke(r: RevokeResult) -> list[str]:
     if r.status == "revoked":
         return [
             f"REVOKED contract {_id(r.requestedContractId)}: access ends for every grantee for "
-            "future reads; the cells themselves remain until erased",
-            *_lines(r, "epoch", "receiptId"),
+            "future reads; the cells themselves remain until erased"
         ]
     lead = "REVOCATION NOT CONFIRMED: treat access as still in force"
     if r.status == "unconfirmed":
@@ -279,8 +326,7 @@ def _revoke(r: RevokeResult) -> list[str]:
 
 def _propose(r: ProposeResult) -> list[str]:
     if r.status == "proposed":
-        names = ("scope", "paramKey", "proposedValue", "snapshotEpoch", "proposerHash")
-        return [f"PROPOSED [{r.proposalId}]", *_lines(r, *names, "receiptId")]
+        return [f"PROPOSED [{r.proposalId}]", *_lines(r, "scope", "paramKey", "proposedValue")]
     if r.status == "unconfirmed":
         return ["PROPOSAL UNCONFIRMED: the proposal is not confirmed", *_failure(r)]
     return [f"PROPOSAL {_HEAD[r.status]}", *_failure(r)]
@@ -293,7 +339,7 @@ _RESEND = (
 
 
 def _vote(r: VoteResult) -> list[str]:
-    fields = _lines(r, "proposalId", "voterHash", "approve", "weight", "castAtEpoch", "receiptId")
+    fields = _lines(r, "proposalId", "approve", "weight")
     if r.status == "recorded":
         direction = "approve" if r.approve is not False else "reject"
         return [f"VOTE RECORDED on {_id(r.requestedProposalId)}: {direction}", *fields]

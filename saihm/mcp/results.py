@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from saihm.mcp.checks import (
     is_shared_by_other_holder,
+    iso_utc,
     parse_bool,
     parse_number,
     printable,
@@ -84,6 +85,7 @@ def check_remember_result(body: Any) -> RememberResult:
 def _recalled_cell(element: dict[str, Any], cell_id: str, caller_id: str | None) -> RecalledCell:
     plaintext = element.get("plaintext")
     holder = element.get("holderIdHex")
+    timestamp = parse_number(element.get("timestamp"))
     return RecalledCell(
         cellId=cell_id,
         plaintext=plaintext if isinstance(plaintext, str) else None,
@@ -92,7 +94,8 @@ def _recalled_cell(element: dict[str, Any], cell_id: str, caller_id: str | None)
         cellNonce=printable(element.get("cellNonce")),
         kekVersion=parse_number(element.get("kekVersion")),
         holderSignaturePrefix=printable(element.get("holderSignaturePrefix")),
-        timestamp=parse_number(element.get("timestamp")),
+        timestamp=timestamp,
+        writtenAt=iso_utc(timestamp),
         tier=printable(element.get("tier")),
         kind=printable(element.get("kind")),
         namespace=printable(element.get("namespace")),
@@ -227,13 +230,17 @@ def check_status_result(body: Any) -> StatusResult:
     An absent or unusable agentIdHashHex is ``None`` ("not reported"), never "". An absent
     array is ``None``, never a length of zero. Non-object list items are left out of the
     lists but counted in ``contractCount``, ``incomingContractCount`` and ``governanceCount``.
-    ``incomingContracts`` is the operator's extension (contracts naming the caller as grantee).
+    ``incomingContracts`` is the operator's extension (contracts naming the caller as grantee);
+    ``tokenExpiresAt``, ``tokenSessions`` and ``sessionId`` are its extensions describing the
+    caller's token.
     """
     if not isinstance(body, dict):
         return StatusResult(status="malformed", detail=NOT_OBJECT)
     contracts = _list_or_none(body.get("contracts"))
     incoming = _list_or_none(body.get("incomingContracts"))
     governance = _list_or_none(body.get("governance"))
+    expires = parse_number(body.get("tokenExpiresAt"))
+    sessions = body.get("tokenSessions")
     return StatusResult(
         status="ok",
         agentIdHashHex=result_identifier(body.get("agentIdHashHex")),
@@ -254,6 +261,10 @@ def check_status_result(body: Any) -> StatusResult:
         if governance is None
         else [_proposal(g) for g in governance if isinstance(g, dict)],
         governanceCount=None if governance is None else len(governance),
+        tokenExpiresAt=expires,
+        tokenExpiresAtUtc=iso_utc(expires),
+        tokenSessions=sessions if sessions in ("one", "all") else None,
+        sessionId=result_identifier(body.get("sessionId")),
     )
 
 

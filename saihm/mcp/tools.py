@@ -80,6 +80,8 @@ def failure_result(
         fields["errorCode"] = err.error_code
         if withdraws_access and err.error_code == "operator_log_unavailable":
             fields["advice"] = LOG_UNAVAILABLE_ADVICE
+        elif err.advice is not None:
+            fields["advice"] = err.advice
         elif isinstance(err, OperatorFailed) and not isinstance(err, RedirectRefused):
             # A 401 or 403: the likely cause and the person's command that fixes it.
             fields["advice"] = advice_for(err.http_status, err.error_code)
@@ -107,7 +109,9 @@ async def remember(client: OperatorClient, content: str) -> RememberResult:
     async def send() -> Any:
         return await client.call("saihm_remember", {"content": check_content(content)})
 
-    return await _run(RememberResult, send, check_remember_result)
+    result = await _run(RememberResult, send, check_remember_result)
+    client.known_ids.add([result.cellId])
+    return result
 
 
 async def status(client: OperatorClient) -> StatusResult:
@@ -128,16 +132,26 @@ async def recall(client: OperatorClient, query: str | None) -> RecallResult:
         await status(client)
     params = {} if query is None else {"query": query}
     caller = client.caller_id
-    return await _run(
+    result = await _run(
         RecallResult,
         lambda: client.call("saihm_recall", params),
         lambda body: check_recall_result(body, query, caller),
         callerIdKnown=caller is not None,
     )
+    client.known_ids.add(cell.cellId for cell in result.cells or [])
+    return result
 
 
 async def forget(client: OperatorClient, cell_id: str) -> ForgetResult:
-    """saihm_forget {"id"}; see :func:`~saihm.mcp.results.check_forget_result`."""
+    """saihm_forget {"id"}; see :func:`~saihm.mcp.results.check_forget_result`.
+
+    A short id from a recall report is first expanded to the full cellId it stands for
+    (:meth:`~saihm.mcp.shortid.KnownIds.expand`); the operator always receives a full id.
+    """
+    try:
+        cell_id = client.known_ids.expand(cell_id)
+    except Refused as err:
+        return failure_result(ForgetResult, err, requestedId=cell_id)
     return await _run(
         ForgetResult,
         lambda: client.call("saihm_forget", {"id": cell_id}),
@@ -155,12 +169,13 @@ async def share(
     scope: str,
     expiry_epoch: str | None,
 ) -> ShareResult:
-    """saihm_share: grantee, shard and expiry checks before sending; contractId after."""
+    """saihm_share: grantee, shard and expiry checks before sending; contractId after.
+    Short ids of a recall report among ``shard_ids`` are expanded as for :func:`forget`."""
 
     async def send() -> Any:
         params = {
             "granteeIdHashesHex": check_grantees(grantees),
-            "shardIds": check_shard_ids(shard_ids),
+            "shardIds": check_shard_ids([client.known_ids.expand(s) for s in shard_ids]),
             "type": mode.lower(),
             "scope": scope,
             "expiryEpoch": check_expiry_epoch(expiry_epoch),

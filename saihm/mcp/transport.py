@@ -11,6 +11,7 @@ the :class:`TransportError` the tools report, keeping its message.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from saihm.client._endpoint import parse_pin
 from saihm.client._transport import Target, make_ssl_context, post
@@ -18,6 +19,7 @@ from saihm.client.errors import ClientError
 from saihm.errors import SaihmError
 from saihm.mcp.config import ClientConfig, ConfigError, check_auth_header, redact_endpoint
 from saihm.mcp.config import validate_endpoint as _validate_endpoint
+from saihm.mcp.shortid import KnownIds
 
 __all__ = [
     "NotSent",
@@ -36,6 +38,9 @@ class TransportError(SaihmError):
     outcome: ClassVar[str] = "unknown"
     http_status: int | None = None
     error_code: str | None = None
+    #: The fix, when the client can tell it from its own configuration (it overrides the
+    #: general advice for the status).
+    advice: str | None = None
 
 
 class NotSent(TransportError):
@@ -90,12 +95,15 @@ class OperatorClient:
     """Sends tool calls to one operator endpoint and returns the parsed JSON result.
 
     It also remembers the caller's holderId once saihm_status reported it (``caller_id``),
-    which saihm_recall needs to mark cells of other holders (conformance item 9).
+    which saihm_recall needs to mark cells of other holders (conformance item 9), and the
+    cellIds it has reported (``known_ids``), so the short ids of a recall report can be
+    handed back to saihm_forget and saihm_share.
     """
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self.caller_id: str | None = None
+        self.known_ids = KnownIds()
 
     @property
     def endpoint_for_display(self) -> str:
@@ -129,4 +137,24 @@ class OperatorClient:
         try:
             return await post(target, method, params)
         except ClientError as err:
-            raise _translate(err) from err
+            failure = _translate(err)
+            failure.advice = self._fix(failure, target)
+            raise failure from err
+
+    def _fix(self, failure: TransportError, target: Target) -> str | None:
+        """The configuration mistake behind ``failure``, when the client can see it: a 404
+        from an endpoint URL with a path (the binding is served at the operator's root), or
+        a 401 for an Authorization value with no scheme (the "Bearer " prefix is missing)."""
+        path = urlsplit(target.url).path
+        if failure.http_status == 404 and path not in ("", "/"):
+            return (
+                f"the endpoint URL has a path ({path}), and the operator answered 404: the "
+                "binding is served at the operator's root, so set SAIHM_ENDPOINT_URL to "
+                "scheme://host[:port]/ without the path"
+            )
+        if failure.http_status == 401 and " " not in target.auth.strip():
+            return (
+                'SAIHM_AUTH_HEADER holds no "Bearer " prefix: it is the whole Authorization '
+                'value, so set it to "Bearer <token>" (value not shown)'
+            )
+        return None

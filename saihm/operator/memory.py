@@ -141,7 +141,7 @@ class IncomingContract:
 @dataclass(frozen=True, slots=True)
 class Status:
     """saihm_status "Result": identity, the 30-day receipt window, shards, contracts,
-    governance, the token's session and (when any call was timed) the PRS ratio."""
+    governance, the token's session and expiry and (when any call was timed) the PRS ratio."""
 
     holder_id: bytes
     window_start: int
@@ -152,6 +152,10 @@ class Status:
     governance: tuple[ProposalSummary, ...]
     session_id: bytes | None
     prs: float | None
+    #: The caller's token: when it expires (UNIX seconds) and its ``sessions`` ("one" for a
+    #: session token, "all" for a person's holder-wide grant).
+    token_expires_at: int | None = None
+    token_sessions: str | None = None
 
 
 class MemoryTools:
@@ -477,6 +481,8 @@ class MemoryTools:
             governance=tuple(governance),
             session_id=access.session_id,
             prs=round(within / calls, 6) if calls else None,
+            token_expires_at=access.expires_at,
+            token_sessions="all" if access.all_sessions else "one",
         )
 
 

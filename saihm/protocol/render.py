@@ -259,7 +259,9 @@ def _proposal(p: ProposalSummary) -> dict[str, object]:
 
 
 def render_status(r: Status) -> dict[str, object]:
-    """saihm_status "Result" with the extensions ``incomingContracts`` and ``sessionId``."""
+    """saihm_status "Result" with the extensions ``incomingContracts``, ``sessionId`` and the
+    caller's token's ``tokenExpiresAt`` (decimal UNIX seconds) and ``tokenSessions``
+    ("one" or "all")."""
     out: dict[str, object] = {
         "agentIdHashHex": hx(r.holder_id),
         "custody": "custodial",
@@ -290,6 +292,9 @@ def render_status(r: Status) -> dict[str, object]:
     }
     if r.prs is not None:
         out["prs"] = r.prs
+    if r.token_expires_at is not None:
+        out["tokenExpiresAt"] = dec(r.token_expires_at)
+        out["tokenSessions"] = r.token_sessions
     return out
 
 

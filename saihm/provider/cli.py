@@ -26,7 +26,7 @@ EPILOG = """example:
   saihm memory init --data ./saihm-data
   saihm memory store --data ./saihm-data --namespace preferences --json '{"fact":"tabs"}'
   saihm memory grant cursor --data ./saihm-data --memory preferences,projects
-  saihm memory query --data ./saihm-data --consumer-token "$TOKEN" --namespaces preferences
+  saihm memory query --data ./saihm-data --consumer-token - --namespaces preferences < token
   saihm memory forget --data ./saihm-data RECORD_ID
   SAIHM_ENDPOINT_URL=http://127.0.0.1:8080/ SAIHM_AUTH_HEADER="Bearer $TOKEN" saihm memory mcp
 """

@@ -45,6 +45,7 @@ from saihm.client._transport import (
     read_bounded,
 )
 from saihm.client.errors import ClientError
+from saihm.mcp.server import StrictMCPServer
 
 __all__ = ["MEMORY_TOOL_NAMES", "MemoryEndpoint", "build_memory_mcp", "main"]
 
@@ -223,7 +224,7 @@ def build_memory_mcp(endpoint: MemoryEndpoint) -> MCPServer:
     Building it contacts nobody; each tool call re-sends the consumer's token, so the
     provider's grant check (expiry, revocation, namespaces, mode) applies on every call.
     """
-    mcp = MCPServer(
+    mcp = StrictMCPServer(
         name="saihm-memory",
         instructions="RFC 0007 memory provider (local-vault): read-only context for one consumer.",
     )
@@ -265,7 +266,7 @@ def build_memory_mcp(endpoint: MemoryEndpoint) -> MCPServer:
             Field(description="Passport sections wanted; absent = every section granted."),
         ] = None,
     ) -> CallToolResult:
-        """The consumer's grant and its ``memory`` block ``{"provider", "excerpt"}``
+        """The consumer's grant and its memory block, which holds the provider and an excerpt
         (RFC 0007 "Passport Context assembly"); consumers that do not understand it ignore it.
 
         A requested section or namespace outside the grant is refused.

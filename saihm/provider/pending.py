@@ -5,7 +5,8 @@ wrapped DEK are held in the store's ``provider-pending`` namespace (saihm/store/
 and its content is opened only through the store's checked read path, with the person's
 Access. Accepting commits the very same cell with a REMEMBER receipt, in one transaction that
 also removes the proposal; rejecting destroys the wrapped DEK, so the held ciphertext can no
-longer be read.
+longer be read. A proposal's id is its prepared cell's id, so the record an accepted proposal
+becomes has the id the consumer was given when it proposed.
 
 Bounds (Build 6, docs/operations.md): a consumer holds at most ``Config.pending_max``
 proposals (one more is refused, 409 "pending_full", and changes nothing; the count is taken
@@ -21,7 +22,6 @@ vault's metadata (it does not import the vault, which owns one).
 from __future__ import annotations
 
 import json
-import secrets
 from typing import Any, Protocol
 
 from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound
@@ -108,7 +108,10 @@ class PendingProposals:
             tier=config.tier,
             timestamp=now,
         )
-        proposal_id = secrets.token_bytes(32)
+        # The proposal is named by its prepared cell's id, which is the id of the record it
+        # becomes when the person accepts it: the consumer holds one id from propose to
+        # accept, and forget by that id reaches the record (issue 25 item 6).
+        proposal_id = cell.cell_id
         if access.grant_id is None:
             raise MalformedInput("a proposal needs a consumer grant")
         meta = {

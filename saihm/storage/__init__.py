@@ -61,7 +61,7 @@ def open_storage(
         except ImportError as err:
             if err.name and err.name.split(".")[0] in {"psycopg", "psycopg_pool"}:
                 raise StorageError(
-                    "a PostgreSQL store needs psycopg: install saihm[postgresql]"
+                    "a PostgreSQL store needs psycopg: pip install 'saihm[postgresql]'"
                 ) from None
             raise
         return PostgresStorage(str(location), namespaces, readonly=readonly)

@@ -54,10 +54,12 @@ async def test_record_from_the_command_line_comes_back_in_one_recall_marked_by_k
     assert sorted(c["kind"] for c in cells) == ["did", "memory", "said"]
     text = recalled.content[0].text
     ids = {c["kind"]: c["cellId"] for c in cells}
-    assert f"RECORD [{ids['said']}] said: the host's record of what was said, not a stored" in text
-    assert f"RECORD [{ids['did']}] did: the host's record of an action taken" in text
-    assert f"CELL [{ids['memory']}] own" in text
-    assert f"CELL [{ids['said']}]" not in text and f"CELL [{ids['did']}]" not in text
+    # Listed by short ids (docs/mcp.md): the record marked apart, memory as its text.
+    said_id, did_id, memory_id = (ids[k][:8] for k in ("said", "did", "memory"))
+    assert f"[{said_id}] RECORD said: the host's record of what was said, not a stored" in text
+    assert f"[{did_id}] RECORD did: the host's record of an action taken" in text
+    assert f"[{memory_id}] The user likes jasmine tea" in text
+    assert f"[{said_id}] Assistant said" not in text and f"[{did_id}] order" not in text
     assert holder["token"] not in said.stdout + said.stderr
 
 

@@ -25,9 +25,15 @@ def test_sync_client_round_trip_against_saihm_serve(tmp_path: Path) -> None:
         ):
             cell = a.remember("sync: the kettle is blue")
             a.record("said", "Assistant said: the kettle is blue")
-            kinds = sorted(item.kind for item in a.recall("kettle"))
-            assert kinds == ["memory", "said"]
+            found = a.recall("kettle")
+            assert sorted(item.kind for item in found) == ["memory", "said"]
+            # A recall with a query carries the operator's relevance score; one without, none.
+            assert all(isinstance(item.score, float) and item.score > 0 for item in found)
+            assert [item.score for item in a.recall()] == [None, None]
             assert a.holder_id == alice["holderId"]
+            # The status says when the caller's token expires, and what kind of token it is.
+            mine = a.status()
+            assert (mine.token_expires_at, mine.token_sessions) == (alice["expiresAt"], "one")
             contract = a.share([bob["holderId"]], [cell.cell_id], "temporary")
             assert [c.contract_id for c in b.status().incoming_contracts or []] == [
                 contract.contract_id

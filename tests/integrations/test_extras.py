@@ -45,3 +45,23 @@ def test_require_returns_the_module_when_present() -> None:
     assert require("json", "nothing").__name__ == "json"
     with pytest.raises(ImportError, match=r"^no_such_module is not installed: pip install "):
         require("no_such_module", "nothing")
+
+
+def test_the_langgraph_extra_installs_what_the_docs_example_imports() -> None:
+    """Issue 25 item 3: ``saihm[langgraph]`` installed only langgraph-checkpoint, while the
+    docs' example builds a ``StateGraph`` from ``langgraph.graph`` (the langgraph package)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["langgraph"]
+    dists = {re.split(r"[<>=!~\[ ]", spec, maxsplit=1)[0] for spec in extra}
+    docs = (root / "docs" / "integrations.md").read_text()
+    example = docs.split("### LangGraph", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    # Where each module the example imports comes from.
+    provider = {"langgraph.graph": "langgraph", "langgraph.store": "langgraph-checkpoint"}
+    imported = re.findall(r"^from (langgraph\.\w+)", example, flags=re.M)
+    assert imported and {provider[m] for m in imported} <= dists

@@ -23,6 +23,10 @@ def test_recall_as_documents_leaves_the_host_record_out_unless_asked(operator) -
     assert sorted(d.page_content for d in docs) == sorted(teas)
     assert {d.metadata["kind"] for d in docs} == {"memory"}
     assert all(len(d.metadata["cell_id"]) == 64 and d.id == d.metadata["cell_id"] for d in docs)
+    # The operator's relevance for the query, in its order (most relevant first).
+    scores = [d.metadata["score"] for d in docs]
+    assert all(isinstance(s, float) and s > 0 for s in scores), scores
+    assert scores == sorted(scores, reverse=True)
     with_record = SaihmRetriever(endpoint=url, auth_header=auth, k=10, include_records=True)
     kinds = {d.metadata["kind"] for d in with_record.invoke("tea")}
     assert kinds == {"memory", "said"}

@@ -42,16 +42,16 @@ async def test_record_entries_are_marked_apart_from_memory() -> None:
     async with serve_operator(fake) as url:
         _, recalled = await run_tools(config(url), ("saihm_status", {}), ("saihm_recall", {}))
     lines = text_of(recalled).split("\n")
-    heads = [line for line in lines if not line.startswith("    ")][1:]
+    heads = [line for line in lines if line.startswith("[")]
     assert heads == [
-        f"CELL [{'a' * 64}] own - namespace prefs",
-        f"RECORD [{'b' * 64}] said: the host's record of what was said, not a stored fact; own"
-        " - namespace record",
-        f"RECORD [{'c' * 64}] did: the host's record of an action taken, not a stored fact; own"
-        " - namespace record",
-        f"RECORD [{'d' * 64}] end: the host closed this session's record; own - namespace record",
-        f"CELL [{'e' * 64}] own",
-        f"CELL [{'f' * 64}] own",
+        f"[{'a' * 8}] namespace prefs",
+        f"[{'b' * 8}] RECORD said: the host's record of what was said, not a stored fact; "
+        "namespace record",
+        f"[{'c' * 8}] RECORD did: the host's record of an action taken, not a stored fact; "
+        "namespace record",
+        f"[{'d' * 8}] RECORD end: the host closed this session's record; namespace record",
+        f"[{'e' * 8}] text e",
+        f"[{'f' * 8}] text f",
     ]
     kinds = [c["kind"] for c in recalled.structured_content["cells"]]
     assert kinds == ["memory", "said", "did", "end", None, None]
@@ -87,8 +87,9 @@ async def test_status_shows_incoming_contracts_and_how_to_accept() -> None:
     text = text_of(result)
     assert "  incoming contracts: 4" in text
     assert (
-        f"INCOMING CONTRACT [{pending}] from holder {'ef' * 32}, mode TEMPORARY, expiresAt "
-        f"1747612800, not accepted, a person accepts it with `saihm contract accept {pending}`"
+        f"INCOMING CONTRACT [{pending}] from holder {'ef' * 32}, mode TEMPORARY, expires "
+        "2025-05-19T00:00:00Z, not accepted, a person accepts it with "
+        f"`saihm contract accept {pending}`"
     ) in text
     assert f"INCOMING CONTRACT [{accepted}]" in text and "accepted (its cells appear" in text
     assert "INCOMING CONTRACT (no valid contractId)" in text and "bad id" not in text

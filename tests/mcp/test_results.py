@@ -42,7 +42,8 @@ def test_remember_reports_only_present_optional_fields() -> None:
     text = render(result)
     assert result.status == "stored"
     assert result.epoch == 1747526400
-    assert "epoch: 1747526400" in text
+    assert text == f"REMEMBERED [{CELL}] stored (saihm_forget erases it by this id)"
+    assert (result.tier, result.kekVersion, result.cellNonce) == (None, None, None)
     for absent in ("tier", "kekVersion", "cellNonce", "signaturePrefix", "None", "undefined"):
         assert absent not in text
     assert "x-ext" not in text
@@ -108,9 +109,11 @@ def test_recall_keeps_plaintext_unaltered_and_frames_it_in_the_report() -> None:
     assert result.cells[0].plaintext == plaintext
     lines = render(result).split("\n")
     assert lines[0].startswith("RECALL")
-    assert lines[1].startswith(f"CELL [{CELL}] own")
-    assert all(line.startswith("    | ") for line in lines[2:])
-    assert len(lines) == 2 + 6
+    assert lines[1] == "date not reported:"
+    # The first line follows the cell's id; every line after it is framed.
+    assert lines[2] == f"[{CELL[:8]}] line one"
+    assert all(line.startswith("    | ") for line in lines[3:])
+    assert len(lines) == 3 + 5
 
 
 def test_recall_marks_cells_of_other_holders_in_text_and_structure() -> None:
@@ -165,7 +168,8 @@ def test_forget_erasure_reported_with_full_destruction_anchor(success: object) -
     text = render(result)
     assert result.status == "erased"
     assert f"FORGOTTEN [{CELL}] erased" in text
-    assert f"destructionAnchor: {anchor}" in text
+    # Proof material stays in the structured result, whole; the report never prints it cut.
+    assert result.destructionAnchor == anchor and "9" * 32 not in text
 
 
 def test_forget_never_names_an_erasure_class() -> None:

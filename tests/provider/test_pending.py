@@ -38,6 +38,19 @@ def test_proposal_is_pending_and_invisible_until_accepted(world):
         world.vault.accept(ref.id)
 
 
+def test_a_proposal_keeps_one_id_from_propose_to_accept_and_forget(world):
+    """Issue 25 item 6: the consumer's proposal id is the accepted record's id, so forget by
+    the id the consumer holds erases the record."""
+    agent = world.consumer("agent", ["notes"], "readwrite")
+    ref = _propose(agent, content={"fact": "likes tea"})
+    stored = world.vault.accept(ref.id)
+    assert stored.id == ref.id
+    (record,) = agent.query(MemoryQuery(consumer="agent")).records
+    assert record.id == ref.id
+    assert world.vault.forget(ref.id)["erased"] is True
+    assert agent.query(MemoryQuery(consumer="agent")).records == ()
+
+
 def test_rejected_proposal_never_lands_and_its_key_is_destroyed(world):
     agent = world.consumer("agent", ["notes"], "readwrite")
     ref = _propose(agent)
