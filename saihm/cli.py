@@ -231,7 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--sessions", required=True, choices=["all"], help="the sessions the grant covers"
     )
     grant.add_argument("--namespaces", help="comma-separated namespaces (default: all)")
-    grant.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    grant.add_argument(
+        "--ttl",
+        type=int,
+        default=Config.token_ttl,
+        help=f"lifetime in seconds (default {Config.token_ttl}, {Config.token_ttl // 86_400} days, "
+        "as long as a session token)",
+    )
     grant.set_defaults(handler=_cmd_grant)
 
     kek = commands.add_parser("kek", help="key-encryption keys").add_subparsers(

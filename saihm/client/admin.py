@@ -19,6 +19,7 @@ belongs to the application's back end: an agent gets only the tokens.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import weakref
 from collections.abc import Coroutine
@@ -47,6 +48,9 @@ __all__ = ["Admin", "AsyncAdmin", "Issued", "RevokedGrant", "RevokedSession", "T
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+
+#: A ``Bearer`` scheme pasted with the credential (it is added once, here).
+_BEARER = re.compile(r"^bearer(?:\s+|$)", re.IGNORECASE)
 
 
 class _Answer(BaseModel):
@@ -138,8 +142,8 @@ class AsyncAdmin:
                 "the authority endpoint must be its root URL, without a query", kind="config"
             )
         secret = credential.strip() if isinstance(credential, str) else credential
-        if isinstance(secret, str) and secret.lower().startswith("bearer "):
-            secret = secret[7:].strip()
+        if isinstance(secret, str):
+            secret = _BEARER.sub("", secret, count=1)
         auth = check_auth_header(f"Bearer {secret}" if secret else None, "credential")
         pin = parse_pin(tls_pin_sha256)
         if not timeout > 0:

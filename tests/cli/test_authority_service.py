@@ -304,6 +304,14 @@ def test_an_oversize_body_is_413_and_unknown_paths_and_methods_are_json(both: Bo
     assert (status, json.loads(raw)) == (405, {"error": "method_not_allowed"})
     status, answer = both.raw("v1/tokens", b"{}")
     assert (status, answer) == (404, {"error": "not_found"})
+    # A credential pasted into a path is not logged either (the last test looks).
+    status, answer = both.raw("v1/" + both.credential, b"{}")
+    assert (status, answer) == (404, {"error": "not_found"})
+
+
+def test_admin_takes_the_credential_with_or_without_its_bearer_prefix(both: Both) -> None:
+    with Admin(both.admin_url, f"Bearer {both.credential}") as admin:
+        assert admin.create_holder(ttl=60).scope.sessions == "one"
 
 
 def test_the_credential_and_tokens_never_reach_the_logs(both: Both) -> None:
