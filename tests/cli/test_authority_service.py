@@ -170,6 +170,34 @@ def test_a_grant_recalls_across_sessions_until_revoked(both: Both) -> None:
         assert (err.http_status, err.operator_code) == (404, "holder_not_found")
 
 
+def test_the_running_service_sees_holders_the_commands_made_and_a_kek_rotation(
+    both: Both,
+) -> None:
+    """The service keeps its store open while other processes write: a holder that ``saihm
+    holder create`` made and a KEK that ``saihm kek rotate`` replaced (the holder seeds
+    re-wrapped, the old KEK destroyed) are what its next call uses."""
+
+    def cli(*argv: str) -> dict:
+        done = subprocess.run(
+            [SAIHM, *argv, "--data", str(both.data)], capture_output=True, text=True, check=True
+        )
+        return json.loads(done.stdout)
+
+    with both.admin() as admin:
+        made_here = admin.create_holder()
+        made_there = cli("holder", "create")
+        with Client(both.url, f"Bearer {made_there['token']}") as agent:
+            agent.remember("rotation: written before the KEK changed")
+        cli("kek", "rotate")
+        for holder in (made_here.holder_id, made_there["holderId"]):
+            granted = admin.grant(holder, ttl=300)
+            assert granted.scope.grant_id == granted.grant_id
+        with Client(both.url, f"Bearer {granted.token}") as across:
+            assert [c.plaintext for c in across.recall("rotation")] == [
+                "rotation: written before the KEK changed"
+            ]
+
+
 def test_async_admin_does_the_same(both: Both) -> None:
     async def run() -> tuple:
         async with AsyncAdmin(both.admin_url, both.credential) as admin:
@@ -327,6 +355,34 @@ def test_the_credential_and_tokens_never_reach_the_logs(both: Both) -> None:
     assert both.credential not in logs
     for token in (user.token, granted.token):
         assert token not in logs and token[:40] not in logs
+
+
+def test_admin_over_https_checks_the_certificate(tmp_path: Path) -> None:
+    """Off the loopback the service needs TLS; Admin validates its certificate (a CA file or
+    the system store) and sends nothing to a server it cannot verify."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    leaf.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+    leaf.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    tls = ("--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem"))
+    data = tmp_path / "data"
+    with (
+        serving(tmp_path, "--data", str(data)),
+        authority_serving(
+            tmp_path, data, tmp_path / "authority", *tls, context=context, scheme="https"
+        ) as (_, url, credential),
+    ):
+        assert url.startswith("https://")
+        with Admin(url, credential, ca_file=str(tmp_path / "ca.pem")) as admin:
+            assert admin.create_holder().scope.sessions == "one"
+        err = _refused(lambda: Admin(url, credential).create_holder())
+        assert err.outcome == "not_sent" and credential not in str(err)
 
 
 def test_an_authority_the_data_directory_does_not_trust_is_refused(tmp_path: Path) -> None:

@@ -120,11 +120,18 @@ def until(condition: Callable[[], object], what: str, seconds: float) -> None:
 
 @contextmanager
 def authority_serving(
-    tmp: Path, data: Path, authority_dir: Path, *args: str, name: str = "authority"
+    tmp: Path,
+    data: Path,
+    authority_dir: Path,
+    *args: str,
+    name: str = "authority",
+    context=None,
+    scheme: str = "http",
 ) -> Iterator[tuple]:
     """Start ``saihm authority serve`` for ``data`` with the key directory ``authority_dir``
-    on a free port; yield ``(process, url, credential)`` once ``/v1/health`` answers. Its
-    output goes to ``tmp/NAME.out`` and ``tmp/NAME.err``."""
+    on a free port; yield ``(process, url, credential)`` once ``/v1/health`` answers (over
+    ``scheme``, checked with ``context`` for https). Its output goes to ``tmp/NAME.out`` and
+    ``tmp/NAME.err``."""
     port = free_port()
     out, err = (tmp / f"{name}.out").open("w"), (tmp / f"{name}.err").open("w")
     proc = subprocess.Popen(
@@ -144,14 +151,14 @@ def authority_serving(
         stdout=out,
         stderr=err,
     )
-    url = f"http://127.0.0.1:{port}/"
+    url = f"{scheme}://127.0.0.1:{port}/"
 
     def ready() -> bool:
         if proc.poll() is not None:
             said = (tmp / f"{name}.err").read_text()
             pytest.fail(f"saihm authority serve exited {proc.returncode}: {said}")
         try:
-            return fetch(url + "v1/health", timeout=2)[0] == 200
+            return fetch(url + "v1/health", context=context, timeout=2)[0] == 200
         except OSError:
             return False
 
