@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
 import signal
 import sys
@@ -41,114 +39,44 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import ValidationError
 
 from saihm.authority.actions import check_grant_token, check_holder, check_renewable, grant_scope
 from saihm.authority.authority import Authority
+from saihm.authority.bodies import (
+    Body,
+    GrantBody,
+    GrantRevokeBody,
+    HolderBody,
+    RenewBody,
+    RevokeBody,
+    SessionBody,
+)
+from saihm.authority.credential import (
+    CREDENTIAL_FILE,
+    check_credential,
+    load_or_create_credential,
+)
 from saihm.continuity import token_fields
-from saihm.errors import ErrorCode, MalformedInput, SaihmError, TooLarge, Unauthenticated
+from saihm.errors import ErrorCode, MalformedInput, SaihmError, TooLarge
 from saihm.events import Capability, CapabilityScope
 from saihm.listen import LOOPBACK, bind, tls_context
 
 if TYPE_CHECKING:
     from saihm.operator import Operator
 
-__all__ = [
-    "CREDENTIAL_FILE",
-    "AuthorityService",
-    "create_authority_app",
-    "load_or_create_credential",
-    "main",
-]
+__all__ = ["AuthorityService", "create_authority_app", "main"]
 
 log = logging.getLogger("saihm.authority")
 
-#: The admin credential's file in the authority directory (mode 0600).
-CREDENTIAL_FILE = "admin.credential"
 #: A request body is a few ids and namespaces.
 MAX_BODY = 64 * 1024
-#: The longest lifetime a call may ask for (ten years).
-TTL_MAX = 10 * 365 * 86_400
 
 SERVICE: web.AppKey[AuthorityService] = web.AppKey("saihm.authority.service")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
-Hex32 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{32}$")]
-Ttl = Annotated[int, Field(gt=0, le=TTL_MAX, strict=True)]
-Namespace = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class HolderBody(_Body):
-    """``POST /v1/holders``."""
-
-    ttl: Ttl | None = None
-
-
-class SessionBody(_Body):
-    """``POST /v1/sessions``."""
-
-    holderId: Hex64
-    ttl: Ttl | None = None
-
-
-class RenewBody(_Body):
-    """``POST /v1/sessions/renew``."""
-
-    holderId: Hex64
-    sessionId: Hex64
-    ttl: Ttl | None = None
-
-
-class RevokeBody(_Body):
-    """``POST /v1/sessions/revoke``: exactly one of ``sessionId`` and ``tokenId``."""
-
-    holderId: Hex64
-    sessionId: Hex64 | None = None
-    tokenId: Hex32 | None = None
-
-
-class GrantBody(_Body):
-    """``POST /v1/grants``; ``namespaces`` absent or null for every namespace."""
-
-    holderId: Hex64
-    namespaces: Annotated[list[Namespace], Field(min_length=1, max_length=64)] | None = None
-    ttl: Ttl | None = None
-
-
-class GrantRevokeBody(_Body):
-    """``POST /v1/grants/revoke``."""
-
-    grantId: Hex64
-
-
-def load_or_create_credential(directory: Path) -> tuple[bytes, bool]:
-    """The SHA-256 of the admin credential in ``directory`` (made there first, mode 0600, if
-    absent) and whether it was made now. Raises :class:`MalformedInput` for an empty or
-    unreadable credential file (its content is never quoted)."""
-    path = directory / CREDENTIAL_FILE
-    created = False
-    if not path.exists():
-        credential = "saihm-admin-" + secrets.token_urlsafe(32)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass  # another start made it first: read theirs
-        else:
-            with os.fdopen(fd, "w") as f:
-                f.write(credential + "\n")
-            created = True
-    text = path.read_text(encoding="ascii", errors="replace").strip()
-    if len(text) < 16 or any(c.isspace() or not c.isprintable() for c in text):
-        raise MalformedInput(f"{path} does not hold an admin credential (delete it to make one)")
-    return hashlib.sha256(text.encode()).digest(), created
 
 
 class AuthorityService:
@@ -163,15 +91,6 @@ class AuthorityService:
         self.credential_sha256 = credential_sha256
         self.token_ttl = token_ttl
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="saihm-authority")
-
-    def check_credential(self, request: web.Request) -> None:
-        """Raise :class:`Unauthenticated` unless the request carries the admin credential."""
-        header = request.headers.get("Authorization", "")
-        scheme, _, value = header.partition(" ")
-        presented = hashlib.sha256(value.strip().encode("utf-8", "replace")).digest()
-        matches = hmac.compare_digest(presented, self.credential_sha256)
-        if scheme.lower() != "bearer" or not matches:
-            raise Unauthenticated("the admin credential is missing or wrong")
 
     def _issued(
         self, holder_id: bytes, session_id: bytes, scope: CapabilityScope, ttl: int | None
@@ -211,7 +130,8 @@ class AuthorityService:
             raise MalformedInput("give exactly one of sessionId and tokenId")
         holder_id, revoked = bytes.fromhex(body.holderId), bytes.fromhex(given[0])
         changed = self.operator.admin.revoke_session(holder_id, revoked)
-        log.info(json.dumps({"event": "session_revoked", "holderId": holder_id.hex()}))
+        record = {"event": "session_revoked", "holderId": holder_id.hex(), "id": revoked.hex()}
+        log.info(json.dumps(record))
         return {
             "holderId": holder_id.hex(),
             "id": revoked.hex(),
@@ -267,7 +187,7 @@ def _error(status: int, code: str) -> web.Response:
     return _json({"error": code}, status)
 
 
-_CALLS: dict[str, tuple[type[_Body], str]] = {
+_CALLS: dict[str, tuple[type[Body], str]] = {
     "/v1/holders": (HolderBody, "create_holder"),
     "/v1/sessions": (SessionBody, "open_session"),
     "/v1/sessions/renew": (RenewBody, "renew_session"),
@@ -286,7 +206,7 @@ def _parse(raw: bytes) -> object:
 
 async def _call(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    service.check_credential(request)
+    check_credential(request.headers.get("Authorization", ""), service.credential_sha256)
     model, method = _CALLS[request.path]
     try:
         raw = await request.read()
