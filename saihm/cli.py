@@ -231,7 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--sessions", required=True, choices=["all"], help="the sessions the grant covers"
     )
     grant.add_argument("--namespaces", help="comma-separated namespaces (default: all)")
-    grant.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    grant.add_argument(
+        "--ttl",
+        type=int,
+        default=Config.token_ttl,
+        help=f"lifetime in seconds (default {Config.token_ttl}, {Config.token_ttl // 86_400} days, "
+        "as long as a session token)",
+    )
     grant.set_defaults(handler=_cmd_grant)
 
     kek = commands.add_parser("kek", help="key-encryption keys").add_subparsers(
@@ -305,6 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
     from saihm.hostcli import add_commands as add_host_commands
 
     add_host_commands(commands)
+
+    from saihm.authority.command import add_command as add_authority_command
+
+    add_authority_command(commands)
 
     for name, text in DELEGATED_HELP.items():
         sub = commands.add_parser(name, help=text, add_help=False)
@@ -508,16 +518,14 @@ def _cmd_holder_create(args: argparse.Namespace) -> int:
 
 
 def _cmd_session_open(args: argparse.Namespace) -> int:
+    from saihm.authority.actions import check_holder
     from saihm.compose import open_operator
-    from saihm.errors import NotFound
     from saihm.events import CapabilityScope
 
     holder_id = _hex32(args.holder, "holder")
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        with operator.store.read_txn() as txn:
-            if not operator.store.projections.holders.known(txn, holder_id):
-                raise NotFound("no such holder")
+        check_holder(operator.store, holder_id)
     finally:
         operator.store.close()
     session_id = secrets.token_bytes(32)
@@ -530,27 +538,19 @@ def _cmd_session_renew(args: argparse.Namespace) -> int:
     """A new token for an existing session id: the agent keeps recalling that session.
 
     Refused, with nothing issued or logged, for an unknown holder and a revoked session
-    (docs/formats.md "Session revocation"). Sessions are not logged when opened, so a session
-    id that never wrote cannot be told from one never opened; renewing it gives the same
-    capability ``saihm session open`` would, and the hint that ``holder create`` prints must
-    work before the agent's first write.
+    (docs/formats.md "Session revocation"; saihm.authority.actions.check_renewable).
     """
+    from saihm.authority.actions import check_renewable
     from saihm.compose import open_operator
-    from saihm.errors import Conflict, NotFound
     from saihm.events import CapabilityScope
 
     holder_id = _hex32(args.holder, "holder")
     session_id = _hex32(args.session, "session")
     operator = open_operator(config_from(args), checkpointer=False)
-    store = operator.store
     try:
-        with store.read_txn() as txn:
-            if not store.projections.holders.known(txn, holder_id):
-                raise NotFound("no such holder")
-            if store.authenticator.revocations.revoked(txn, holder_id, session_id):
-                raise Conflict("the session is revoked: open a new one with `saihm session open`")
+        check_renewable(operator.store, holder_id, session_id)
     finally:
-        store.close()
+        operator.store.close()
     token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
     _print_issued({"sessionId": session_id.hex(), "token": token, **fields}, summary)
     return 0
@@ -598,9 +598,9 @@ def _cmd_grant_revoke(args: argparse.Namespace) -> int:
 
 
 def _cmd_grant(args: argparse.Namespace) -> int:
+    from saihm.authority.actions import check_grant_token, grant_scope
     from saihm.compose import open_operator
     from saihm.errors import MalformedInput
-    from saihm.events import CapabilityScope
 
     if args.ttl <= 0:
         raise MalformedInput("--ttl must be positive")
@@ -611,37 +611,16 @@ def _cmd_grant(args: argparse.Namespace) -> int:
             raise MalformedInput("--namespaces names no namespace")
     holder_id = _hex32(args.holder, "holder")
     expires_at = int(time.time()) + args.ttl
-    _check_grant_token(holder_id, namespaces, expires_at)
+    check_grant_token(holder_id, namespaces, expires_at)
     operator = open_operator(config_from(args), checkpointer=False)
     try:
         grant_id, _ = operator.admin.grant(holder_id, namespaces, expires_at)
     finally:
         operator.store.close()
-    scope = CapabilityScope(
-        sessions="all",
-        namespaces=None if namespaces is None else tuple(namespaces),
-        grant_id=grant_id,
-    )
+    scope = grant_scope(namespaces, grant_id)
     token, fields, summary = _issue(args, holder_id, secrets.token_bytes(32), scope)
     _print_issued({"grantId": grant_id.hex(), "token": token, **fields}, summary)
     return 0
-
-
-def _check_grant_token(holder_id: bytes, namespaces: list[str] | None, expires_at: int) -> None:
-    """Refuse, before GRANT is logged, a grant whose token no server could read."""
-    from saihm.authority import check_token_fits
-    from saihm.errors import MalformedInput
-    from saihm.events import CapabilityScope
-
-    try:
-        scope = CapabilityScope(
-            sessions="all",
-            namespaces=None if namespaces is None else tuple(namespaces),
-            grant_id=bytes(32),
-        )
-    except ValueError as err:
-        raise MalformedInput("--namespaces: each namespace is 1 to 256 characters") from err
-    check_token_fits(holder_id, bytes(32), scope, expires_at)
 
 
 def _cmd_kek_rotate(args: argparse.Namespace) -> int:

@@ -15,11 +15,15 @@ has examples.
         cell = client.remember("the tea is green")
         for item in client.recall("tea"):
             print(item.kind, item.plaintext)
+
+:class:`Admin` and :class:`AsyncAdmin` are clients of the authority service (``saihm authority
+serve``): create a user, open, renew and revoke sessions, grant cross-session recall.
 """
 
 from saihm.client._async import AsyncClient, RecordKind
 from saihm.client._endpoint import redact_endpoint
 from saihm.client._sync import Client
+from saihm.client.admin import Admin, AsyncAdmin, Issued, RevokedGrant, RevokedSession
 from saihm.client.errors import ClientError
 from saihm.client.models import (
     ContractAnswer,
@@ -39,6 +43,8 @@ from saihm.client.models import (
 )
 
 __all__ = [
+    "Admin",
+    "AsyncAdmin",
     "AsyncClient",
     "Client",
     "ClientError",
@@ -46,6 +52,7 @@ __all__ = [
     "ContractSummary",
     "Forgotten",
     "IncomingContract",
+    "Issued",
     "Proposal",
     "Proposed",
     "RecalledCell",
@@ -53,6 +60,8 @@ __all__ = [
     "Recorded",
     "Remembered",
     "Revoked",
+    "RevokedGrant",
+    "RevokedSession",
     "SessionForgotten",
     "Shared",
     "Status",

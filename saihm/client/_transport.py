@@ -28,6 +28,7 @@ __all__ = [
     "Target",
     "make_ssl_context",
     "post",
+    "post_json",
     "read_bounded",
 ]
 
@@ -111,16 +112,29 @@ async def post(
     Uses ``session`` when given (its connector must have been made by :func:`connector`),
     else one session for this call. Raises :class:`ClientError` for every failure.
     """
-    body = json.dumps({"method": method, "params": params}).encode("utf-8")
+    return await post_json(target, {"method": method, "params": params}, session)
+
+
+async def post_json(
+    target: Target,
+    payload: dict[str, Any],
+    session: aiohttp.ClientSession | None = None,
+    *,
+    path: str = "",
+) -> Any:
+    """POST ``payload`` as JSON to ``target``'s URL (joined with ``path``, a relative path
+    such as ``"v1/holders"``), with every rule of :func:`post`, and return the parsed 2xx
+    JSON body."""
+    body = json.dumps(payload).encode("utf-8")
     headers = {"Content-Type": "application/json", "Authorization": target.auth}
     where = target.where
     seconds = target.timeout_seconds
     try:
         async with asyncio.timeout(seconds):
             if session is not None:
-                return await _post(session, target, body, headers)
+                return await _post(session, target, body, headers, path)
             async with new_session(target) as own:
-                return await _post(own, target, body, headers)
+                return await _post(own, target, body, headers, path)
     except ClientError:
         raise
     except TimeoutError as err:
@@ -174,12 +188,17 @@ def new_session(target: Target) -> aiohttp.ClientSession:
 
 
 async def _post(
-    session: aiohttp.ClientSession, target: Target, body: bytes, headers: dict[str, str]
+    session: aiohttp.ClientSession,
+    target: Target,
+    body: bytes,
+    headers: dict[str, str],
+    path: str = "",
 ) -> Any:
     limit = target.max_response_bytes
     request_ssl: Any = target.ssl_context if target.ssl_context is not None else True
+    url = target.url.rstrip("/") + "/" + path if path else target.url
     async with session.post(
-        target.url, data=body, headers=headers, allow_redirects=False, ssl=request_ssl
+        url, data=body, headers=headers, allow_redirects=False, ssl=request_ssl
     ) as resp:
         status = resp.status
         reason = printable(resp.reason)

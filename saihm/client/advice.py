@@ -21,7 +21,7 @@ STORE_NOTE = (
 
 _UNAUTHENTICATED = (
     "the operator did not accept the credential (value not shown). Most likely it expired "
-    "(a session token lasts 30 days and a grant 1 hour unless --ttl said otherwise), its grant "
+    "(a session token and a grant last 30 days unless --ttl said otherwise), its grant "
     "was revoked, or it was issued for another operator's data directory. A person fixes it on "
     "the operator's machine: `saihm session renew --data DIR --holder HOLDER --session SESSION` "
     "issues a fresh token for the same session; `saihm grant --data DIR --holder HOLDER "

@@ -125,6 +125,27 @@ def test_every_token_issuing_command_says_what_it_sees_and_when_it_expires(
         assert token not in said
 
 
+def test_a_grant_without_ttl_lasts_as_long_as_a_session_token(capsys, data: Path) -> None:
+    """Issue #25: "the person's cross-session grant a newcomer needs expires after 1 hour
+    unless --ttl is given; then the agent gets 401". The default is now 30 days, as long as
+    a session token, and the command says so where the token is issued."""
+    created, _ = run(capsys, "holder", "create", "--data", str(data))
+    before = int(time.time())
+    granted, said = run(
+        capsys,
+        "grant",
+        "--data",
+        str(data),
+        "--holder",
+        created["holderId"],
+        "--sessions",
+        "all",
+    )
+    assert before + 30 * 86_400 <= granted["expiresAt"] <= int(time.time()) + 30 * 86_400
+    assert granted["expiresAt"] >= created["expiresAt"] - 5
+    assert "(in 30 days)" in said and granted["expiresAtUtc"] in said
+
+
 def test_session_renew_gives_a_fresh_token_for_the_same_session(capsys, data: Path) -> None:
     from saihm.compose import open_operator
     from saihm.config import Config

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mcp
@@ -16,6 +17,7 @@ import pytest
 from mcp import StdioServerParameters
 
 from saihm.client import Client
+from saihm.events import Capability
 from saihm.mcp.server import TOOL_NAMES
 from tests.support.serve import ROOT, holder_create, serving
 
@@ -119,6 +121,10 @@ async def test_mcp_local_server_example_runs_as_written(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         server = json.loads(done.stdout)["mcpServers"]["saihm"]
         assert Path(server["command"]).is_absolute()
+        # The recommended setup for a personal assistant works for 30 days (issue #25).
+        token = server["env"]["SAIHM_AUTH_HEADER"].removeprefix("Bearer ")
+        lasts = Capability.from_token(token).expires_at - time.time()
+        assert lasts >= 30 * 86_400 - 60
         params = StdioServerParameters(
             command=server["command"], args=server["args"], env={**server["env"], "PATH": ""}
         )

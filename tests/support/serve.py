@@ -116,3 +116,59 @@ def until(condition: Callable[[], object], what: str, seconds: float) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+@contextmanager
+def authority_serving(
+    tmp: Path,
+    data: Path,
+    authority_dir: Path,
+    *args: str,
+    name: str = "authority",
+    context=None,
+    scheme: str = "http",
+) -> Iterator[tuple]:
+    """Start ``saihm authority serve`` for ``data`` with the key directory ``authority_dir``
+    on a free port; yield ``(process, url, credential)`` once ``/v1/health`` answers (over
+    ``scheme``, checked with ``context`` for https). Its output goes to ``tmp/NAME.out`` and
+    ``tmp/NAME.err``."""
+    port = free_port()
+    out, err = (tmp / f"{name}.out").open("w"), (tmp / f"{name}.err").open("w")
+    proc = subprocess.Popen(
+        [
+            SAIHM,
+            "authority",
+            "serve",
+            "--data",
+            str(data),
+            "--authority-dir",
+            str(authority_dir),
+            *args,
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=tmp,
+        stdout=out,
+        stderr=err,
+    )
+    url = f"{scheme}://127.0.0.1:{port}/"
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            said = (tmp / f"{name}.err").read_text()
+            pytest.fail(f"saihm authority serve exited {proc.returncode}: {said}")
+        try:
+            return fetch(url + "v1/health", context=context, timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    try:
+        until(ready, "saihm authority serve to answer", READY_SECONDS)
+        credential = (authority_dir / "admin.credential").read_text().strip()
+        yield proc, url, credential
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+        out.close()
+        err.close()
