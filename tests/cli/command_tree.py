@@ -135,7 +135,7 @@ def walk(main: Callable[[list[str]], int]) -> dict[str, Any]:
 
 
 def _main() -> None:
-    from saihm.cli import main
+    from saihm.commands.main import main
 
     FIXTURE.write_text(json.dumps(walk(main), indent=1, sort_keys=True) + "\n")
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from saihm.cli import main
+from saihm.commands.main import main
 from tests.cli.command_tree import FIXTURE, walk
 
 
