@@ -63,7 +63,6 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="RFC 0007 Memory Provider: the local-vault over this operator's store.",
         epilog=EPILOG,
     )
-    parser.set_defaults(run=run)
     sub = parser.add_subparsers(
         dest="action",
         metavar="ACTION",
@@ -154,6 +153,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=f"{name} a pending proposal")
         _common(p)
         p.add_argument("id", help="proposal id (64 hex)")
+    for action in sub.choices.values():
+        action.set_defaults(run=run)
 
 
 def _emit(obj: object) -> None:
