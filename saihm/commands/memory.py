@@ -14,13 +14,12 @@ import json
 import sys
 from collections.abc import Callable
 
-from pydantic import ValidationError
-
 from saihm.commands.common import Parser
 from saihm.config import Config
 from saihm.errors import MalformedInput, NotFound, SaihmError
-from saihm.provider.models import GraphQuery, MemoryContext, MemoryQuery
-from saihm.provider.records import parse_store, validation_message
+
+# The provider (pydantic, the store) is imported by the actions that use it, so that building
+# the ``saihm`` parser stays cheap for every other command.
 
 EPILOG = """example:
   saihm memory init --data ./saihm-data
@@ -163,6 +162,10 @@ def _emit(obj: object) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Run the ``saihm memory`` action ``ns.action``."""
+    from pydantic import ValidationError
+
+    from saihm.provider.records import validation_message
+
     if ns.action == "mcp":
         from saihm.provider.mcp import main as mcp_main
 
@@ -271,6 +274,8 @@ def _revoke(vault, ns) -> int:
 
 
 def _store(vault, ns) -> int:
+    from saihm.provider.records import parse_store
+
     request = parse_store(
         ns.content,
         ns.namespace,
@@ -283,6 +288,8 @@ def _store(vault, ns) -> int:
 
 
 def _query(vault, ns) -> int:
+    from saihm.provider.models import MemoryContext, MemoryQuery
+
     token, consumer = _token(ns)
     request = MemoryQuery(
         consumer=consumer,
@@ -300,6 +307,8 @@ def _query(vault, ns) -> int:
 
 
 def _graph(vault, ns) -> int:
+    from saihm.provider.models import GraphQuery
+
     token, consumer = _token(ns)
     request = GraphQuery(
         consumer=consumer,
@@ -313,6 +322,8 @@ def _graph(vault, ns) -> int:
 
 
 def _propose(vault, ns) -> int:
+    from saihm.provider.records import parse_store
+
     token, consumer = _token(ns)
     request = parse_store(ns.content, ns.namespace, consumer=consumer)
     _emit(vault.for_consumer(token).store(request).model_dump(mode="json"))
