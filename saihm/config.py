@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DAY = 86_400
@@ -134,23 +133,3 @@ class Config:
     def authority_public_key_file(self) -> Path:
         """The only authority material the serving process reads."""
         return self.data_dir / "authority.pub"
-
-
-_PATHS = ("data_dir", "kek_dir", "authority_dir", "log_keys_dir")
-
-
-def config_from(args: Namespace) -> Config:
-    """The Config for a command's --data/--kek-dir/--authority-dir, with every other Config
-    field the command has an option of the same name for (the serve policy options)."""
-    options = {
-        f.name: getattr(args, f.name)
-        for f in fields(Config)
-        if f.name not in _PATHS and getattr(args, f.name, None) is not None
-    }
-    return Config.for_data(
-        args.data,
-        args.kek_dir,
-        args.authority_dir,
-        getattr(args, "log_keys_dir", None),
-        **options,
-    )

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from saihm.cli import build_parser, subparser
-from saihm.settings import read_file, settings_of
+from saihm.commands.main import build_parser, subparser
+from saihm.commands.settings import read_file, settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

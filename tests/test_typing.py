@@ -18,6 +18,9 @@ STRICT_PACKAGES = {
     # The edge that turns untrusted JSON into typed values, and the HTTP transport over it.
     "saihm.protocol.*",
     "saihm.http.*",
+    # The store, the one read path and the one write path (issue 22).
+    "saihm.store",
+    "saihm.store.*",
 }
 #: mypy's ``--strict`` flags that can be set per module.
 STRICT_FLAGS = {

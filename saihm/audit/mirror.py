@@ -14,12 +14,12 @@ publishes an erasure list (``v1/erasures``) it is checked against the FORGET rec
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from saihm.audit.fetch import HttpSource, Source, open_source
@@ -31,10 +31,9 @@ from saihm.audit.report import Alarm, Report
 from saihm.audit.sync import Outcome, sync, tree_of
 from saihm.audit.tiletree import root_from_tiles
 from saihm.errors import MalformedInput, SaihmError, message
-from saihm.helpformat import DefaultsFormatter
 from saihm.translog.tiles import tile_path
 
-__all__ = ["Outcome", "held_notes", "main", "mirror", "verify_log"]
+__all__ = ["MirrorOptions", "Outcome", "held_notes", "mirror", "run", "verify_log"]
 
 
 def mirror(
@@ -215,39 +214,21 @@ def _trust(path: str | None) -> list[str] | None:
     return [k.strip() for k in lines if k.strip() and not k.startswith("#")]
 
 
-def main(argv: list[str]) -> int:
-    """``saihm mirror URL DIR [--trust FILE] [--checkpoint NOTE]... [--workers N] [--json]``."""
-    parser = argparse.ArgumentParser(
-        prog="saihm mirror",
-        formatter_class=DefaultsFormatter,
-        description="Mirror a tiled log (a running saihm serve, or a saihm publish directory "
-        "behind any static server) into DIR, verifying every receipt, tile and checkpoint; "
-        "incremental and resumable. DIR is itself a servable tlog-tiles log. Exit 0 when "
-        "everything verified, 1 on an alarm (rollback, fork, a failed check), 2 when the log "
-        "cannot be read or the options are wrong.",
-    )
-    parser.add_argument("url", help="the log: an operator's base URL or a tlog-tiles prefix")
-    parser.add_argument("dir", help="the mirror directory (created if new)")
-    parser.add_argument(
-        "--trust",
-        metavar="FILE",
-        help="pin these checkpoint verifier keys at "
-        "first contact (default: none; the log's own v1/keys, reported as not "
-        "pinned)",
-    )
-    parser.add_argument(
-        "--checkpoint",
-        action="append",
-        default=[],
-        metavar="NOTE",
-        help="a signed checkpoint held elsewhere (repeatable; default: none)",
-    )
-    parser.add_argument(
-        "--workers", type=int, default=1, help="signature-check processes (default 1)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    opts = parser.parse_args(argv)
+@dataclass(frozen=True)
+class MirrorOptions:
+    """``saihm mirror URL DIR ...`` (parsed in saihm.commands.audit)."""
+
+    url: str
+    dir: str
+    trust: str | None = None
+    checkpoint: tuple[str, ...] = ()
+    workers: int = 1
+    json: bool = False
+    no_progress: bool = False
+
+
+def run(opts: MirrorOptions) -> int:
+    """Bring the mirror ``opts.dir`` of ``opts.url`` up to date; print the outcome."""
     try:
         trust = _trust(opts.trust)
         held = [Path(p).read_bytes() for p in opts.checkpoint]

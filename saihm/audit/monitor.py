@@ -21,7 +21,6 @@ the log was first seen stale). Network I/O is synchronous (urllib); only ``main`
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -33,10 +32,9 @@ from saihm.audit.mirror import mirror
 from saihm.audit.mirrorstate import DIRNAME
 from saihm.audit.report import Alarm, Failure
 from saihm.errors import SaihmError
-from saihm.helpformat import DefaultsFormatter
 from saihm.translog.witness import verify_cosignatures
 
-__all__ = ["Round", "check_once", "main"]
+__all__ = ["MonitorOptions", "Round", "check_once", "run"]
 
 
 @dataclass
@@ -127,7 +125,7 @@ class MonitorConfigError(SaihmError):
     """The monitor's own configuration is unusable: not the operator's fault."""
 
 
-def _configuration(opts: argparse.Namespace) -> list[str] | None:
+def _configuration(opts: MonitorOptions) -> list[str] | None:
     """Check what the monitor itself was given before contacting anyone; return the keys of
     ``--trust``. Raises :class:`MonitorConfigError` naming the problem."""
     from urllib.parse import urlsplit
@@ -204,40 +202,24 @@ def _check_witnessed_staleness(
         )
 
 
-def main(argv: list[str]) -> int:
-    """``saihm monitor URL --state DIR [--trust FILE] [--interval S] [--once] ...``."""
-    parser = argparse.ArgumentParser(
-        prog="saihm monitor",
-        formatter_class=DefaultsFormatter,
-        description="Keep a verified mirror of a SAIHM log (every entry, tile and checkpoint) "
-        "and alarm on rollback, fork, bad signature, a failed check, a stale log or a log that "
-        "cannot be read. With --once, exit 1 on any alarm and 2 on the monitor's own bad "
-        "configuration (then it contacts nobody).",
-    )
-    parser.add_argument("url", help="the operator's base URL, e.g. http://127.0.0.1:8080")
-    parser.add_argument("--state", required=True, help="state directory: a mirror directory")
-    parser.add_argument(
-        "--trust", help="pin these verifier keys at first contact (file; default: the log's own)"
-    )
-    parser.add_argument(
-        "--interval", type=float, default=60.0, help="seconds between rounds (default 60)"
-    )
-    parser.add_argument("--once", action="store_true", help="one round; exit 1 on any alarm")
-    parser.add_argument(
-        "--max-stale",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="alarm when leaves stay beyond the checkpoint this long (default 300)",
-    )
-    parser.add_argument(
-        "--workers", type=int, default=1, help="signature-check processes (default 1)"
-    )
-    from saihm.audit.witnessopts import add_witness_options, witness_policy
+@dataclass(frozen=True)
+class MonitorOptions:
+    """``saihm monitor URL --state DIR ...`` (parsed in saihm.commands.audit); ``witness``
+    keys and the ``min_witnesses`` needed are already checked against each other."""
 
-    add_witness_options(parser)
-    opts = parser.parse_args(argv)
-    need = witness_policy(parser, opts)
+    url: str
+    state: str
+    trust: str | None = None
+    interval: float = 60.0
+    once: bool = False
+    max_stale: float = 300.0
+    workers: int = 1
+    witness: tuple[str, ...] = ()
+    min_witnesses: int = 1
+
+
+def run(opts: MonitorOptions) -> int:
+    """Watch the log at ``opts.url`` round after round (one round with ``once``)."""
     try:
         trust = _configuration(opts)
     except MonitorConfigError as err:
@@ -251,13 +233,13 @@ def main(argv: list[str]) -> int:
                 trust=trust,
                 max_stale=opts.max_stale,
                 workers=opts.workers,
-                witnesses=opts.witness or None,
-                min_witnesses=need,
+                witnesses=list(opts.witness) or None,
+                min_witnesses=opts.min_witnesses,
             )
         except (SaihmError, OSError, ValueError) as err:
             # The log could not be read (down, or answering garbage): the operator's fault.
             result = Round(alarms=[Alarm("unreachable or malformed answer", str(err))])
-        line = {"url": opts.url, "size": result.size, "root": result.root}
+        line: dict[str, object] = {"url": opts.url, "size": result.size, "root": result.root}
         alarms = [str(a) for a in result.alarms]
         line |= {"verified": result.verified, "alarms": alarms, "notes": result.notes}
         print(json.dumps(line), flush=True)

@@ -15,12 +15,12 @@ LMDB layout (named databases; u64 = 8-byte big-endian leaf index; values are JSO
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import struct
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from saihm.audit.bundle import read_bundle
@@ -29,11 +29,10 @@ from saihm.audit.progress import progress
 from saihm.errors import SaihmError, message
 from saihm.events import Operation, Receipt
 from saihm.events.operations import replay_events
-from saihm.helpformat import DefaultsFormatter
 from saihm.storage.base import StorageError
 from saihm.storage.lmdb import LmdbStorage
 
-__all__ = ["main", "receipt_json"]
+__all__ = ["ReplayOptions", "receipt_json", "run"]
 
 _U64 = struct.Struct(">Q")
 #: The operations also written to events.jsonl (the operation registry).
@@ -135,19 +134,18 @@ class _Lmdb:
         self.storage.close()
 
 
-def main(argv: list[str]) -> int:
-    """``saihm replay FILE --out DIR [--format lmdb|jsonl]``; prints events/s at the end."""
-    parser = argparse.ArgumentParser(
-        prog="saihm replay",
-        formatter_class=DefaultsFormatter,
-        description="Rebuild the public projections of an audit bundle (receipts by subject, "
-        "holder and operation; erasure list; tallies; contract and grant events).",
-    )
-    parser.add_argument("bundle", help="audit bundle written by saihm export")
-    parser.add_argument("--out", required=True, help="new directory to create")
-    parser.add_argument("--format", choices=("lmdb", "jsonl"), default="lmdb")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    opts = parser.parse_args(argv)
+@dataclass(frozen=True)
+class ReplayOptions:
+    """``saihm replay FILE --out DIR [--format lmdb|jsonl]`` (parsed in saihm.commands.audit)."""
+
+    bundle: str
+    out: str
+    format: str = "lmdb"
+    no_progress: bool = False
+
+
+def run(opts: ReplayOptions) -> int:
+    """Replay ``opts.bundle`` into ``opts.out``; prints events/s at the end."""
     try:
         bundle = read_bundle(opts.bundle)
         out = Path(opts.out)

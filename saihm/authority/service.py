@@ -27,7 +27,6 @@ duration, and parser refusals are answered by :class:`~saihm.http.guard.GuardedA
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hmac
 import json
@@ -38,6 +37,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,15 +55,16 @@ from saihm.authority.bodies import (
     RevokeBody,
     SessionBody,
 )
+from saihm.authority.continuity import token_fields
 from saihm.authority.credential import (
     CREDENTIAL_FILE,
     check_credential,
     load_or_create_credential,
 )
-from saihm.continuity import token_fields
+from saihm.config import Config
 from saihm.errors import ErrorCode, MalformedInput, SaihmError, TooLarge
 from saihm.events import Capability, CapabilityScope
-from saihm.listen import LOOPBACK, bind, tls_context
+from saihm.http.listen import LOOPBACK, bind, tls_context
 
 if TYPE_CHECKING:
     from saihm.operator import Operator
@@ -279,13 +280,21 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _open(args: argparse.Namespace) -> tuple[AuthorityService, bool]:
+@dataclass(frozen=True)
+class ServiceOptions:
+    """What ``saihm authority serve`` was asked for (saihm.commands.authority parses it)."""
+
+    config: Config
+    listen: str = "127.0.0.1:8090"
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+
+def _open(config: Config) -> tuple[AuthorityService, bool]:
     """The service over the data directory and the authority's key; refuses an authority
     whose public key is not the one the data directory's operator pins."""
     from saihm.compose import open_operator
-    from saihm.config import config_from
 
-    config = config_from(args)
     authority = Authority.open(config.authority_dir)
     pinned = config.authority_public_key_file.read_bytes()
     if not hmac.compare_digest(pinned, authority.public_key):
@@ -314,27 +323,31 @@ async def _serve(service: AuthorityService, sock: Any, context: Any) -> None:
         await runner.cleanup()
 
 
-def main(args: argparse.Namespace) -> int:
+def main(options: ServiceOptions) -> int:
     """Run ``saihm authority serve`` until SIGTERM or SIGINT; 2 for bad arguments."""
     from saihm.logs import configure_logging
 
     configure_logging(sys.stderr)
     try:
-        host, port = parse_listen(args.listen)
-        tls = bool(args.tls_cert or args.tls_key)
-        if tls and not (args.tls_cert and args.tls_key):
+        host, port = parse_listen(options.listen)
+        tls = bool(options.tls_cert or options.tls_key)
+        if tls and not (options.tls_cert and options.tls_key):
             raise MalformedInput("give both --tls-cert and --tls-key")
         if not tls and host not in LOOPBACK:
             raise MalformedInput(
                 f"refusing plain http on {host}: give --tls-cert and --tls-key, "
                 "or listen on 127.0.0.1, localhost or ::1"
             )
-        context = tls_context(args.tls_cert, args.tls_key) if tls else None
-        service, created = _open(args)
+        context = (
+            tls_context(options.tls_cert, options.tls_key)
+            if options.tls_cert and options.tls_key
+            else None
+        )
+        service, created = _open(options.config)
     except SaihmError as err:
-        from saihm.storeurl import scrub
+        from saihm.storage.url import scrub
 
-        print(f"saihm: error: {scrub(str(err), args.store)}", file=sys.stderr)
+        print(f"saihm: error: {scrub(str(err), options.config.store)}", file=sys.stderr)
         return 2
     try:
         sock = bind(host, port)

@@ -19,9 +19,9 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
+from saihm.commands.helpformat import DefaultsFormatter
 from saihm.events import HolderKey, SealedPayload, cell_message, open_cell, seal
 from saihm.events.signing import CELL_CONTEXT
-from saihm.helpformat import DefaultsFormatter
 from saihm.mldsa import mldsa65_verify
 
 __all__ = ["run"]

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from saihm.helpformat import DefaultsFormatter
+from saihm.commands.helpformat import DefaultsFormatter
 
 __all__ = ["run"]
 
@@ -67,7 +67,7 @@ def _server(config_dir: Path, data: Path, workers: int) -> Iterator[str]:
     """``saihm serve`` on a free loopback port, rate limiting off; yields its URL once it
     answers."""
     port = _free_port()
-    command = [sys.executable, "-m", "saihm.cli", "serve", "--data", str(data)]
+    command = [sys.executable, "-m", "saihm.commands.main", "serve", "--data", str(data)]
     command += ["--port", str(port), "--workers", str(workers), "--rate-limit", "0"]
     proc = subprocess.Popen(
         command, cwd=config_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

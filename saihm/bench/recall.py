@@ -317,8 +317,8 @@ def run(args: list[str]) -> Iterator[dict]:
     opts = parser.parse_args(args)
     sizes = _check(opts)
     if importlib.util.find_spec("rank_bm25") is None:
-        # The quality figures compare against rank_bm25 (the bench extra): say so before
-        # hours of latency work, as one line from the command line (saihm.cli.missing_extra).
+        # The quality figures compare against rank_bm25 (the bench extra): say so before hours
+        # of latency work, as one line from the command line (commands.main.missing_extra).
         raise ModuleNotFoundError("rank_bm25 is not installed", name="rank_bm25")
     if not opts.skip_latency:
         for n in sizes:

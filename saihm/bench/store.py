@@ -38,12 +38,12 @@ from pathlib import Path
 
 from saihm.authority import Authority
 from saihm.bench.figures import figure, percentile
+from saihm.commands.helpformat import DefaultsFormatter
 from saihm.compose import initialise
 from saihm.config import Config
 from saihm.events import CapabilityScope, Operation, Receipt
 from saihm.events.identity import HolderKey
 from saihm.events.signing import RECEIPT_CONTEXT, sign_receipt
-from saihm.helpformat import DefaultsFormatter
 from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
 from saihm.operator import Operator
 from saihm.protocol import call as binding_call
@@ -189,7 +189,7 @@ def run(args: list[str]) -> Iterator[dict]:
     opts = parser.parse_args(args)
     if opts.store is not None:
         from saihm.bench.storescale import run_scaling
-        from saihm.storeurl import check_store_url
+        from saihm.storage.url import check_store_url
 
         sign_s = _sign_seconds(max(0.5, opts.seconds / 2))
         floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"

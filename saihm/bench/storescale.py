@@ -61,7 +61,7 @@ def _scratch(url: str) -> Iterator[str]:
     import psycopg
 
     from saihm.errors import Unavailable
-    from saihm.storeurl import scrub
+    from saihm.storage.url import scrub
 
     schema = f"saihm_bench_{secrets.token_hex(6)}"
     try:
@@ -223,7 +223,7 @@ def run_scaling(url: str, opts: Any, floor: float, floor_peer: str) -> Iterator[
     """The scaling figures for ``url`` beside LMDB (see the module docstring)."""
     from saihm.compose import initialise
     from saihm.config import Config
-    from saihm.storeurl import redact
+    from saihm.storage.url import redact
 
     figure = partial(figure_of, "store")
     shown = redact(url)

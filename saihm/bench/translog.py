@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from saihm.helpformat import DefaultsFormatter
+from saihm.commands.helpformat import DefaultsFormatter
 from saihm.translog.tree import MerkleTree
 
 __all__ = ["run"]

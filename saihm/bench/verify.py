@@ -19,9 +19,9 @@ from collections.abc import Iterator
 
 from saihm.audit.bundle import Bundle
 from saihm.audit.verifier import verify_bundle
+from saihm.commands.helpformat import DefaultsFormatter
 from saihm.events import HolderKey, Operation, receipt_signed_bytes, sign_receipt
 from saihm.events.signing import RECEIPT_CONTEXT
-from saihm.helpformat import DefaultsFormatter
 from saihm.mldsa import mldsa65_verify
 from saihm.translog import Checkpoint, LogKeys, MemoryTree, MerkleTree
 

@@ -17,9 +17,9 @@ import dataclasses
 import hashlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -185,10 +185,10 @@ def check_limits(config: Config) -> None:
         raise MalformedInput("--pending-ttl must be at least 1 second")
 
 
-def with_serve_limits(config: Config, args: object) -> Config:
-    """``config`` with the rate-limit and pending-proposal options given on ``args`` (an
-    argparse namespace; absent or None options keep the config's values), checked."""
-    given = {f: getattr(args, f) for f in SERVE_FIELDS if getattr(args, f, None) is not None}
+def with_serve_limits(config: Config, options: Mapping[str, float | int | None]) -> Config:
+    """``config`` with the rate-limit and pending-proposal ``options`` given (by Config field
+    name; absent or None options keep the config's values), checked."""
+    given: dict[str, Any] = {f: options[f] for f in SERVE_FIELDS if options.get(f) is not None}
     updated = dataclasses.replace(config, **given)
     check_limits(updated)
     return updated

@@ -11,7 +11,6 @@ the store signs a final checkpoint.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -24,24 +23,48 @@ import socket
 import ssl
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from saihm.errors import MalformedInput, SaihmError
-from saihm.listen import LOOPBACK, bind, tls_context
+from saihm.http.listen import LOOPBACK, bind, tls_context
 
 if TYPE_CHECKING:
     from saihm.config import Config
 
-__all__ = ["LOOPBACK", "bind", "main", "tls_context"]
+__all__ = ["LOOPBACK", "ServeOptions", "bind", "main", "tls_context"]
 
 log = logging.getLogger("saihm.http")
 
 
-def _check(args: argparse.Namespace) -> bool:
+@dataclass(frozen=True)
+class ServeOptions:
+    """What ``saihm serve`` was asked for (saihm.commands.serve parses it).
+
+    ``config`` builds the operator's Config from the options; it is called again after a new
+    data directory is created, to read the origin the directory recorded. ``policy`` holds the
+    options checked against :data:`POLICY_RANGES`, ``limits`` the rate-limit and
+    pending-proposal options (saihm.http.limits.SERVE_FIELDS); None means not given.
+    """
+
+    data: str
+    config: Callable[[], Config]
+    store: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    max_body: int = 1 << 20
+    policy: Mapping[str, float | int | None] = field(default_factory=dict)
+    limits: Mapping[str, float | int | None] = field(default_factory=dict)
+
+
+def _check(args: ServeOptions) -> bool:
     """Validate the serve arguments; return True when TLS is on. Raises MalformedInput."""
     tls = bool(args.tls_cert or args.tls_key)
     if tls and not (args.tls_cert and args.tls_key):
@@ -76,9 +99,9 @@ POLICY_RANGES = {
 }
 
 
-def _check_policy(args: argparse.Namespace) -> None:
+def _check_policy(args: ServeOptions) -> None:
     for name, (low, high) in POLICY_RANGES.items():
-        value = getattr(args, name, None)
+        value = args.policy.get(name)
         if value is not None and not low <= value <= high:
             option = "--" + name.replace("_", "-")
             raise MalformedInput(f"{option} must be {low}..{high}, not {value}")
@@ -94,7 +117,7 @@ def _saihm_command() -> str:
     return shlex.quote(str(beside)) if beside.exists() else "saihm"
 
 
-def _announce(args: argparse.Namespace, config: Config, url: str, created: bool) -> None:
+def _announce(args: ServeOptions, config: Config, url: str, created: bool) -> None:
     data = shlex.quote(args.data)
     if config.store is not None:
         # The URL may hold a password: the hint names the variable, never the value.
@@ -131,7 +154,7 @@ def _check_store(config: Config) -> None:
 
 def _store_shown(config: Config) -> str:
     """Where the log and private state are, without a password."""
-    from saihm.storeurl import redact
+    from saihm.storage.url import redact
 
     if config.store is None:
         return f"LMDB in {config.lmdb_dir}"
@@ -166,13 +189,13 @@ async def _serve(
 
 
 def _worker(
-    config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: argparse.Namespace
+    config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: ServeOptions
 ) -> int:
     try:
         asyncio.run(_serve(config, sock, context, args.max_body))
     except SaihmError as err:
-        from saihm.storehint import with_store
-        from saihm.storeurl import scrub
+        from saihm.storage.hint import with_store
+        from saihm.storage.url import scrub
 
         message = with_store(scrub(str(err), config.store), config.store)
         print(f"saihm: error: {message}", file=sys.stderr, flush=True)
@@ -181,7 +204,7 @@ def _worker(
 
 
 def _supervise(
-    config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: argparse.Namespace
+    config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: ServeOptions
 ) -> int:
     """Fork ``args.workers`` workers on ``sock``; forward SIGTERM/SIGINT; reap them all.
 
@@ -225,20 +248,23 @@ def _supervise(
     return status
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: ServeOptions) -> int:
     """Run ``saihm serve``; returns the exit status (0 after a clean SIGTERM/SIGINT)."""
     from saihm.compose import initialise
-    from saihm.config import config_from
     from saihm.http.limits import with_serve_limits
     from saihm.logs import configure_logging
 
     configure_logging(sys.stderr)
     try:
         tls = _check(args)
-        context = tls_context(args.tls_cert, args.tls_key) if tls else None
+        context = (
+            tls_context(args.tls_cert, args.tls_key)
+            if tls and args.tls_cert and args.tls_key
+            else None
+        )
         if context is not None:
             _log_key_exchange(context)
-        config = with_serve_limits(config_from(args), args)
+        config = with_serve_limits(args.config(), args.limits)
         _check_store(config)
         if config.embedding_model is not None:
             from saihm.retrieval.embed import check_semantic
@@ -247,13 +273,13 @@ def main(args: argparse.Namespace) -> int:
         created = not config.authority_public_key_file.exists()
         if created:
             initialise(config)
-            config = config_from(args)  # now with the origin the new directory recorded
+            config = args.config()  # now with the origin the new directory recorded
         sock = bind(args.host, args.port)
     except SaihmError as err:
-        from saihm.storehint import with_store
-        from saihm.storeurl import scrub
+        from saihm.storage.hint import with_store
+        from saihm.storage.url import scrub
 
-        store = getattr(args, "store", None)
+        store = args.store
         print(f"saihm: error: {with_store(scrub(str(err), store), store)}", file=sys.stderr)
         return 2
     except OSError as err:

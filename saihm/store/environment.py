@@ -3,7 +3,7 @@
 The one place that opens the operator's storage (:func:`saihm.storage.open_storage`: LMDB in
 ``DATA/lmdb`` or PostgreSQL), with every namespace the store and the provider use
 (:data:`STORAGE_NAMES`); it honours the store-elsewhere and migrated markers
-(saihm/storeurl.py), loads the log keys and the origin (saihm/store/origin.py), the KEK directory
+(saihm/storage/url.py), loads the log keys and the origin (saihm/store/origin.py), the KEK directory
 and keyring, the record seal and the projections. Nothing here reads a cell.
 """
 
@@ -17,8 +17,8 @@ from saihm.config import Config
 from saihm.keyring import KekDirectory, Keyring
 from saihm.projections import Projections, RecordSeal, derive_record_key
 from saihm.storage import Namespace, Storage, open_storage
+from saihm.storage.url import record_store_elsewhere, refuse_migrated
 from saihm.store.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
-from saihm.storeurl import record_store_elsewhere, refuse_migrated
 from saihm.translog import LogKeys, TreeStorage
 
 BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)

@@ -34,7 +34,6 @@ Errors other than 409 are ``{"error": code}`` JSON, as everywhere in saihm.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import hashlib
@@ -44,8 +43,8 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from aiohttp import web
 
@@ -68,10 +67,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 __all__ = [
     "IncidentLog",
     "Witness",
+    "WitnessOptions",
     "create_witness_app",
     "load_keys",
     "load_or_create_key",
-    "main",
+    "serve",
 ]
 
 KEY_FILE = "witness.key"
@@ -375,61 +375,22 @@ def load_or_create_key(path: Path, name: str | None) -> tuple[CosignatureV1Signe
     return signer, True
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line (exit 2), like every other saihm error."""
+@dataclass(frozen=True)
+class WitnessOptions:
+    """``saihm witness serve`` (parsed in saihm.commands.witness)."""
 
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="saihm witness serve",
-        description="Run a C2SP tlog-witness: POST /add-checkpoint cosigns checkpoints of the "
-        "configured logs that are consistent with the last one it cosigned (per origin, kept "
-        "on disk). Prints its verifier key on start.",
-    )
-    parser.add_argument(
-        "--state",
-        required=True,
-        metavar="DIR",
-        help="state directory (per-origin heads, evidence; the key by default)",
-    )
-    parser.add_argument(
-        "--key",
-        metavar="FILE",
-        help="the witness's private key (default: DIR/witness.key; created, "
-        "mode 0600, on first run)",
-    )
-    parser.add_argument(
-        "--name",
-        help="the witness's key name on first run (default: "
-        "witness.localhost/<8 hex of the key hash>)",
-    )
-    parser.add_argument(
-        "--log",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="a log verifier key <origin>+<id>+<base64> (repeatable; the key "
-        "name is the log's origin)",
-    )
-    parser.add_argument(
-        "--logs-file",
-        metavar="FILE",
-        help="a file of log verifier keys, one per line (e.g. a data "
-        "directory's checkpoint-verifier-keys.txt)",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    parser.add_argument(
-        "--port", type=int, default=7380, help="listen port (default 7380; 0 picks a free one)"
-    )
-    parser.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
-    parser.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
-    return parser
+    state: str
+    key: str | None = None
+    name: str | None = None
+    log: tuple[str, ...] = ()
+    logs_file: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 7380
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
 
-def _log_keys(opts: argparse.Namespace) -> list[str]:
+def _log_keys(opts: WitnessOptions) -> list[str]:
     keys = list(opts.log)
     if opts.logs_file:
         lines = Path(opts.logs_file).read_text().splitlines()
@@ -444,9 +405,9 @@ def _log_keys(opts: argparse.Namespace) -> list[str]:
     return keys
 
 
-def _check_listen(opts: argparse.Namespace) -> bool:
+def _check_listen(opts: WitnessOptions) -> bool:
     """Plain HTTP only on the loopback, as for ``saihm serve``; return True for TLS."""
-    from saihm.listen import LOOPBACK
+    from saihm.http.listen import LOOPBACK
 
     tls = bool(opts.tls_cert or opts.tls_key)
     if tls and not (opts.tls_cert and opts.tls_key):
@@ -458,11 +419,11 @@ def _check_listen(opts: argparse.Namespace) -> bool:
     return tls
 
 
-async def _run(witness: Witness, opts: argparse.Namespace) -> None:
-    from saihm.listen import bind, tls_context
+async def _run(witness: Witness, opts: WitnessOptions) -> None:
+    from saihm.http.listen import bind, tls_context
 
     tls = _check_listen(opts)
-    context = tls_context(opts.tls_cert, opts.tls_key) if tls else None
+    context = tls_context(opts.tls_cert, opts.tls_key) if opts.tls_cert and opts.tls_key else None
     sock = bind(opts.host, opts.port)
     runner = web.AppRunner(create_witness_app(witness), access_log=None, handle_signals=False)
     await runner.setup()
@@ -485,26 +446,8 @@ async def _run(witness: Witness, opts: argparse.Namespace) -> None:
         sock.close()
 
 
-def main(args: argparse.Namespace | list[str]) -> int:
-    """``saihm witness serve --state DIR --log VKEY ...``; returns the exit status.
-
-    Takes the argv after ``witness`` (or ``saihm.cli``'s namespace whose ``rest`` holds it).
-    """
-    argv = args if isinstance(args, list) else [a for a in args.rest if a != "--"]
-    if not argv or argv[0] != "serve":
-        if argv and argv[0] in ("-h", "--help"):
-            print(
-                "usage: saihm witness serve --state DIR --log VKEY [...]\n\n"
-                "Run a C2SP tlog-witness; see 'saihm witness serve --help'."
-            )
-            return 0
-        print(
-            "saihm witness: usage: saihm witness serve --state DIR --log VKEY [...] "
-            "(see saihm witness serve --help)",
-            file=sys.stderr,
-        )
-        return 2
-    opts = _parser().parse_args(argv[1:])
+def serve(opts: WitnessOptions) -> int:
+    """Run the witness until SIGTERM or SIGINT; returns the exit status."""
     state_dir = Path(opts.state)
     try:
         keys = _log_keys(opts)

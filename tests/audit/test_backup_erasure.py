@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from saihm.backup import backup
 from saihm.keyring.errors import KekUnavailable
 from saihm.keyring.kekdir import KekDirectory
+from saihm.store.backup import backup
 
 
 def test_a_forgotten_cells_wrapped_dek_in_a_backup_is_under_a_retired_kek(world, tmp_path) -> None:

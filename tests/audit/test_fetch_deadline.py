@@ -10,6 +10,7 @@ it sets, far below the time the server would take to finish.
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -20,10 +21,8 @@ from pathlib import Path
 import pytest
 
 import saihm.audit.fetch
-from saihm.audit.cli import verify
 from saihm.audit.fetch import FetchError, HttpSource
-from saihm.audit.mirror import main as mirror_main
-from saihm.audit.monitor import main as monitor_main
+from tests.support.cli import run_command
 
 from .conftest import World
 
@@ -128,18 +127,24 @@ def test_a_body_shorter_than_announced_is_unreachable(bad_log, how: str) -> None
 
 def _published_checkpoint(world: World, tmp_path: Path) -> bytes:
     """A real signed checkpoint, so a whole answer would verify and only the transport fails."""
-    from saihm.publishcmd import main as publish
-
-    assert publish(["--data", str(world.data), "--to", str(tmp_path / "pub")]) == 0
+    assert run_command("publish", ["--data", str(world.data), "--to", str(tmp_path / "pub")]) == 0
     return (tmp_path / "pub" / "checkpoint").read_bytes()
 
 
 #: Why the fetch gave up, as the commands print it.
 REASON = {"drip-body": "no complete answer within", "short": "the body ended after"}
 COMMANDS: dict[str, tuple[Callable[[list[str]], int], Callable[[str, Path], list[str]], int]] = {
-    "mirror": (mirror_main, lambda url, d: [url, str(d / "m"), "--no-progress"], 2),
-    "verify": (verify, lambda url, d: [url, "--no-progress"], 2),
-    "monitor": (monitor_main, lambda url, d: [url, "--state", str(d / "s"), "--once"], 1),
+    "mirror": (
+        functools.partial(run_command, "mirror"),
+        lambda url, d: [url, str(d / "m"), "--no-progress"],
+        2,
+    ),
+    "verify": (functools.partial(run_command, "verify"), lambda url, d: [url, "--no-progress"], 2),
+    "monitor": (
+        functools.partial(run_command, "monitor"),
+        lambda url, d: [url, "--state", str(d / "s"), "--once"],
+        1,
+    ),
 }
 
 

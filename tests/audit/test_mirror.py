@@ -22,12 +22,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from saihm.audit import cli
 from saihm.audit.fetch import HttpSource
 from saihm.audit.mirror import mirror, verify_log
 from saihm.audit.publish import tile_paths
 from saihm.protocol import call as binding_call
 from saihm.translog.tiles import decode_entry_bundle, tile_path
+from tests.support.cli import run_command
 
 from .conftest import GROWN, World
 from .helpers import serving
@@ -75,7 +75,7 @@ async def test_mirror_of_a_live_server_holds_the_log_and_verifies(big: World, tm
     dir_report = verify_log(str(target))
     assert dir_report.ok and dir_report.report.receipts == size
     assert dir_report.report.erasures == 1  # gamma, rebuilt from its FORGET receipt
-    assert cli.verify([str(target), "--no-progress"]) == 0
+    assert run_command("verify", [str(target), "--no-progress"]) == 0
 
 
 async def test_incremental_mirror_fetches_only_what_is_new(big: World, tmp_path) -> None:
@@ -185,7 +185,7 @@ async def test_published_directory_behind_a_static_server_mirrors_like_the_live_
         assert from_static.size == live.size and from_static.root == live.root
         assert tree_files(static_m) == tree_files(live_m)
         reports = [await asyncio.to_thread(verify_log, u) for u in (static, str(static_m))]
-        code = await asyncio.to_thread(cli.verify, [static, "--no-progress"])
+        code = await asyncio.to_thread(run_command, "verify", [static, "--no-progress"])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -200,9 +200,7 @@ async def test_published_directory_behind_a_static_server_mirrors_like_the_live_
 
 
 def cli_publish(world: World, out: Path) -> int:
-    from saihm.publishcmd import main
-
-    return main(["--data", str(world.data), "--to", str(out)])
+    return run_command("publish", ["--data", str(world.data), "--to", str(out)])
 
 
 def test_publish_is_incremental_and_never_rewrites_a_full_tile(big: World, tmp_path) -> None:
@@ -263,7 +261,7 @@ async def test_mirror_alarms_on_rollback_and_adopts_nothing(big: World, tmp_path
     shutil.copytree(backup, big.data)
     held = tree_files(target)
     async with serving(big) as (_op, url):
-        code = await asyncio.to_thread(cli.mirror, [url, str(target), "--no-progress"])
+        code = await asyncio.to_thread(run_command, "mirror", [url, str(target), "--no-progress"])
         outcome = await asyncio.to_thread(mirror, url, target)
     assert code == 1
     assert [str(a) for a in outcome.alarms] == [
@@ -370,7 +368,7 @@ def test_verify_dir_catches_a_raw_edit_of_the_mirror(big: World, tmp_path) -> No
     bundle.write_bytes(_flip_leaf_byte(bundle.read_bytes(), 3, -5))
     report = verify_log(str(tmp_path / "m"))
     assert not report.ok and report.report.failures[0].index == 3
-    assert cli.verify([str(tmp_path / "m"), "--no-progress"]) == 1
+    assert run_command("verify", [str(tmp_path / "m"), "--no-progress"]) == 1
 
 
 # -- kill -9 and resume ------------------------------------------------------------------------
@@ -455,7 +453,9 @@ async def test_mirror_refuses_a_gzip_bomb(big: World, tmp_path) -> None:
         return body, {}
 
     async with serving(big) as (_op, url), proxy(url, rewrite) as bad:
-        code = await asyncio.to_thread(cli.mirror, [bad, str(tmp_path / "m"), "--no-progress"])
+        code = await asyncio.to_thread(
+            run_command, "mirror", [bad, str(tmp_path / "m"), "--no-progress"]
+        )
     assert code == 2
 
 
@@ -580,9 +580,7 @@ def test_two_publish_processes_at_once_give_one_publication(big: World, tmp_path
 
 
 def test_publish_to_s3_without_boto3_says_which_extra(big: World, tmp_path, monkeypatch, capsys):
-    from saihm.publishcmd import main
-
     monkeypatch.setitem(sys.modules, "boto3", None)  # as if saihm[s3] were not installed
-    assert main(["--data", str(big.data), "--to", "s3://bucket/log"]) == 2
+    assert run_command("publish", ["--data", str(big.data), "--to", "s3://bucket/log"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "saihm publish: publishing to S3 needs boto3: pip install 'saihm[s3]'"

@@ -11,10 +11,10 @@ import asyncio
 import shutil
 from pathlib import Path
 
-from saihm.audit import cli
 from saihm.audit.monitor import check_once
 from saihm.protocol import call as binding_call
 from saihm.translog import LogKeys
+from tests.support.cli import run_command
 
 from .conftest import World
 from .helpers import serving
@@ -115,9 +115,9 @@ async def test_monitor_pins_trusted_keys_and_cli_exits_nonzero(world: World, tmp
     foreign.write_text("\n".join(LogKeys.generate(world.config.origin).verifier_keys()))
     async with serving(world) as (_op, url):
         args = [url, "--state", str(tmp_path / "s1"), "--once", "--trust", str(foreign)]
-        assert await asyncio.to_thread(cli.monitor, args) == 1
+        assert await asyncio.to_thread(run_command, "monitor", args) == 1
         args = [url, "--state", str(tmp_path / "s2"), "--once", "--trust", str(world.keys_file)]
-        assert await asyncio.to_thread(cli.monitor, args) == 0
+        assert await asyncio.to_thread(run_command, "monitor", args) == 0
 
 
 async def test_monitor_held_checkpoint_catches_truncated_bundle(world: World, tmp_path) -> None:
@@ -125,10 +125,10 @@ async def test_monitor_held_checkpoint_catches_truncated_bundle(world: World, tm
     # The bundle is exported from the rolled-back directory.
     await _seen_then_restored(world, tmp_path, state, "later")
     bundle = tmp_path / "b.cbor"
-    assert cli.export(["--data", str(world.data), "--out", str(bundle)]) == 0
+    assert run_command("export", ["--data", str(world.data), "--out", str(bundle)]) == 0
     held = str(state / "checkpoints" / "13.note")
     args = [str(bundle), "--trust", str(world.keys_file), "--checkpoint", held, "--no-progress"]
-    assert cli.verify(args) == 1
+    assert run_command("verify", args) == 1
 
 
 async def test_monitor_alarms_when_entries_stay_beyond_the_checkpoint(world: World, tmp_path):

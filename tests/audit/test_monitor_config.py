@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from saihm.audit import cli
 from saihm.translog.checkpoint import LogKeys
+from tests.support.cli import run_command
 
 
 def _dead_url() -> str:
@@ -76,7 +76,7 @@ def test_the_monitors_own_bad_configuration_is_exit_2_and_not_an_alarm(
     tmp_path, capsys, case
 ) -> None:
     argv = _setup(tmp_path, case)
-    assert cli.monitor(argv) == 2
+    assert run_command("monitor", argv) == 2
     out, err = capsys.readouterr()
     assert out == ""  # no round was run, so no round report
     assert err.startswith("saihm monitor: configuration error: ") and err.count("\n") == 1
@@ -87,6 +87,6 @@ def test_an_operator_that_is_down_is_an_alarm_exit_1(tmp_path, capsys) -> None:
     good = tmp_path / "good.txt"
     good.write_text("\n".join(LogKeys.generate("example.org/log").verifier_keys()) + "\n")
     argv = [_dead_url(), "--state", str(tmp_path / "s"), "--once", "--trust", str(good)]
-    assert cli.monitor(argv) == 1
+    assert run_command("monitor", argv) == 1
     _, err = capsys.readouterr()
     assert "saihm monitor: ALARM: unreachable" in err and "configuration error" not in err

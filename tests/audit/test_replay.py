@@ -7,15 +7,15 @@ import struct
 
 import lmdb
 
-from saihm.audit import cli
 from saihm.protocol import call as binding_call
+from tests.support.cli import run_command
 
 from .conftest import World
 
 
 def _bundle(world: World) -> str:
     path = world.root / "b.cbor"
-    assert cli.export(["--data", str(world.data), "--out", str(path)]) == 0
+    assert run_command("export", ["--data", str(world.data), "--out", str(path)]) == 0
     return str(path)
 
 
@@ -23,7 +23,10 @@ def test_replay_jsonl_matches_the_log(world: World, tmp_path, capsys) -> None:
     bundle = _bundle(world)
     capsys.readouterr()
     out = tmp_path / "j"
-    assert cli.replay([bundle, "--out", str(out), "--format", "jsonl", "--no-progress"]) == 0
+    assert (
+        run_command("replay", [bundle, "--out", str(out), "--format", "jsonl", "--no-progress"])
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["events"] == 12 and summary["eventsPerSecond"] > 0
     receipts = [json.loads(x) for x in (out / "receipts.jsonl").read_text().splitlines()]
@@ -39,7 +42,7 @@ def test_replay_jsonl_matches_the_log(world: World, tmp_path, capsys) -> None:
 
 def test_replay_lmdb_indexes(world: World, tmp_path) -> None:
     out = tmp_path / "l"
-    assert cli.replay([_bundle(world), "--out", str(out), "--no-progress"]) == 0
+    assert run_command("replay", [_bundle(world), "--out", str(out), "--no-progress"]) == 0
     env = lmdb.open(str(out), readonly=True, max_dbs=16)
     with env.begin() as txn:
         by_op = env.open_db(b"by_operation", txn=txn)
@@ -67,10 +70,13 @@ def test_replay_tallies_every_proposal_verify_counts(world: World, tmp_path, cap
         op.store.close()
     bundle = _bundle(world)
     capsys.readouterr()
-    assert cli.verify([bundle, "--json", "--no-progress"]) == 0
+    assert run_command("verify", [bundle, "--json", "--no-progress"]) == 0
     verified = json.loads(capsys.readouterr().out)
     out = tmp_path / "j"
-    assert cli.replay([bundle, "--out", str(out), "--format", "jsonl", "--no-progress"]) == 0
+    assert (
+        run_command("replay", [bundle, "--out", str(out), "--format", "jsonl", "--no-progress"])
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     tallies = [json.loads(x) for x in (out / "tallies.jsonl").read_text().splitlines()]
     assert len(tallies) == verified["proposals"] == summary["proposals"] == 2
@@ -78,7 +84,7 @@ def test_replay_tallies_every_proposal_verify_counts(world: World, tmp_path, cap
     by_id = {t["proposalId"]: (t["for"], t["against"], t["abstain"]) for t in tallies}
     assert by_id == {world.proposal_id.hex(): (1, 1, 0), unvoted["proposalId"]: (0, 0, 0)}
     lmdb_out = tmp_path / "l"
-    assert cli.replay([bundle, "--out", str(lmdb_out), "--no-progress"]) == 0
+    assert run_command("replay", [bundle, "--out", str(lmdb_out), "--no-progress"]) == 0
     env = lmdb.open(str(lmdb_out), readonly=True, max_dbs=16)
     with env.begin() as txn:
         db = env.open_db(b"tallies", txn=txn)

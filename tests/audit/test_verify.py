@@ -7,9 +7,9 @@ import shutil
 import cbor2
 import pytest
 
-from saihm.audit import cli
 from saihm.audit.bundle import Bundle, read_bundle
 from saihm.errors import MalformedInput
+from tests.support.cli import run_command
 
 from .helpers import run_verify
 
@@ -28,7 +28,10 @@ def test_bundle_verifies_on_another_machine_with_only_bundle_and_pinned_keys(
     world, tmp_path, capsys
 ) -> None:
     bundle = world.root / "bundle.cbor"
-    assert cli.export(["--data", str(world.data), "--out", str(bundle), "--with-cells"]) == 0
+    assert (
+        run_command("export", ["--data", str(world.data), "--out", str(bundle), "--with-cells"])
+        == 0
+    )
     latest = read_bundle(bundle).checkpoints[-1][1]
     # The "other machine": the bundle, the pinned key file and a held checkpoint; nothing else.
     elsewhere = tmp_path / "elsewhere"
@@ -53,7 +56,7 @@ def test_bundle_verifies_on_another_machine_with_only_bundle_and_pinned_keys(
 
 def test_bundle_holds_no_secrets(world) -> None:
     bundle = world.root / "b.cbor"
-    cli.export(["--data", str(world.data), "--out", str(bundle), "--with-cells"])
+    run_command("export", ["--data", str(world.data), "--out", str(bundle), "--with-cells"])
     raw = bundle.read_bytes()
     assert b"alpha memory" not in raw and world.old_dek_gamma not in raw
     for kek in (world.root / "kek").rglob("*"):
@@ -87,7 +90,7 @@ def test_unpinned_keys_are_reported(world, capsys) -> None:
     code, report = run_verify(capsys, "--data", str(world.data))
     assert code == 0
     assert report["keys_pinned"] is False
-    cli.verify(["--data", str(world.data), "--no-progress"])
+    run_command("verify", ["--data", str(world.data), "--no-progress"])
     assert "NOT independently pinned" in capsys.readouterr().out
 
 
@@ -103,12 +106,12 @@ def test_malformed_bundle_is_refused_before_verification(tmp_path) -> None:
     path.write_bytes(cbor2.dumps({"format": "saihm-audit-bundle/1"}))
     with pytest.raises(MalformedInput):
         read_bundle(path)
-    assert cli.verify([str(path), "--no-progress"]) == 2
+    assert run_command("verify", [str(path), "--no-progress"]) == 2
 
 
 def test_bundle_round_trips_deterministically(world) -> None:
     bundle = world.root / "b.cbor"
-    cli.export(["--data", str(world.data), "--out", str(bundle)])
+    run_command("export", ["--data", str(world.data), "--out", str(bundle)])
     raw = bundle.read_bytes()
     assert Bundle.from_cbor(raw).to_cbor() == raw
 

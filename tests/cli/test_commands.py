@@ -1,7 +1,7 @@
 """The pinned command line (DESIGN.md "Command line"), driven as a user drives it.
 
-Each command runs through ``saihm.cli.main`` with real arguments against a real data directory;
-JSON goes to stdout where pinned; bad input gets one line on stderr, a non-zero exit, no
+Each command runs through ``saihm.commands.main.main`` with real arguments against a real data
+directory; JSON goes to stdout where pinned; bad input gets one line on stderr, a non-zero exit, no
 traceback, and changes nothing.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from saihm.cli import main
+from saihm.commands.main import main
 from saihm.compose import initialise, open_operator
 from saihm.config import Config
 from saihm.protocol import call as binding_call

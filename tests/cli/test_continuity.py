@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from saihm.cli import main
 from saihm.client import Client, ClientError
+from saihm.commands.main import main
 from saihm.protocol import call as binding_call
 from tests.support.serve import SAIHM, serving
 

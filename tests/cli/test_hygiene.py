@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import saihm
-from saihm.cli import main, missing_extra
+from saihm.commands.main import main, missing_extra
 
 SAIHM = str(Path(sys.executable).parent / "saihm")
 H = "ab" * 32
@@ -110,7 +110,7 @@ def _without(module: str, *argv: str) -> subprocess.CompletedProcess:
     code = (
         "import sys\n"
         f"sys.modules[{module!r}] = None\n"
-        "from saihm.cli import main\n"
+        "from saihm.commands.main import main\n"
         f"sys.exit(main({list(argv)!r}))\n"
     )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from saihm.cli import main
+from saihm.commands.main import main
 from saihm.compose import initialise
 from saihm.config import Config
 from tests.support.cli import one_line_refusal
@@ -26,7 +26,7 @@ RUN_BLOCKED = (
     "for name in sys.argv[1].split(','):\n"
     "    sys.modules[name] = None\n"
     "sys.argv = ['saihm', *sys.argv[2:]]\n"
-    "from saihm.cli import main\n"
+    "from saihm.commands.main import main\n"
     "sys.exit(main())\n"
 )
 

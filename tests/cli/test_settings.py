@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saihm.cli import Parser, build_parser, config_from, subparser
-from saihm.settings import SettingsError, parse_with_settings, settings_of
+from saihm.commands.main import Parser, build_parser, config_from, subparser
+from saihm.commands.settings import SettingsError, parse_with_settings, settings_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -206,7 +206,7 @@ HELP_COMMANDS = [
 @pytest.mark.parametrize("command", HELP_COMMANDS, ids=" ".join)
 def test_help_states_every_options_default(capsys, command) -> None:
     """Every option line of every command's --help names its default (or says required)."""
-    from saihm.cli import main
+    from saihm.commands.main import main
 
     if command[0] == "bench":
         import importlib

@@ -1,5 +1,5 @@
 """Printed "run this command" hints carry ``--store`` when the operator's store is in PostgreSQL
-(saihm/storehint.py, saihm/continuity.py, saihm/client/advice.py; docs/scaling.md).
+(saihm/storage/hint.py, saihm/authority/continuity.py, saihm/client/advice.py; docs/scaling.md).
 
 The server and the data commands know where the store is, so their hints gain
 ``--store "$SAIHM_STORE"`` (the variable, never the URL: it may hold a password); the client
@@ -21,10 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from saihm.authority import Authority
+from saihm.authority.continuity import token_summary
 from saihm.client.advice import advice_for
-from saihm.continuity import token_summary
 from saihm.events import CapabilityScope
-from saihm.storehint import STORE_ARG, with_store
+from saihm.storage.hint import STORE_ARG, with_store
 from tests.support.cli import run_saihm
 from tests.support.postgres import lmdb_only
 from tests.support.postgres import postgres_location as postgres_location

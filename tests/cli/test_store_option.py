@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from saihm.cli import build_parser, subparser
-from saihm.settings import parse_with_settings
-from saihm.storeurl import check_store_url, redact, scrub
+from saihm.commands.main import build_parser, subparser
+from saihm.commands.settings import parse_with_settings
+from saihm.storage.url import check_store_url, redact, scrub
 from tests.cli.test_migrate import populate
 from tests.support.cli import one_line_refusal, run_saihm
 

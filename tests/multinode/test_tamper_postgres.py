@@ -34,8 +34,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tests.store.populated as populated_module
-from saihm import cli
 from saihm.audit.monitor import check_once
+from saihm.commands import main as cli
 from saihm.projections import apply as PJ
 from saihm.projections.keys import u64
 from saihm.store import StaleProjections, Store
@@ -331,7 +331,7 @@ def test_a_log_rolled_back_by_deleting_its_newest_leaves_is_refused_by_every_ope
         assert argv[0] == "serve" or done.stdout == ""  # serve announces before it opens
         assert _password(t.url) not in done.stdout
         lines = done.stderr.strip().splitlines()
-        # The repair hint names the store as the variable (saihm/storehint.py), never the URL.
+        # The repair hint names the store as the variable (saihm/storage/hint.py), never the URL.
         hint = 'saihm rebuild --data DIR --store "$SAIHM_STORE" --replace'
         assert len(lines) == 1 and hint in lines[0], done.stderr
         assert _password(t.url) not in done.stderr

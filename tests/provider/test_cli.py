@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
 from saihm.compose import initialise
 from saihm.config import Config
-from saihm.provider.cli import main
+from tests.support.cli import run_command
 
 
 @pytest.fixture
@@ -19,7 +18,7 @@ def run(tmp_path, capsys):
 
     def go(*argv: str, ok: bool = True) -> object:
         action, *rest = argv
-        code = main(argparse.Namespace(rest=[action, "--data", data, *rest]))
+        code = run_command("memory", [action, "--data", data, *rest])
         out, err = capsys.readouterr()
         if ok:
             assert code == 0, err
@@ -76,7 +75,7 @@ def test_bad_input_is_one_line(run):
 
 
 def test_help_exits_zero(capsys):
-    assert main(argparse.Namespace(rest=["--help"])) == 0
+    assert run_command("memory", ["--help"]) == 0
     assert "init" in capsys.readouterr().out
 
 

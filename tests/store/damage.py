@@ -21,7 +21,7 @@ from typing import Protocol
 import lmdb
 import pytest
 
-from saihm import cli
+from saihm.commands import main as cli
 from saihm.config import Config
 from saihm.projections import apply as PJ
 from saihm.projections.keys import u64

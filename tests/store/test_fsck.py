@@ -15,11 +15,11 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from saihm import cli
-from saihm.fsck import check_store
+from saihm.commands import main as cli
 from saihm.projections import apply as PJ
 from saihm.protocol import call as binding_call
 from saihm.store import StaleProjections, Store
+from saihm.store.fsck import check_store
 from tests.support.postgres import lmdb_only
 
 from ..support.serve import SAIHM

@@ -18,7 +18,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from saihm import cli
+from saihm.commands import main as cli
 from tests.support.postgres import lmdb_only
 
 from .damage import LmdbRaw, Verdicts, random_edits

@@ -118,7 +118,7 @@ def test_kek_rotation_empties_the_cache_here_and_in_other_processes(world: World
     assert ids(world, wide) == [cid]
     assert counted.count(bytes.fromhex(cid)) == 2
     # A rotation by another process (saihm kek rotate) is seen at the next read.
-    cli = "import sys; from saihm.cli import main; sys.exit(main(sys.argv[1:]))"
+    cli = "import sys; from saihm.commands.main import main; sys.exit(main(sys.argv[1:]))"
     argv = [sys.executable, "-c", cli, "kek", "rotate", "--data", str(world.config.data_dir)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

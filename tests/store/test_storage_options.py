@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from saihm.cli import build_parser, config_from, main
+from saihm.commands.main import build_parser, config_from, main
 from saihm.config import Config
 
 MIB = 1 << 20

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.serve import SAIHM
 
-__all__ = ["one_line_refusal", "run_saihm"]
+__all__ = ["one_line_refusal", "run_command", "run_saihm"]
 
 
 def run_saihm(
@@ -41,3 +41,11 @@ def one_line_refusal(done: subprocess.CompletedProcess[str], *secrets: str) -> s
     for secret in secrets:
         assert secret not in done.stderr + done.stdout
     return lines[0]
+
+
+def run_command(name: str, argv: list[str]) -> int:
+    """``saihm NAME ARGV`` in this process (saihm.commands.main.main): its exit code. Output
+    goes to this process's stdout and stderr (capsys reads them)."""
+    from saihm.commands.main import main
+
+    return main([name, *argv])

@@ -222,7 +222,7 @@ async def test_the_witnessed_monitor_is_stale_only_when_cosigning_stops(operator
 
 def _cosigned_bundle(tmp_path) -> Path:
     """An audit bundle whose checkpoint carries W's (Ed25519) cosignature."""
-    from saihm.audit import cli
+    from tests.support.cli import run_command
 
     data = tmp_path / "d"
     operator = open_operator(Config.for_data(data, origin="op.example/log"), checkpointer=False)
@@ -232,51 +232,48 @@ def _cosigned_bundle(tmp_path) -> Path:
     finally:
         operator.store.close()
     bundle = tmp_path / "audit.saihm"
-    assert cli.export(["--data", str(data), "--out", str(bundle)]) == 0
+    assert run_command("export", ["--data", str(data), "--out", str(bundle)]) == 0
     return bundle
 
 
 def test_an_audit_bundle_carries_the_cosignatures_and_verify_counts_them(tmp_path, capsys):
     """Cosignatures are stored with the checkpoint, so ``saihm export`` carries them and
     ``saihm verify BUNDLE --witness`` counts them (docs/formats.md §2)."""
-    from saihm.audit import cli
+    from tests.support.cli import run_command
 
     bundle = _cosigned_bundle(tmp_path)
     capsys.readouterr()
-    assert cli.verify([str(bundle), "--no-progress", "--witness", W.vkey()]) == 0
+    assert run_command("verify", [str(bundle), "--no-progress", "--witness", W.vkey()]) == 0
     assert "cosigned by w.example/one (1 required)" in capsys.readouterr().out
     other = CosignatureV1Signer("w.example/two", Ed25519PrivateKey.generate()).vkey()
     argv = [str(bundle), "--no-progress", "--witness", W.vkey(), "--witness", other]
-    assert cli.verify([*argv, "--min-witnesses", "2"]) == 1
+    assert run_command("verify", [*argv, "--min-witnesses", "2"]) == 1
     assert "[witnesses] 1 of the given witnesses cosigned" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as usage:  # more than the keys given: a usage error
-        cli.verify([*argv, "--min-witnesses", "3"])
-    assert usage.value.code == 2
+    # More than the keys given: a usage error.
+    assert run_command("verify", [*argv, "--min-witnesses", "3"]) == 2
     assert "--min-witnesses must be" in capsys.readouterr().err
 
 
 def test_verify_takes_both_keys_of_a_witness_and_counts_it_once(tmp_path, capsys):
     """``--witness ED25519 --witness MLDSA44`` of one witness: its Ed25519 line satisfies
     ``--min-witnesses 1``, and ``--min-witnesses 2`` is a usage error (one witness), not a
-    count that could never be met. Monitor shares the option (saihm/audit/witnessopts.py)."""
-    from saihm.audit import cli
+    count that could never be met. Monitor shares the option (saihm/commands/audit.py)."""
     from saihm.translog.witness import SubtreeV1Signer
+    from tests.support.cli import run_command
 
     bundle = _cosigned_bundle(tmp_path)
     capsys.readouterr()
     pq = SubtreeV1Signer(W.name, bytes(32)).vkey()
     argv = [str(bundle), "--no-progress", "--witness", W.vkey(), "--witness", pq]
-    assert cli.verify(argv) == 0
+    assert run_command("verify", argv) == 0
     assert "cosigned by w.example/one (1 required)" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as usage:
-        cli.verify([*argv, "--min-witnesses", "2"])
-    assert usage.value.code == 2
+    assert run_command("verify", [*argv, "--min-witnesses", "2"]) == 2
     assert "--min-witnesses must be 0..the number of --witness witnesses" in (
         capsys.readouterr().err
     )
-    with pytest.raises(SystemExit) as usage:
-        cli.verify([str(bundle), "--no-progress", "--witness", W.vkey(), "--witness", W.vkey()])
-    assert usage.value.code == 2 and "given twice" in capsys.readouterr().err
+    twice = [str(bundle), "--no-progress", "--witness", W.vkey(), "--witness", W.vkey()]
+    assert run_command("verify", twice) == 2
+    assert "given twice" in capsys.readouterr().err
 
 
 def test_origin_and_witnesses_come_from_the_environment_and_the_config_file(tmp_path) -> None:
@@ -285,8 +282,8 @@ def test_origin_and_witnesses_come_from_the_environment_and_the_config_file(tmp_
     a bad witness there is the same one-line refusal as on the command line."""
     import json as _json
 
-    from saihm.cli import build_parser, config_from, subparser
-    from saihm.settings import SettingsError, parse_with_settings
+    from saihm.commands.main import build_parser, config_from, subparser
+    from saihm.commands.settings import SettingsError, parse_with_settings
 
     serve = subparser(build_parser(), "serve")
     data = str(tmp_path / "d")

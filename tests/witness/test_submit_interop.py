@@ -128,8 +128,8 @@ def test_serve_takes_both_keys_of_one_witness(tmp_path) -> None:
     """``saihm serve --witness`` (here through SAIHM_WITNESS) accepts a witness's two keys."""
     import json
 
-    from saihm.cli import build_parser, config_from, subparser
-    from saihm.settings import parse_with_settings
+    from saihm.commands.main import build_parser, config_from, subparser
+    from saihm.commands.settings import parse_with_settings
 
     serve = subparser(build_parser(), "serve")
     specs = [f"https://w.example={ED25519.vkey()}", f"https://w.example={MLDSA44.vkey()}"]

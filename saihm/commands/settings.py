@@ -16,6 +16,7 @@ message naming the key or variable.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tomllib
 from collections.abc import Mapping
@@ -175,6 +176,13 @@ def read_environment(environ: Mapping[str, str], settings: list[Setting]) -> dic
     return out
 
 
+def _direct(parser: argparse.ArgumentParser) -> contextlib.AbstractContextManager[None]:
+    """Parse with ``parser`` as argparse does: a :class:`saihm.commands.common.Parser`
+    whose parse hook is this module's merge must not run the merge again."""
+    direct = getattr(parser, "direct", None)
+    return direct() if direct is not None else contextlib.nullcontext()
+
+
 def parse_with_settings(
     parser: argparse.ArgumentParser, argv: list[str], environ: Mapping[str, str]
 ) -> argparse.Namespace:
@@ -194,7 +202,8 @@ def parse_with_settings(
     for s in required:
         s.action.required = False
     try:
-        first = parser.parse_args(argv)
+        with _direct(parser):
+            first = parser.parse_args(argv)
     finally:
         for s in required:
             s.action.required = True
@@ -213,7 +222,8 @@ def parse_with_settings(
     for s in required:
         s.action.required = False
     try:
-        args = parser.parse_args(argv, namespace)
+        with _direct(parser):
+            args = parser.parse_args(argv, namespace)
     finally:
         for s in required:
             s.action.required = True

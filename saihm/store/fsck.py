@@ -1,7 +1,7 @@
 """The private half of ``saihm verify --data DIR``: a complete check of what only the operator sees.
 
 ``saihm verify`` (saihm/audit) checks the public log and needs nothing the operator keeps
-private. This module sits above the store (DESIGN.md "Layers": audit/ may not import the store,
+private. This module is the store's own check (DESIGN.md "Layers": audit/ may not import the store,
 the keyring or the projections) and checks, in one read snapshot of the storage (any driver:
 saihm/storage) and with the KEK directory, everything a person with direct database access
 could damage or forge (docs/operations.md "What `verify --data` checks"):
@@ -27,12 +27,12 @@ store's storage (recomputations go into scratch LMDB storages in temporary direc
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import cbor2
 
@@ -45,8 +45,8 @@ from saihm.keyring.errors import KekUnavailable
 from saihm.projections import Body, LeafView, Projections, ProjectionState, StaleProjections
 from saihm.projections import apply as P
 from saihm.storage.base import Namespace, ReadTxn
+from saihm.storage.hint import with_store
 from saihm.store import BODIES, MEMO, PENDING, RebuildFailed, Store
-from saihm.storehint import with_store
 from saihm.translog import TreeStorage
 
 __all__ = ["Finding", "FsckResult", "check_data_dir", "check_store", "differences", "private_check"]
@@ -87,7 +87,7 @@ class FsckResult:
         shown = key.hex() if isinstance(key, bytes) else key
         self.findings.append(Finding(name, shown, check, what))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """A JSON-ready form."""
         out = {k: v for k, v in self.__dict__.items() if k != "findings"}
         out["findings"] = [f.__dict__ for f in self.findings]
@@ -194,7 +194,7 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
 
 def _with_store_hints(store: Store, result: FsckResult) -> FsckResult:
     """``result`` with ``--store`` in its repair hints when the store is in PostgreSQL
-    (saihm/storehint.py)."""
+    (saihm/storage/hint.py)."""
     if store.config.store is not None:
         result.findings = [
             replace(f, what=with_store(f.what, store.config.store)) for f in result.findings
@@ -481,23 +481,17 @@ def _why(err: BaseException) -> str:
     return type(err).__name__
 
 
-def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> FsckResult:
-    """Open the store of ``opts.data`` (with ``opts.kek_dir``, ``opts.log_keys_dir``) without
-    the applied-index refusal, run :func:`check_store`, close it without writing.
+def check_data_dir(config: Config, tasks: Tasks | None = None) -> FsckResult:
+    """Open the store ``config`` names (its data, KEK and log-keys directories and its
+    storage) without the applied-index refusal, run :func:`check_store`, close it without
+    writing.
 
     Raises ``NotFound`` when what the private checks need is absent: the LMDB environment (for
-    a store in ``DATA/lmdb``; ``opts.store`` may name another storage), the KEK directory
+    a store in ``DATA/lmdb``; ``config.store`` may name another storage), the KEK directory
     (never created here) or the log keys (a restored backup holds no KEKs, and a verifier
     without them can run only the public checks). The checks read through the storage
     interface only, so they run on any driver.
     """
-    config = Config.for_data(
-        opts.data,
-        getattr(opts, "kek_dir", None),
-        None,
-        getattr(opts, "log_keys_dir", None),
-        store=getattr(opts, "store", None),
-    )
     if config.store is None and not (config.lmdb_dir / "data.mdb").exists():
         raise NotFound(f"no LMDB environment in {config.data_dir}")
     if not (config.kek_dir / "state.json").exists():
@@ -512,10 +506,10 @@ def check_data_dir(opts: argparse.Namespace, tasks: Tasks | None = None) -> Fsck
 
 
 def private_check(
-    opts: argparse.Namespace, tasks: Tasks
-) -> tuple[dict, list[tuple[str, str, str, str]]]:
-    """The ``private`` hook of :func:`saihm.audit.cli.verify` (``saihm verify --data``)."""
-    result = check_data_dir(opts, tasks)
+    config: Config, tasks: Tasks
+) -> tuple[dict[str, Any], list[tuple[str, str, str, str]]]:
+    """The ``private`` hook of :func:`saihm.audit.run.verify` (``saihm verify --data``)."""
+    result = check_data_dir(config, tasks)
     summary = result.to_json()
     summary.pop("findings")
     return summary, [(f.database, f.key, f.check, f.what) for f in result.findings]

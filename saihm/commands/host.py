@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # The client library (aiohttp, pydantic) is imported by the commands that use it, so that
 # building the ``saihm`` parser stays cheap for every other command.
 
-__all__ = ["add_commands", "mcp_server_command"]
+__all__ = ["mcp_server_command", "register"]
 
 HOSTS = ("claude-desktop", "claude-code", "cursor")
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080/"
@@ -38,7 +38,7 @@ _ENV_HELP = (
 )
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction) -> None:
     """Register ``record``, ``contract`` and ``mcp-config`` on the ``saihm`` parser."""
     record = commands.add_parser(
         "record",
@@ -54,7 +54,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="said (default): words; did: an action; end: close the session's record",
     )
     record.add_argument("text", metavar="TEXT", help="the entry; '-' reads it from stdin")
-    record.set_defaults(handler=_cmd_record)
+    record.set_defaults(run=_cmd_record)
 
     contract = commands.add_parser(
         "contract",
@@ -62,7 +62,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         description=f"The grantee's side of sharing, with the grantee's own token. {_ENV_HELP}.",
     ).add_subparsers(dest="sub", required=True)
     listed = contract.add_parser("list", help="contracts naming you as grantee, and your own")
-    listed.set_defaults(handler=_cmd_contract_list)
+    listed.set_defaults(run=_cmd_contract_list)
     for verb, text in (
         ("accept", "accept a contract: its cells appear in your recall, marked shared"),
         ("decline", "decline a contract (also withdraws an earlier acceptance)"),
@@ -70,7 +70,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ):
         sub = contract.add_parser(verb, help=text)
         sub.add_argument("contract_id", metavar="CONTRACTID")
-        sub.set_defaults(handler=_cmd_contract_answer, verb=verb)
+        sub.set_defaults(run=_cmd_contract_answer, verb=verb)
 
     config = commands.add_parser(
         "mcp-config",
@@ -82,7 +82,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help=f"operator URL (default: $SAIHM_ENDPOINT_URL, else {DEFAULT_ENDPOINT})",
     )
     config.add_argument("--name", default="saihm", help="the server's name in the host")
-    config.set_defaults(handler=_cmd_mcp_config)
+    config.set_defaults(run=_cmd_mcp_config)
 
 
 # -- talking to the operator ---------------------------------------------------------------

@@ -3,7 +3,7 @@ PostgreSQL (docs/scaling.md "Running the commands on a PostgreSQL store").
 
 A hint such as ``run `saihm rebuild --data DIR --replace``` is wrong as written when the log and
 the private state live in PostgreSQL: without ``--store`` the command refuses the data directory
-(saihm/storeurl.py, ``refuse_migrated``). Where the code knows the store is PostgreSQL, the hint
+(saihm/storage/url.py, ``refuse_migrated``). Where the code knows the store is PostgreSQL, the hint
 gets ``--store "$SAIHM_STORE"``: the variable every command reads, never the URL, which may hold
 a password (DESIGN.md "Pinned additions for the second round": ``--store``, ``SAIHM_STORE``).
 """

@@ -16,15 +16,16 @@ import sys
 from pathlib import Path
 
 from saihm.errors import Conflict, SaihmError, message
-from saihm.helpformat import DefaultsFormatter
 
-__all__ = ["main"]
+__all__ = ["register"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="saihm publish",
-        formatter_class=DefaultsFormatter,
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``saihm publish``."""
+    parser = commands.add_parser(
+        "publish",
+        help="write the log as static tlog-tiles files for any web server or CDN",
+        one_line_errors=False,
         description="Write the log as a C2SP tlog-tiles tree (checkpoint, tile/..., "
         "tile/entries/..., v1/keys at OUT's root) for any static web server or CDN. "
         "Incremental: full tiles are written once and never rewritten; only partial tiles and "
@@ -46,14 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="the log's PostgreSQL store (also $SAIHM_STORE; default: LMDB in <data>/lmdb)",
     )
-    return parser
+    parser.set_defaults(run=run)
 
 
-def main(args: argparse.Namespace | list[str]) -> int:
-    """Parse ``args`` (the namespace of ``saihm.cli`` or an argv list) and publish."""
-    argv = args if isinstance(args, list) else [a for a in args.rest if a != "--"]
-    opts = _parser().parse_args(argv)
-    from saihm.storeurl import ENV, check_store_url, scrub
+def run(opts: argparse.Namespace) -> int:
+    """Publish the data directory's log to ``--to``."""
+    from saihm.storage.url import ENV, check_store_url, scrub
 
     opts.store = opts.store or os.environ.get(ENV) or None
     if opts.store is not None:
@@ -89,7 +88,7 @@ def main(args: argparse.Namespace | list[str]) -> int:
         overrides["log_keys_dir"] = Path(opts.log_keys_dir)
     try:
         if opts.store is None:
-            from saihm.storeurl import refuse_migrated
+            from saihm.storage.url import refuse_migrated
 
             refuse_migrated(Path(opts.data))
         config = Config.for_data(Path(opts.data), store=opts.store, **overrides)

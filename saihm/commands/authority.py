@@ -4,18 +4,22 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 
-__all__ = ["add_command"]
+from saihm.commands.common import config_from
+
+__all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    service = importlib.import_module("saihm.authority.service")
-    code: int = service.main(args)
-    return code
+    from saihm.authority import service
+
+    options = service.ServiceOptions(
+        config=config_from(args), listen=args.listen, tls_cert=args.tls_cert, tls_key=args.tls_key
+    )
+    return service.main(options)
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction) -> None:
     """Register ``authority serve`` on the ``saihm`` parser."""
     authority = commands.add_parser(
         "authority", help="the capability authority as a service (docs/authority.md)"
@@ -54,4 +58,4 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
-    serve.set_defaults(handler=_run)
+    serve.set_defaults(run=_run)

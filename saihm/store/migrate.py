@@ -30,25 +30,20 @@ How (the promises, each tested in tests/cli/test_migrate.py):
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
-import json
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from saihm.errors import Conflict, NotFound
-from saihm.storage import ReadTxn, Storage, WriteTxn, open_storage
-from saihm.storeurl import MARKER, refuse_migrated
+from saihm.errors import Conflict
+from saihm.storage import ReadTxn, Storage, WriteTxn
+from saihm.storage.url import MARKER, refuse_migrated
 
 __all__ = [
     "CHUNK",
     "MARKER",
     "MigrateReport",
-    "main",
     "migrate_storage",
     "refuse_migrated",
     "store_namespaces",
@@ -187,40 +182,3 @@ def migrate_storage(
     finally:
         hold.abort()
     return report
-
-
-def main(args: argparse.Namespace) -> int:
-    """``saihm migrate --from DIR --to URL``: prints the report as one JSON line."""
-    from saihm.audit.progress import progress
-    from saihm.storeurl import check_store_url, redact
-
-    data = Path(args.data).absolute()
-    url = check_store_url(args.target)
-    refuse_migrated(data)
-    lmdb_dir = data / "lmdb"
-    if not (lmdb_dir / "data.mdb").is_file():
-        raise NotFound(f"{data} holds no LMDB store ({lmdb_dir} is missing)")
-    names = store_namespaces()
-    shown = redact(url)
-
-    def record(report: MigrateReport) -> None:
-        done = {"to": shown, "treeSize": report.tree_size, "at": int(time.time())}
-        (data / MARKER).write_text(json.dumps(done) + "\n")
-
-    source = open_storage(lmdb_dir, names)
-    try:
-        target = open_storage(url, names)
-        try:
-            with progress(not args.no_progress) as bar:
-                report = migrate_storage(source, target, names, tasks=bar.task, committed=record)
-        finally:
-            target.close()
-    finally:
-        source.close()
-    print(json.dumps({"from": str(data), "to": shown, **report.to_json()}), flush=True)
-    print(
-        f"saihm migrate: done; serve it with: saihm serve --data {data} --store URL "
-        f"(stop any server still on the LMDB store: {data / MARKER} now refuses it)",
-        file=sys.stderr,
-    )
-    return 0

@@ -1,6 +1,6 @@
 """``saihm memory ...``: the local-vault from the command line (RFC 0007 "Migration", issue #8).
 
-``saihm.cli`` delegates here with the remaining argv in ``args.rest``. JSON goes to stdout;
+JSON goes to stdout;
 bad input gets one line on stderr and exit code 2. Tokens are read from ``--consumer-token``
 (``-`` reads it from stdin, keeping it out of the process list) and never printed back, except
 the new consumer token that ``grant`` exists to hand out.
@@ -14,13 +14,12 @@ import json
 import sys
 from collections.abc import Callable
 
-from pydantic import ValidationError
-
+from saihm.commands.common import Parser
 from saihm.config import Config
 from saihm.errors import MalformedInput, NotFound, SaihmError
-from saihm.helpformat import DefaultsFormatter
-from saihm.provider.models import GraphQuery, MemoryContext, MemoryQuery
-from saihm.provider.records import parse_store, validation_message
+
+# The provider (pydantic, the store) is imported by the actions that use it, so that building
+# the ``saihm`` parser stays cheap for every other command.
 
 EPILOG = """example:
   saihm memory init --data ./saihm-data
@@ -54,20 +53,20 @@ def _list(value: str | None) -> tuple[str, ...]:
     return tuple(n for n in (value or "").split(",") if n)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``saihm memory`` parser."""
-    parser = argparse.ArgumentParser(
-        prog="saihm memory",
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``saihm memory`` and its actions."""
+    parser = commands.add_parser(
+        "memory",
+        help="RFC 0007 memory provider (local-vault): init, grant, query, pending, ...",
+        one_line_errors=False,
         description="RFC 0007 Memory Provider: the local-vault over this operator's store.",
         epilog=EPILOG,
-        formatter_class=DefaultsFormatter,
     )
-    # typeshed's argparse stub types parser_class as a class; argparse only calls it.
-    sub = parser.add_subparsers(  # type: ignore[call-overload]
+    sub = parser.add_subparsers(
         dest="action",
         metavar="ACTION",
         required=True,
-        parser_class=functools.partial(argparse.ArgumentParser, formatter_class=DefaultsFormatter),
+        parser_class=functools.partial(Parser, one_line_errors=False),
     )
 
     p = sub.add_parser("init", help="set up the vault for a data directory")
@@ -153,22 +152,20 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"{name} a pending proposal")
         _common(p)
         p.add_argument("id", help="proposal id (64 hex)")
-    return parser
+    for action in sub.choices.values():
+        action.set_defaults(run=run)
 
 
 def _emit(obj: object) -> None:
     print(json.dumps(obj, sort_keys=False), flush=True)
 
 
-def main(args: argparse.Namespace | list[str]) -> int:
-    """Run ``saihm memory``; ``args`` is the outer Namespace (``rest``) or an argv list."""
-    argv = list(args.rest if isinstance(args, argparse.Namespace) else args)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    try:
-        ns = build_parser().parse_args(argv)
-    except SystemExit as stop:
-        return int(stop.code or 0)
+def run(ns: argparse.Namespace) -> int:
+    """Run the ``saihm memory`` action ``ns.action``."""
+    from pydantic import ValidationError
+
+    from saihm.provider.records import validation_message
+
     if ns.action == "mcp":
         from saihm.provider.mcp import main as mcp_main
 
@@ -277,6 +274,8 @@ def _revoke(vault, ns) -> int:
 
 
 def _store(vault, ns) -> int:
+    from saihm.provider.records import parse_store
+
     request = parse_store(
         ns.content,
         ns.namespace,
@@ -289,6 +288,8 @@ def _store(vault, ns) -> int:
 
 
 def _query(vault, ns) -> int:
+    from saihm.provider.models import MemoryContext, MemoryQuery
+
     token, consumer = _token(ns)
     request = MemoryQuery(
         consumer=consumer,
@@ -306,6 +307,8 @@ def _query(vault, ns) -> int:
 
 
 def _graph(vault, ns) -> int:
+    from saihm.provider.models import GraphQuery
+
     token, consumer = _token(ns)
     request = GraphQuery(
         consumer=consumer,
@@ -319,6 +322,8 @@ def _graph(vault, ns) -> int:
 
 
 def _propose(vault, ns) -> int:
+    from saihm.provider.records import parse_store
+
     token, consumer = _token(ns)
     request = parse_store(ns.content, ns.namespace, consumer=consumer)
     _emit(vault.for_consumer(token).store(request).model_dump(mode="json"))

@@ -24,24 +24,22 @@ that looks whole.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from saihm.authority.authority import SEED_FILE
 from saihm.config import Config
-from saihm.errors import Conflict, MalformedInput, SaihmError, Unavailable
+from saihm.errors import Conflict, MalformedInput, Unavailable
 from saihm.storage import ReadTxn, StorageError, is_url
 from saihm.storage.base import Namespace
 from saihm.storage.lmdb import LmdbStorage
 
-__all__ = ["BackupReport", "backup", "key_material", "main"]
+__all__ = ["LOG_KEYS", "BackupReport", "backup", "key_material"]
 
 #: Files LMDB recreates at need; never copied.
 SKIP_NAMES = frozenset({"lock.mdb"})
@@ -285,23 +283,3 @@ def _write(config: Config, staging: Path, dest: Path, include_log_keys: bool) ->
         files=("lmdb/data.mdb", *copier.copied),
         left_out=tuple(copier.left_out),
     )
-
-
-def main(args: argparse.Namespace) -> int:
-    """``saihm backup --data DIR DEST [--include-log-keys]``: prints the report as one JSON
-    line, and one line on stderr for each key file or directory left out."""
-    from saihm.config import config_from
-
-    try:
-        report = backup(
-            config_from(args), args.dest, include_log_keys=getattr(args, "include_log_keys", False)
-        )
-    except OSError as err:
-        raise Unavailable(f"cannot write the backup: {err.strerror or err}") from err
-    except SaihmError:
-        raise
-    print(json.dumps(report.to_json()), flush=True)
-    for path, kind in report.left_out:
-        hint = "; --include-log-keys copies them" if kind == LOG_KEYS else ""
-        print(f"saihm backup: left out {path} ({kind}{hint})", file=sys.stderr)
-    return 0

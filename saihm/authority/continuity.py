@@ -8,7 +8,7 @@ recall across sessions, and ``saihm session renew`` issues a fresh token for the
 print the pinned JSON keys plus ``scope``, ``expiresAt`` and ``expiresAtUtc`` (from
 :func:`token_fields`), and one line on stderr (:func:`token_summary`) that names the commands
 which widen or renew the token; with the operator's store in PostgreSQL those commands carry
-``--store "$SAIHM_STORE"`` (saihm/storehint.py), never the URL.
+``--store "$SAIHM_STORE"`` (saihm/storage/hint.py), never the URL.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from saihm.errors import MalformedInput
 from saihm.events import Capability
-from saihm.storehint import with_store
+from saihm.storage.hint import with_store
 
 __all__ = ["choose_ttl", "describe_lifetime", "token_fields", "token_summary"]
 
