@@ -4,11 +4,14 @@ table that used to be kept by hand is now read from them."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+import saihm
 from saihm.audit import replay
 from saihm.events import Operation
 from saihm.events.operations import (
@@ -176,3 +179,57 @@ def test_shared_renders_the_type_in_lower_case(contract_id, mode, epoch, expires
 def test_proposed_keeps_the_terms_as_text(pid, value, epoch, holder):
     out = render.render_proposed(Proposed(pid, "emission_param", "k", value, epoch, holder, pid))
     assert out["proposedValue"] == value and _hex(out["proposerHash"]) == holder
+
+
+# -- the registry is the one place that names an operation ----------------------------------
+
+_SAIHM = Path(saihm.__file__).parent
+_REGISTRY_MODULE = _SAIHM / "events" / "operations.py"
+#: String literals equal to an operation name that are not operation names: the signed-note
+#: key file header "PRIVATE KEY" (translog, below the events layer) and the MCP check's
+#: report heading for the status tool (client side, which reads no registry).
+_NOT_OPERATIONS = {
+    ("translog/checkpoint.py", "KEY"),
+    ("translog/note.py", "KEY"),
+    ("translog/witness.py", "KEY"),
+    ("mcp/report.py", "STATUS"),
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings (or other bare string statements)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+
+
+def _operation_literals() -> set[tuple[str, str, int]]:
+    names = {op.value for op in Operation}
+    found = set()
+    for path in sorted(_SAIHM.rglob("*.py")):
+        if path == _REGISTRY_MODULE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value in names
+                and id(node) not in skip
+            ):
+                found.add((path.relative_to(_SAIHM).as_posix(), node.value, node.lineno))
+    return found
+
+
+def test_no_raw_operation_name_outside_the_registry() -> None:
+    # An operation is dispatched on its Operation member, never on a string spelling of it,
+    # so renaming or adding one is an edit of saihm/events/operations.py the type checker
+    # follows; comments and docstrings may name operations.
+    found = _operation_literals()
+    stray = sorted((p, v, n) for p, v, n in found if (p, v) not in _NOT_OPERATIONS)
+    assert stray == [], stray
+    # The exceptions still exist (a stale exception would hide a new literal in that file).
+    assert {(p, v) for p, v, _ in found} >= _NOT_OPERATIONS
