@@ -13,6 +13,10 @@ from hypothesis import strategies as st
 
 import saihm
 from saihm.audit import replay
+from saihm.client import AsyncClient, Client
+from saihm.client import _async as client_async
+from saihm.client import _core as client_core
+from saihm.client import _sync as client_sync
 from saihm.events import Operation
 from saihm.events.operations import (
     METHODS,
@@ -22,6 +26,8 @@ from saihm.events.operations import (
     replay_events,
 )
 from saihm.http import log_api
+from saihm.mcp import server as mcp_server
+from saihm.mcp import tools as mcp_tools
 from saihm.mcp.server import ANNOTATIONS, TOOL_NAMES
 from saihm.operator import (
     AlreadyErased,
@@ -233,3 +239,64 @@ def test_no_raw_operation_name_outside_the_registry() -> None:
     assert stray == [], stray
     # The exceptions still exist (a stale exception would hide a new literal in that file).
     assert {(p, v) for p, v, _ in found} >= _NOT_OPERATIONS
+
+
+# -- the client and the MCP surface are bound to the registry --------------------------------
+
+
+def _module_tree(module: object) -> ast.Module:
+    return ast.parse(Path(str(getattr(module, "__file__", ""))).read_text(encoding="utf-8"))
+
+
+def _first_string_args(tree: ast.AST, callee: str) -> list[str]:
+    """The string first arguments of every call of ``callee`` (a name or an attribute)."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        first = node.args[0]
+        if name == callee and isinstance(first, ast.Constant) and isinstance(first.value, str):
+            out.append(first.value)
+    return out
+
+
+def test_every_binding_method_has_one_client_call_on_both_clients() -> None:
+    # Each method of the binding has one request builder in the sans-I/O core, and both
+    # Client and AsyncClient expose it; a method added to the registry without its client
+    # call (or a client call for a method the binding does not serve) fails here.
+    core = _module_tree(client_core)
+    builders = {
+        fn.name: _first_string_args(fn, "Call")
+        for fn in core.body
+        if isinstance(fn, ast.FunctionDef) and not fn.name.startswith("_")
+    }
+    builders = {name: methods for name, methods in builders.items() if methods}
+    built = [m for methods in builders.values() for m in methods]
+    assert sorted(built) == sorted(METHODS)
+    for module in (client_sync, client_async):
+        used = {
+            node.attr
+            for node in ast.walk(_module_tree(module))
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "_core"
+        }
+        assert set(builders) <= used, (module.__name__, set(builders) - used)
+    for kind in (Client, AsyncClient):
+        assert all(callable(getattr(kind, name, None)) for name in builders), kind
+
+
+def test_the_mcp_surface_serves_and_calls_exactly_the_protocol_tools() -> None:
+    served = _first_string_args(_module_tree(mcp_server), "tool")
+    served += [
+        kw.value.value
+        for node in ast.walk(_module_tree(mcp_server))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "tool"
+        for kw in node.keywords
+        if kw.arg == "name" and isinstance(kw.value, ast.Constant)
+    ]
+    called = _first_string_args(_module_tree(mcp_tools), "call")
+    assert sorted(served) == sorted(PROTOCOL_TOOLS)
+    assert set(called) == set(PROTOCOL_TOOLS)
