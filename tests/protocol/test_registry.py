@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 from hypothesis import given
@@ -300,3 +301,65 @@ def test_the_mcp_surface_serves_and_calls_exactly_the_protocol_tools() -> None:
     called = _first_string_args(_module_tree(mcp_tools), "call")
     assert sorted(served) == sorted(PROTOCOL_TOOLS)
     assert set(called) == set(PROTOCOL_TOOLS)
+
+
+# -- docs/internals.md "Adding an operation" is true ------------------------------------------
+
+_REGISTRY_TABLES = {
+    "OPERATIONS",
+    "BY_NAME",
+    "METHODS",
+    "PROTOCOL_TOOLS",
+    "Effect",
+    "OperationSpec",
+    "Method",
+    "public_log_names",
+    "replay_events",
+}
+
+
+def _adding_an_operation() -> str:
+    text = (_SAIHM.parent / "docs" / "internals.md").read_text(encoding="utf-8")
+    section = text.split("## Adding an operation\n", 1)[1]
+    return section.split("\n## ", 1)[0]
+
+
+def _named_files(section: str) -> set[str]:
+    """The file names (``cellcache.py``) of every backticked path in the section."""
+    return {token.rsplit("/", 1)[-1] for token in re.findall(r"`([\w./]+\.py)`", section)}
+
+
+def test_adding_an_operation_names_existing_places() -> None:
+    section = _adding_an_operation()
+    for token in re.findall(r"`((?:saihm|tests)/[\w./]+)`", section):
+        assert (_SAIHM.parent / token).exists(), token
+
+
+def test_adding_an_operation_names_every_reader_of_the_registry() -> None:
+    # A module that derives behaviour from the registry's tables is a place the section must
+    # name (as one to edit or one that needs no edit); so is one that spells a binding method
+    # (the benchmarks only call existing methods).
+    named = _named_files(_adding_an_operation())
+    readers = set()
+    for path in sorted(_SAIHM.rglob("*.py")):
+        if path == _REGISTRY_MODULE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in (
+                "saihm.events",
+                "saihm.events.operations",
+            ):
+                if {a.name for a in node.names} & _REGISTRY_TABLES:
+                    readers.add(path)
+            elif (
+                isinstance(node, ast.Constant)
+                and node.value in METHODS
+                and id(node) not in skip
+                and "bench" not in path.parts
+            ):
+                readers.add(path)
+    assert readers, "no reader found: the scan is broken"
+    missing = sorted(p.relative_to(_SAIHM).as_posix() for p in readers if p.name not in named)
+    assert missing == [], missing
