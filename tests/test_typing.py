@@ -18,6 +18,8 @@ STRICT_PACKAGES = {
     # The edge that turns untrusted JSON into typed values, and the HTTP transport over it.
     "saihm.protocol.*",
     "saihm.http.*",
+    # The operator's parts, which hold every operation (issue 22).
+    "saihm.operator.*",
 }
 #: mypy's ``--strict`` flags that can be set per module.
 STRICT_FLAGS = {
