@@ -363,3 +363,11 @@ def test_adding_an_operation_names_every_reader_of_the_registry() -> None:
     assert readers, "no reader found: the scan is broken"
     missing = sorted(p.relative_to(_SAIHM).as_posix() for p in readers if p.name not in named)
     assert missing == [], missing
+
+
+def test_the_explorers_operation_filter_lists_the_registrys_operations() -> None:
+    # The explorer is static JavaScript and cannot import the registry: its list is pinned here.
+    script = (_SAIHM / "http" / "explorer" / "static" / "explorer.js").read_text(encoding="utf-8")
+    listed = re.search(r"const OPERATIONS = \[([^\]]*)\];", script)
+    assert listed is not None
+    assert re.findall(r'"(\w+)"', listed.group(1)) == [op.value for op in Operation]
