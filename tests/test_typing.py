@@ -18,9 +18,11 @@ STRICT_PACKAGES = {
     # The edge that turns untrusted JSON into typed values, and the HTTP transport over it.
     "saihm.protocol.*",
     "saihm.http.*",
-    # The store, the one read path and the one write path (issue 22).
+    # The store, the one read path and the one write path, and the operator's parts, which
+    # hold every operation (issue 22).
     "saihm.store",
     "saihm.store.*",
+    "saihm.operator.*",
 }
 #: mypy's ``--strict`` flags that can be set per module.
 STRICT_FLAGS = {

@@ -17,10 +17,11 @@ this whole set of layouts; the projections store it beside their applied index
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar, cast
 
 import cbor2
 
@@ -182,33 +183,91 @@ def _flag(m: dict[int, object], key: int, what: str) -> bool:
 _Reader = Callable[[dict[int, object], int, str], object]
 
 
-def _optional(reader: _Reader) -> _Reader:
-    """``reader`` for a key that may be absent (then the field is None)."""
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """How one attribute sits in a record's map: ``read`` checks and returns it (the strict
+    readers above); ``write`` is the map's value as an expression of the attribute (``{}``),
+    and ``omit``, if any, the condition on the attribute under which the key is absent."""
+
+    read: _Reader
+    write: str = "{}"
+    omit: str | None = None
+
+
+ID = _Field(_bytes)
+BLOB = _Field(_blob)
+INT = _Field(_int)
+STR = _Field(_str)
+BOOL = _Field(_bool)
+IDS = _Field(_ids, "list({})")
+NULLABLE_TEXT = _Field(_nullable_text)
+SESSION_TAG = _Field(_session_tag)
+NAMESPACES = _Field(_namespaces, "None if {0} is None else list({0})")
+#: ``true`` when set, the key absent when not.
+FLAG = _Field(_flag, "True", omit="not {}")
+
+
+def _optional(field: _Field) -> _Field:
+    """``field`` for a key that is absent when the attribute is None."""
+    reader = field.read
 
     def read(m: dict[int, object], key: int, what: str) -> object:
         return reader(m, key, what) if key in m else None
 
-    return read
+    return _Field(read, field.write, "{} is None")
 
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """A record's CBOR map as a table: ``fields[i]`` is the key and reader of the record's
-    i-th constructor argument. The one decoder of every map record reads through it."""
+    """A record's CBOR map as a table, declared once and driving both directions:
+    ``fields[i]`` is the key and :class:`_Field` of the record's i-th dataclass field, in
+    ascending key order (the deterministic encoding). The one decoder and the one encoder of
+    every map record read through it."""
 
     what: str
-    fields: tuple[tuple[int, _Reader], ...]
+    fields: tuple[tuple[int, _Field], ...]
     keys: frozenset[int]
 
     @classmethod
-    def of(cls, what: str, *fields: tuple[int, _Reader]) -> _Layout:
-        return cls(what, fields, frozenset(key for key, _ in fields))
+    def of(cls, what: str, *fields: tuple[int, _Field]) -> _Layout:
+        keys = [key for key, _ in fields]
+        if keys != sorted(set(keys)):
+            raise AssertionError(f"{what}: keys must ascend without repeats")
+        return cls(what, fields, frozenset(keys))
 
     def read(self, data: bytes | memoryview) -> list[Any]:
         """The constructor arguments the map in ``data`` holds; :class:`RecordError` for
         anything that is not a map of these keys with values of these types."""
         m = _map(data, self.what, self.keys)
-        return [reader(m, key, self.what) for key, reader in self.fields]
+        return [f.read(m, key, self.what) for key, f in self.fields]
+
+    def encoder(self, names: list[str]) -> Callable[[Any], bytes]:
+        """The encoder of the record whose dataclass fields are ``names``, compiled from this
+        table (as ``dataclasses`` compiles ``__init__``) into the map literal one would write
+        by hand: a rebuild encodes a record or more per event."""
+        if len(names) != len(self.fields):
+            raise AssertionError(f"{self.what}: the layout does not match the record's fields")
+        # The leading keys that are always present form the literal; the rest follow in order.
+        literal: list[str] = []
+        lines: list[str] = []
+        for (key, field), name in zip(self.fields, names, strict=True):
+            attribute = f"self.{name}"
+            value = field.write.format(attribute)
+            if field.omit is None and not lines:
+                literal.append(f"{key}: {value}")
+            elif field.omit is None:
+                lines.append(f"    m[{key}] = {value}")
+            else:
+                lines += [
+                    f"    if not ({field.omit.format(attribute)}):",
+                    f"        m[{key}] = {value}",
+                ]
+        lines = ["def encode(self):", f"    m = {{{', '.join(literal)}}}", *lines]
+        lines.append("    return dumps(m)")
+        env: dict[str, Any] = {"dumps": cbor2.dumps}
+        exec(compile("\n".join(lines), f"<{self.what} encoder>", "exec"), env)
+        encode: Callable[[Any], bytes] = env["encode"]
+        return encode
 
 
 class _Encodable(Protocol):
@@ -231,16 +290,13 @@ def _exact(record: _R, data: bytes | memoryview, authentic: bool = False) -> _R:
 
 
 class _MapRecord:
-    """What every map record shares: its decoder, read through its :class:`_Layout`."""
+    """What every map record shares: its decoder and its encoder, both read through its
+    :class:`_Layout` (the record declares its map nowhere else)."""
 
     __slots__ = ()
 
     WHAT: ClassVar[str]
     _LAYOUT: ClassVar[_Layout]
-
-    if TYPE_CHECKING:
-
-        def encode(self) -> bytes: ...
 
     @classmethod
     def decode(cls, data: bytes | memoryview, *, authentic: bool = False) -> Self:
@@ -248,6 +304,16 @@ class _MapRecord:
         its record MAC (saihm/projections/seal.py), which also proves it exact."""
         record = cls(*cls._LAYOUT.read(data))
         return _exact(record, data, authentic)
+
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`. The first call compiles the type's
+        encoder from its layout and installs it in place of this method."""
+        kind = type(self)
+        names = [f.name for f in dataclasses.fields(cast("Any", kind))]
+        encode = kind._LAYOUT.encoder(names)
+        encode.__doc__ = "The stored form: the map of :attr:`_LAYOUT`."
+        setattr(kind, "encode", encode)  # noqa: B010 (a method assignment mypy refuses)
+        return encode(self)
 
 
 # -- the records ----------------------------------------------------------------------------
@@ -268,11 +334,7 @@ class HolderRecord(_MapRecord):
     timestamp: int
 
     WHAT: ClassVar[str] = "holder record"
-    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _blob), (2, _int), (3, _int))
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        return cbor2.dumps({1: self.public_key, 2: self.index, 3: self.timestamp})
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, BLOB), (2, INT), (3, INT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,33 +363,19 @@ class CellRecord(_MapRecord):
     WHAT: ClassVar[str] = "cell record"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(
         WHAT,
-        (1, _bytes),
-        (2, _str),
-        (3, _int),
-        (4, _int),
-        (5, _int),
-        (6, _session_tag),
-        (7, _optional(_int)),
+        (1, ID),
+        (2, STR),
+        (3, INT),
+        (4, INT),
+        (5, INT),
+        (6, SESSION_TAG),
+        (7, _optional(INT)),
     )
 
     @property
     def erased(self) -> bool:
         """Whether a FORGET receipt names the cell."""
         return self.erased_at is not None
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        m: dict[int, object] = {
-            1: self.owner,
-            2: self.tier,
-            3: self.kek_version,
-            4: self.timestamp,
-            5: self.index,
-            6: self.session_tag,
-        }
-        if self.erased_at is not None:
-            m[7] = self.erased_at
-        return cbor2.dumps(m)
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,11 +394,7 @@ class RecordHead(_MapRecord):
     ended: bool
 
     WHAT: ClassVar[str] = "record head"
-    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _int), (2, _bytes), (3, _bool))
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        return cbor2.dumps({1: self.seq, 2: self.cell_id, 3: self.ended})
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, INT), (2, ID), (3, BOOL))
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,16 +450,16 @@ class ContractRecord(_MapRecord):
     WHAT: ClassVar[str] = "contract record"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(
         WHAT,
-        (1, _bytes),
-        (2, _ids),
-        (3, _ids),
-        (4, _str),
-        (5, _str),
-        (6, _int),
-        (7, _int),
-        (8, _int),
-        (9, _bool),
-        (10, _ids),
+        (1, ID),
+        (2, IDS),
+        (3, IDS),
+        (4, STR),
+        (5, STR),
+        (6, INT),
+        (7, INT),
+        (8, INT),
+        (9, BOOL),
+        (10, IDS),
     )
 
     def active_for(self, grantee: bytes, now: int) -> bool:
@@ -423,23 +467,6 @@ class ContractRecord(_MapRecord):
         grantees, accepted by it, not revoked and not expired."""
         live = not self.revoked and (self.expires_at == 0 or self.expires_at > now)
         return live and grantee in self.grantees and grantee in self.accepted
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        return cbor2.dumps(
-            {
-                1: self.holder,
-                2: list(self.grantees),
-                3: list(self.shards),
-                4: self.mode,
-                5: self.scope,
-                6: self.expires_at,
-                7: self.timestamp,
-                8: self.index,
-                9: self.revoked,
-                10: list(self.accepted),
-            }
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,15 +491,8 @@ class GrantRecord(_MapRecord):
 
     WHAT: ClassVar[str] = "grant record"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(
-        WHAT, (1, _bytes), (2, _namespaces), (3, _int), (4, _int), (5, _bool)
+        WHAT, (1, ID), (2, NAMESPACES), (3, INT), (4, INT), (5, BOOL)
     )
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        namespaces = None if self.namespaces is None else list(self.namespaces)
-        return cbor2.dumps(
-            {1: self.holder, 2: namespaces, 3: self.expires_at, 4: self.index, 5: self.revoked}
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,11 +509,7 @@ class RevocationRecord(_MapRecord):
     index: int
 
     WHAT: ClassVar[str] = "session revocation"
-    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _bytes), (2, _int))
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        return cbor2.dumps({1: self.holder, 2: self.index})
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, ID), (2, INT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,28 +539,14 @@ class ProposalRecord(_MapRecord):
     WHAT: ClassVar[str] = "proposal record"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(
         WHAT,
-        (1, _str),
-        (2, _nullable_text),
-        (3, _nullable_text),
-        (4, _int),
-        (5, _bytes),
-        (6, _int),
-        (7, _int),
+        (1, STR),
+        (2, NULLABLE_TEXT),
+        (3, NULLABLE_TEXT),
+        (4, INT),
+        (5, ID),
+        (6, INT),
+        (7, INT),
     )
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        return cbor2.dumps(
-            {
-                1: self.scope,
-                2: self.param_key,
-                3: self.proposed_value,
-                4: self.snapshot_epoch,
-                5: self.proposer,
-                6: self.index,
-                7: self.timestamp,
-            }
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,11 +567,7 @@ class Vote(_MapRecord):
     index: int
 
     WHAT: ClassVar[str] = "vote"
-    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _bool), (2, _int), (3, _int), (4, _int))
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        return cbor2.dumps({1: self.approve, 2: self.weight, 3: self.cast_at, 4: self.index})
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, BOOL), (2, INT), (3, INT), (4, INT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,17 +583,13 @@ class Tally(_MapRecord):
     votes_abstain: int = 0
 
     WHAT: ClassVar[str] = "tally"
-    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, _int), (2, _int), (3, _int))
+    _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, INT), (2, INT), (3, INT))
 
     def counted(self, approve: bool, weight: int) -> Tally:
         """This tally with one more vote of ``weight``."""
         if approve:
             return Tally(self.votes_for + weight, self.votes_against, self.votes_abstain)
         return Tally(self.votes_for, self.votes_against + weight, self.votes_abstain)
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        return cbor2.dumps({1: self.votes_for, 2: self.votes_against, 3: self.votes_abstain})
 
 
 @dataclass(frozen=True, slots=True)
@@ -616,16 +610,5 @@ class Body(_MapRecord):
 
     WHAT: ClassVar[str] = "event body"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(
-        WHAT, (1, _blob), (2, _optional(_blob)), (3, _optional(_int)), (4, _flag)
+        WHAT, (1, BLOB), (2, _optional(BLOB)), (3, _optional(INT)), (4, FLAG)
     )
-
-    def encode(self) -> bytes:
-        """The stored form."""
-        m: dict[int, object] = {1: self.object_cbor}
-        if self.session_tag is not None:
-            m[2] = self.session_tag
-        if self.record_seq is not None:
-            m[3] = self.record_seq
-        if self.record_end:
-            m[4] = True
-        return cbor2.dumps(m)

@@ -14,7 +14,9 @@ so byte order is log order within one id.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from types import MethodType
 
+from saihm.events.operations import OPERATIONS
 from saihm.events.records import Body
 from saihm.projections.cells import BY_HOLDER, BY_SESSION, CELLS, ERASURES, RECORD_HEADS, Cells
 from saihm.projections.contracts import BY_GRANTEE, BY_OWNER, CONTRACTS, Contracts
@@ -122,6 +124,17 @@ SEALED: frozenset[bytes] = frozenset(n for p in REGISTRY.values() for n in p.SEA
 _Handler = Callable[[Txn, int, LeafView, "Body | None"], None]
 
 
+def _check_handlers() -> None:
+    """Each operation's spec names exactly the projections that hold a handler for it."""
+    for op, spec in OPERATIONS.items():
+        holding = {name for name, kind in REGISTRY.items() if op in kind.HANDLERS}
+        if set(spec.projections) != holding:
+            raise AssertionError(f"{op}: the spec names {spec.projections}, handlers in {holding}")
+
+
+_check_handlers()
+
+
 class Projections:
     """The projection databases of one environment, and the code that derives them.
 
@@ -145,13 +158,18 @@ class Projections:
         self.seal = seal
         self.db: dict[bytes, Namespace] = {name: storage.namespace(name) for name in DB_NAMES}
         self.tables = Tables(self.db, seal, SEALED)
-        handlers: dict[str, list[_Handler]] = {}
-        for attribute, kind in REGISTRY.items():
-            part = kind(self.tables)
+        parts = {attribute: kind(self.tables) for attribute, kind in REGISTRY.items()}
+        for attribute, part in parts.items():
             setattr(self, attribute, part)
-            for operation, method in kind.HANDLERS.items():
-                handlers.setdefault(operation, []).append(getattr(part, method))
-        self._handlers = {op: tuple(fs) for op, fs in handlers.items()}
+        # Keyed by the Operation member, looked up by the name a leaf carries (a StrEnum
+        # member hashes and compares as its name).
+        self._handlers: dict[str, tuple[_Handler, ...]] = {
+            op: tuple(
+                MethodType(REGISTRY[name].HANDLERS[op], parts[name]) for name in spec.projections
+            )
+            for op, spec in OPERATIONS.items()
+            if spec.projections
+        }
 
     # -- raw access (tests, fsck and the comparison read databases by name) ----------------
 

@@ -8,12 +8,13 @@ MAC-bound (saihm/projections/seal.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import ClassVar
 
+from saihm.events.operations import Operation
 from saihm.events.records import Body, CellRecord, ErasureRecord, RecordHead, read_u64, u64
 from saihm.projections.keys import LeafView, loads
-from saihm.projections.tables import Projection, Txn
+from saihm.projections.tables import Handler, Projection, Txn
 
 CELLS = b"p_cells"  # cellId -> CellRecord
 BY_HOLDER = b"p_cells_by_holder"  # holderId || u64 index -> cellId (live cells only)
@@ -27,7 +28,6 @@ class Cells(Projection):
 
     DB_NAMES = (CELLS, BY_HOLDER, BY_SESSION, RECORD_HEADS, ERASURES)
     SEALED = frozenset({CELLS, RECORD_HEADS})
-    HANDLERS: ClassVar[dict[str, str]] = {"REMEMBER": "apply_remember", "FORGET": "apply_forget"}
 
     __slots__ = ()
 
@@ -77,6 +77,11 @@ class Cells(Projection):
         self.t.delete(txn, BY_HOLDER, record.owner + u64(record.index))
         if record.session_tag:
             self.t.delete(txn, BY_SESSION, record.session_tag + u64(record.index))
+
+    HANDLERS: ClassVar[Mapping[Operation, Handler]] = {
+        Operation.REMEMBER: apply_remember,
+        Operation.FORGET: apply_forget,
+    }
 
     # -- queries --------------------------------------------------------------------------
 

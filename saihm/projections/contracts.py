@@ -6,12 +6,13 @@ All three databases are MAC-bound: a forged contract or index entry shares nothi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import ClassVar
 
+from saihm.events.operations import Operation
 from saihm.events.records import Body, ContractRecord
 from saihm.projections.keys import LeafView, loads
-from saihm.projections.tables import Projection, Txn
+from saihm.projections.tables import Handler, Projection, Txn
 
 CONTRACTS = b"p_contracts"  # contractId -> ContractRecord
 BY_GRANTEE = b"p_contracts_by_grantee"  # granteeId || contractId -> b""
@@ -23,12 +24,6 @@ class Contracts(Projection):
 
     DB_NAMES = (CONTRACTS, BY_GRANTEE, BY_OWNER)
     SEALED = frozenset(DB_NAMES)
-    HANDLERS: ClassVar[dict[str, str]] = {
-        "SHARE": "apply_share",
-        "REVOKE": "apply_update",
-        "ACCEPT": "apply_update",
-        "DECLINE": "apply_update",
-    }
 
     __slots__ = ()
 
@@ -60,21 +55,39 @@ class Contracts(Projection):
         for grantee in record.grantees:
             self.t.put(txn, BY_GRANTEE, grantee + contract_id, b"")
 
-    def apply_update(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
-        """REVOKE by the contract's holder revokes it; ACCEPT by a named grantee adds it to
-        the acceptances; DECLINE removes its signer from them (declining after accepting
+    def apply_revoke(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+        """REVOKE by the contract's holder revokes it."""
+        record = self.get(txn, leaf.subject_id)
+        if record is not None:
+            revoked = record.revoked or leaf.holder_id == record.holder
+            self._update(txn, leaf.subject_id, record, revoked, set(record.accepted))
+
+    def apply_accept(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+        """ACCEPT by a named grantee adds it to the acceptances."""
+        record = self.get(txn, leaf.subject_id)
+        if record is not None:
+            accepted = set(record.accepted)
+            if leaf.holder_id in record.grantees:
+                accepted.add(leaf.holder_id)
+            self._update(txn, leaf.subject_id, record, record.revoked, accepted)
+
+    def apply_decline(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
+        """DECLINE removes its signer from the acceptances (declining after accepting
         withdraws the acceptance)."""
         record = self.get(txn, leaf.subject_id)
-        if record is None:
-            return
-        accepted = set(record.accepted)
-        revoked = record.revoked
-        if leaf.operation == "REVOKE" and leaf.holder_id == record.holder:
-            revoked = True
-        elif leaf.operation == "ACCEPT" and leaf.holder_id in record.grantees:
-            accepted.add(leaf.holder_id)
-        elif leaf.operation == "DECLINE":
+        if record is not None:
+            accepted = set(record.accepted)
             accepted.discard(leaf.holder_id)
+            self._update(txn, leaf.subject_id, record, record.revoked, accepted)
+
+    def _update(
+        self,
+        txn: Txn,
+        contract_id: bytes,
+        record: ContractRecord,
+        revoked: bool,
+        accepted: set[bytes],
+    ) -> None:
         updated = ContractRecord(
             record.holder,
             record.grantees,
@@ -87,7 +100,14 @@ class Contracts(Projection):
             revoked,
             tuple(sorted(accepted)),
         )
-        self.t.put(txn, CONTRACTS, leaf.subject_id, updated.encode())
+        self.t.put(txn, CONTRACTS, contract_id, updated.encode())
+
+    HANDLERS: ClassVar[Mapping[Operation, Handler]] = {
+        Operation.SHARE: apply_share,
+        Operation.REVOKE: apply_revoke,
+        Operation.ACCEPT: apply_accept,
+        Operation.DECLINE: apply_decline,
+    }
 
     # -- queries --------------------------------------------------------------------------
 

@@ -7,12 +7,13 @@ recomputes them from the log).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import ClassVar
 
+from saihm.events.operations import Operation
 from saihm.events.records import Body, ProposalRecord, Tally, Vote
 from saihm.projections.keys import LeafView
-from saihm.projections.tables import Projection, Txn
+from saihm.projections.tables import Handler, Projection, Txn
 
 PROPOSALS = b"p_proposals"  # proposalId -> ProposalRecord
 VOTES = b"p_votes"  # proposalId || holderId -> Vote
@@ -23,7 +24,6 @@ class Governance(Projection):
     """Proposals, votes and tallies."""
 
     DB_NAMES = (PROPOSALS, VOTES, TALLIES)
-    HANDLERS: ClassVar[dict[str, str]] = {"PROPOSE": "apply_propose", "VOTE": "apply_vote"}
 
     __slots__ = ()
 
@@ -58,6 +58,11 @@ class Governance(Projection):
             return
         tally = self.tally(txn, leaf.subject_id).counted(vote.approve, vote.weight)
         self.t.put(txn, TALLIES, leaf.subject_id, tally.encode())
+
+    HANDLERS: ClassVar[Mapping[Operation, Handler]] = {
+        Operation.PROPOSE: apply_propose,
+        Operation.VOTE: apply_vote,
+    }
 
     # -- queries --------------------------------------------------------------------------
 

@@ -4,12 +4,14 @@ operations, requirements.txt "Capabilities"; docs/formats.md "Session revocation
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import ClassVar
 
+from saihm.events.operations import Operation
 from saihm.events.records import Body, GrantRecord, RevocationRecord
 from saihm.projections.keys import LeafView
 from saihm.projections.meta import Meta
-from saihm.projections.tables import Projection, Txn
+from saihm.projections.tables import Handler, Projection, Txn
 
 GRANTS = b"p_grants"  # grantId -> GrantRecord
 REVOKED = b"p_session_revocations"  # revocation subject -> RevocationRecord (UNGRANT)
@@ -28,7 +30,6 @@ class Grants(Projection):
 
     DB_NAMES = (GRANTS, REVOKED)
     SEALED = frozenset(DB_NAMES)
-    HANDLERS: ClassVar[dict[str, str]] = {"GRANT": "apply_grant", "UNGRANT": "apply_ungrant"}
 
     __slots__ = ()
 
@@ -67,6 +68,11 @@ class Grants(Projection):
                     record.holder, record.namespaces, record.expires_at, record.index, True
                 ).encode(),
             )
+
+    HANDLERS: ClassVar[Mapping[Operation, Handler]] = {
+        Operation.GRANT: apply_grant,
+        Operation.UNGRANT: apply_ungrant,
+    }
 
     # -- queries --------------------------------------------------------------------------
 

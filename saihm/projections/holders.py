@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
+from saihm.events.operations import Operation
 from saihm.events.records import Body, HolderRecord
 from saihm.projections.keys import LeafView
-from saihm.projections.tables import Projection, Txn
+from saihm.projections.tables import Handler, Projection, Txn
 
 HOLDERS = b"p_holders"  # holderId -> HolderRecord
 
@@ -16,7 +18,6 @@ class Holders(Projection):
 
     DB_NAMES = (HOLDERS,)
     SEALED = frozenset({HOLDERS})
-    HANDLERS: ClassVar[dict[str, str]] = {"KEY": "apply_key"}
 
     __slots__ = ()
 
@@ -26,6 +27,8 @@ class Holders(Projection):
             assert isinstance(leaf.detail, bytes), "a KEY receipt's detail is its public key"
             record = HolderRecord(leaf.detail, index, leaf.timestamp)
             self.t.put(txn, HOLDERS, leaf.holder_id, record.encode())
+
+    HANDLERS: ClassVar[Mapping[Operation, Handler]] = {Operation.KEY: apply_key}
 
     def get(self, txn: Txn, holder_id: bytes) -> HolderRecord | None:
         """The holder's record, or None (unknown, or its MAC fails)."""

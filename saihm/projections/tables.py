@@ -7,13 +7,19 @@ record MAC for the :data:`SEALED` databases, saihm/projections/seal.py), ``delet
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
+from saihm.events.operations import Operation
+from saihm.events.records import Body
+from saihm.projections.keys import LeafView
 from saihm.projections.seal import RecordSeal
 
 #: A transaction of the storage (a read snapshot, or the write transaction for the writers).
 Txn = Any
+#: A projection's handler for one operation, unbound: (projection, write txn, leaf index,
+#: leaf, the event's private body or None).
+Handler = Callable[[Any, Txn, int, LeafView, Body | None], None]
 
 
 class Tables:
@@ -80,15 +86,18 @@ class Projection:
     """One projection: its databases, the operations it applies, and its typed queries.
 
     A subclass names its databases (``DB_NAMES``, the MAC-bound ones also in ``SEALED``) and
-    maps each operation it derives state from to a handler method (``HANDLERS``); the registry
-    (saihm/projections/apply.py) calls the handler for every leaf of that operation, with the
-    write transaction, the leaf index, the leaf and the event's private body (or None).
+    maps each operation it derives state from to a handler method (``HANDLERS``, the functions
+    themselves, listed after them); the operation's spec names the projections that apply it
+    (``OperationSpec.projections``, saihm/events/operations.py), and the registry
+    (saihm/projections/apply.py) calls the handler, bound to the projection, for every leaf of
+    that operation with the write transaction, the leaf index, the leaf and the event's private
+    body (or None).
     """
 
     DB_NAMES: ClassVar[tuple[bytes, ...]] = ()
     SEALED: ClassVar[frozenset[bytes]] = frozenset()
-    #: Operation -> name of the handler method.
-    HANDLERS: ClassVar[dict[str, str]] = {}
+    #: Operation -> its handler (an unbound method of the subclass).
+    HANDLERS: ClassVar[Mapping[Operation, Handler]] = {}
 
     __slots__ = ("t",)
 

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from saihm.events.operations import BY_NAME, Effect
 from saihm.projections import LeafView, Projections
 from saihm.retrieval import Analysis, Embedder, Query, analyse
 from saihm.retrieval.analysis import contains
@@ -51,8 +52,10 @@ log = logging.getLogger("saihm.store")
 
 #: A log that grew by more than this since the last read is cheaper to forget than to replay.
 REPLAY_LIMIT = 20_000
-#: Operations whose subject is a contract; the cells it covers are dropped.
-_CONTRACT_OPERATIONS = frozenset({"SHARE", "REVOKE", "ACCEPT", "DECLINE"})
+#: What each operation does to its subject (the registry's :class:`Effect`), by leaf name.
+_EFFECTS = {name: spec.effect for name, spec in BY_NAME.items()}
+#: Effects on a contract: the cells it covers are dropped.
+_CONTRACT_EFFECTS = frozenset({Effect.OPENS_CONTRACT, Effect.UPDATES_CONTRACT})
 #: Fixed per-entry overhead counted on top of the strings and terms (objects, dicts, the
 #: recall element the edge renders from it): deliberately generous, so the bound over-counts
 #: (measured).
@@ -191,24 +194,24 @@ class CellCache:
         return size
 
     def _apply(self, txn: ReadTxn, index: int, leaf: LeafView) -> None:
-        op = leaf.operation
-        if op == "REMEMBER":
+        effect = _EFFECTS.get(leaf.operation)
+        if effect is Effect.WRITES_CELL:
             holder = self._holders.get(leaf.holder_id)
             if holder is not None and holder.cells is not None:
                 holder.cells[leaf.subject_id] = index
                 holder.missing.add(leaf.subject_id)
                 self._candidate_bytes += PER_CANDIDATE
-        elif op == "FORGET":
+        elif effect is Effect.ERASES_CELL:
             if self._erased is not None:
                 self._erased.add(leaf.subject_id)
             self._drop(leaf.subject_id, forget=True)
-        elif op in _CONTRACT_OPERATIONS:
+        elif effect in _CONTRACT_EFFECTS:
             # MAC-checked: a forged contract covers nothing, so it has nothing to drop.
             contract = self._projections.contracts.get(txn, leaf.subject_id)
             if contract is not None:
                 for cell_id in contract.shards:
                     self._drop(cell_id)
-        elif op == "UNGRANT":
+        elif effect is Effect.ENDS_GRANT:
             self._drop_holder(leaf.holder_id)
 
     def bind(self, projections: Projections) -> None:

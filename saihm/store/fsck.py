@@ -41,6 +41,7 @@ from saihm.errors import NotFound, SaihmError
 from saihm.events import Cell, Contract
 from saihm.events.envelope import check_cell_id, verify_cell_signature
 from saihm.events.identity import HolderKey
+from saihm.events.operations import BY_NAME, Effect
 from saihm.keyring.errors import KekUnavailable
 from saihm.projections import Body, LeafView, Projections, ProjectionState, StaleProjections
 from saihm.projections import apply as P
@@ -137,6 +138,7 @@ class _Log:
 
 def _read_log(store: Store, txn: ReadTxn, size: int, advance: Advance) -> _Log:
     seen = _Log()
+    effects = {name: spec.effect for name, spec in BY_NAME.items()}
     chunk = 4096
     for start in range(0, size, chunk):
         leaves = store.tree.leaves(txn, start, min(size, start + chunk))
@@ -145,21 +147,21 @@ def _read_log(store: Store, txn: ReadTxn, size: int, advance: Advance) -> _Log:
                 view = LeafView.from_leaf(leaf)
             except (ValueError, KeyError, TypeError, cbor2.CBORDecodeError):
                 continue  # the public check reports a leaf that does not decode
-            op, subject = view.operation, view.subject_id
-            if op == "KEY":
+            effect, subject = effects.get(view.operation), view.subject_id
+            if effect is Effect.KEYS_HOLDER:
                 # A KEY leaf without a public key (only a forged one) checks against no key,
                 # so every check that needs the key reports the holder.
                 key = view.detail if isinstance(view.detail, bytes) else b""
                 seen.keys.setdefault(view.holder_id, key)
-            elif op == "REMEMBER":
+            elif effect is Effect.WRITES_CELL:
                 seen.remembered.setdefault(subject, start + offset)
-            elif op == "FORGET":
+            elif effect is Effect.ERASES_CELL:
                 seen.forgotten.add(subject)
-            elif op == "SHARE":
+            elif effect is Effect.OPENS_CONTRACT:
                 seen.shared.add(subject)
-            elif op == "GRANT":
+            elif effect is Effect.GRANTS_SESSION:
                 seen.grants.setdefault(subject, view.holder_id)
-            elif op == "UNGRANT":
+            elif effect is Effect.ENDS_GRANT:
                 seen.ungranted.add(subject)
         advance(len(leaves))
     return seen

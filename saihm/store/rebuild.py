@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from saihm.errors import VerificationFailed
+from saihm.events.operations import BY_NAME
 from saihm.projections import Body, LeafView, Projections, RecordError
 from saihm.projections import apply as P
 from saihm.storage import ReadTxn, WriteTxn
 from saihm.storage.lmdb import LmdbStorage
 from saihm.store.environment import BODIES, Environment
 
-_BODY_OPERATIONS = frozenset({"REMEMBER", "SHARE"})
+#: The operations whose private body the store keeps under the subjectId (from the registry).
+_BODY_OPERATIONS = frozenset(name for name, spec in BY_NAME.items() if spec.body)
 _COPY_CHUNK = 4096  # pairs per put_many when copying rebuilt projections into the live storage
 
 

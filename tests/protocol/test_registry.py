@@ -4,12 +4,20 @@ table that used to be kept by hand is now read from them."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import re
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+import saihm
 from saihm.audit import replay
+from saihm.client import AsyncClient, Client
+from saihm.client import _async as client_async
+from saihm.client import _core as client_core
+from saihm.client import _sync as client_sync
 from saihm.events import Operation
 from saihm.events.operations import (
     METHODS,
@@ -19,6 +27,8 @@ from saihm.events.operations import (
     replay_events,
 )
 from saihm.http import log_api
+from saihm.mcp import server as mcp_server
+from saihm.mcp import tools as mcp_tools
 from saihm.mcp.server import ANNOTATIONS, TOOL_NAMES
 from saihm.operator import (
     AlreadyErased,
@@ -176,3 +186,188 @@ def test_shared_renders_the_type_in_lower_case(contract_id, mode, epoch, expires
 def test_proposed_keeps_the_terms_as_text(pid, value, epoch, holder):
     out = render.render_proposed(Proposed(pid, "emission_param", "k", value, epoch, holder, pid))
     assert out["proposedValue"] == value and _hex(out["proposerHash"]) == holder
+
+
+# -- the registry is the one place that names an operation ----------------------------------
+
+_SAIHM = Path(saihm.__file__).parent
+_REGISTRY_MODULE = _SAIHM / "events" / "operations.py"
+#: String literals equal to an operation name that are not operation names: the signed-note
+#: key file header "PRIVATE KEY" (translog, below the events layer) and the MCP check's
+#: report heading for the status tool (client side, which reads no registry).
+_NOT_OPERATIONS = {
+    ("translog/checkpoint.py", "KEY"),
+    ("translog/note.py", "KEY"),
+    ("translog/witness.py", "KEY"),
+    ("mcp/report.py", "STATUS"),
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings (or other bare string statements)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+
+
+def _operation_literals() -> set[tuple[str, str, int]]:
+    names = {op.value for op in Operation}
+    found = set()
+    for path in sorted(_SAIHM.rglob("*.py")):
+        if path == _REGISTRY_MODULE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value in names
+                and id(node) not in skip
+            ):
+                found.add((path.relative_to(_SAIHM).as_posix(), node.value, node.lineno))
+    return found
+
+
+def test_no_raw_operation_name_outside_the_registry() -> None:
+    # An operation is dispatched on its Operation member, never on a string spelling of it,
+    # so renaming or adding one is an edit of saihm/events/operations.py the type checker
+    # follows; comments and docstrings may name operations.
+    found = _operation_literals()
+    stray = sorted((p, v, n) for p, v, n in found if (p, v) not in _NOT_OPERATIONS)
+    assert stray == [], stray
+    # The exceptions still exist (a stale exception would hide a new literal in that file).
+    assert {(p, v) for p, v, _ in found} >= _NOT_OPERATIONS
+
+
+# -- the client and the MCP surface are bound to the registry --------------------------------
+
+
+def _module_tree(module: object) -> ast.Module:
+    return ast.parse(Path(str(getattr(module, "__file__", ""))).read_text(encoding="utf-8"))
+
+
+def _first_string_args(tree: ast.AST, callee: str) -> list[str]:
+    """The string first arguments of every call of ``callee`` (a name or an attribute)."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        first = node.args[0]
+        if name == callee and isinstance(first, ast.Constant) and isinstance(first.value, str):
+            out.append(first.value)
+    return out
+
+
+def test_every_binding_method_has_one_client_call_on_both_clients() -> None:
+    # Each method of the binding has one request builder in the sans-I/O core, and both
+    # Client and AsyncClient expose it; a method added to the registry without its client
+    # call (or a client call for a method the binding does not serve) fails here.
+    core = _module_tree(client_core)
+    builders = {
+        fn.name: _first_string_args(fn, "Call")
+        for fn in core.body
+        if isinstance(fn, ast.FunctionDef) and not fn.name.startswith("_")
+    }
+    builders = {name: methods for name, methods in builders.items() if methods}
+    built = [m for methods in builders.values() for m in methods]
+    assert sorted(built) == sorted(METHODS)
+    for module in (client_sync, client_async):
+        used = {
+            node.attr
+            for node in ast.walk(_module_tree(module))
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "_core"
+        }
+        assert set(builders) <= used, (module.__name__, set(builders) - used)
+    for kind in (Client, AsyncClient):
+        assert all(callable(getattr(kind, name, None)) for name in builders), kind
+
+
+def test_the_mcp_surface_serves_and_calls_exactly_the_protocol_tools() -> None:
+    served = _first_string_args(_module_tree(mcp_server), "tool")
+    served += [
+        kw.value.value
+        for node in ast.walk(_module_tree(mcp_server))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "tool"
+        for kw in node.keywords
+        if kw.arg == "name" and isinstance(kw.value, ast.Constant)
+    ]
+    called = _first_string_args(_module_tree(mcp_tools), "call")
+    assert sorted(served) == sorted(PROTOCOL_TOOLS)
+    assert set(called) == set(PROTOCOL_TOOLS)
+
+
+# -- docs/internals.md "Adding an operation" is true ------------------------------------------
+
+_REGISTRY_TABLES = {
+    "OPERATIONS",
+    "BY_NAME",
+    "METHODS",
+    "PROTOCOL_TOOLS",
+    "Effect",
+    "OperationSpec",
+    "Method",
+    "public_log_names",
+    "replay_events",
+}
+
+
+def _adding_an_operation() -> str:
+    text = (_SAIHM.parent / "docs" / "internals.md").read_text(encoding="utf-8")
+    section = text.split("## Adding an operation\n", 1)[1]
+    return section.split("\n## ", 1)[0]
+
+
+def _named_files(section: str) -> set[str]:
+    """The file names (``cellcache.py``) of every backticked path in the section."""
+    return {token.rsplit("/", 1)[-1] for token in re.findall(r"`([\w./]+\.py)`", section)}
+
+
+def test_adding_an_operation_names_existing_places() -> None:
+    section = _adding_an_operation()
+    for token in re.findall(r"`((?:saihm|tests)/[\w./]+)`", section):
+        assert (_SAIHM.parent / token).exists(), token
+
+
+def test_adding_an_operation_names_every_reader_of_the_registry() -> None:
+    # A module that derives behaviour from the registry's tables is a place the section must
+    # name (as one to edit or one that needs no edit); so is one that spells a binding method
+    # (the benchmarks only call existing methods).
+    named = _named_files(_adding_an_operation())
+    readers = set()
+    for path in sorted(_SAIHM.rglob("*.py")):
+        if path == _REGISTRY_MODULE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in (
+                "saihm.events",
+                "saihm.events.operations",
+            ):
+                if {a.name for a in node.names} & _REGISTRY_TABLES:
+                    readers.add(path)
+            elif (
+                isinstance(node, ast.Constant)
+                and node.value in METHODS
+                and id(node) not in skip
+                and "bench" not in path.parts
+            ):
+                readers.add(path)
+    assert readers, "no reader found: the scan is broken"
+    missing = sorted(p.relative_to(_SAIHM).as_posix() for p in readers if p.name not in named)
+    assert missing == [], missing
+
+
+def test_the_explorers_operation_filter_lists_the_registrys_operations() -> None:
+    # The explorer is static JavaScript and cannot import the registry: its list is pinned here.
+    script = (_SAIHM / "http" / "explorer" / "static" / "explorer.js").read_text(encoding="utf-8")
+    listed = re.search(r"const OPERATIONS = \[([^\]]*)\];", script)
+    assert listed is not None
+    assert re.findall(r'"(\w+)"', listed.group(1)) == [op.value for op in Operation]
