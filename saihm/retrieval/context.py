@@ -221,8 +221,10 @@ def rank_in_context(
                 length = 0
                 for other in around:
                     length += other.analysis.length
-                    for t, f in other.analysis.tf.items():
-                        if t in wanted:
+                    tf = other.analysis.tf
+                    for t in wanted:
+                        f = tf.get(t)
+                        if f:
                             merged[t] = merged.get(t, 0) + f
                 if merged:
                     window = stats.score(merged, length / len(around), terms, term_weights)
@@ -253,9 +255,12 @@ def _corrected(scored: list[Ranked], items: Mapping[Hashable, Item]) -> list[Ran
         score = r.score
         if item.owner is not None:
             for newer in newest_first[:i]:
+                cap = final[newer.key] * _BELOW
+                if cap >= score:
+                    continue  # already below it: nothing to check
                 other = items[newer.key]
                 if other.owner == item.owner and restates(other.analysis, item.analysis):
-                    score = min(score, final[newer.key] * _BELOW)
+                    score = cap
         final[r.key] = score
     if all(final[r.key] == r.score for r in pool):
         return scored
