@@ -191,7 +191,7 @@ class MemoryTools:
         ("no_session") for a token with no session, and :class:`NotPermitted` ("not_holder")
         for a namespace outside the token's scope. For ``supersedes``: :class:`NotFound`
         ("not_found") for a cell never stored, :class:`NotPermitted` ("not_holder") for one the
-        caller does not hold or may not see, and :class:`Conflict` ("erased") for one already
+        caller does not hold or may not see, and :class:`NotFound` ("erased") for one already
         erased (also when another call erased it first); nothing is written then.
         """
         if not content.strip():
@@ -228,11 +228,11 @@ class MemoryTools:
         if record.owner != access.holder_id:
             raise NotPermitted("the caller does not hold this cell", code=ErrorCode.NOT_HOLDER)
         if record.erased:
-            raise Conflict("the superseded cell is already erased", code=ErrorCode.ERASED)
+            raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
         if not ctx.store.read(access, cell_ids=[cell_id], include_shared=False):
             with ctx.store.read_txn() as txn:
                 if ctx.store.projections.cells.is_erased(txn, cell_id):
-                    raise Conflict("the superseded cell is already erased", code=ErrorCode.ERASED)
+                    raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
             raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
 
     def _live_guard(self, cell_id: bytes) -> Guard:
@@ -241,7 +241,7 @@ class MemoryTools:
 
         def guard(txn: WriteTxn) -> object:
             if cells.is_erased(txn, cell_id):
-                raise Conflict("the superseded cell is already erased", code=ErrorCode.ERASED)
+                raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
             return None
 
         return guard
