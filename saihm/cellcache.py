@@ -528,7 +528,9 @@ class CacheView:
         if qvec is None or not lexical:
             return lexical
         entries = self.cache._entries
-        vectors = {k: entries[k].vector for k in matched}
+        # Every ranked own cell, a turn found through its window included, is in the cache.
+        keys = cast(list[bytes], [r.key for r in lexical])
+        vectors = {k: entries[k].vector for k in keys if k in entries}
         vectors.update((k, e.vector) for k, e in shared)
 
         def similarity(key: Any) -> float:
