@@ -170,9 +170,8 @@ class HolderIndex:
         if item is not None:
             orders, members = self.sessions[item.group]
             p = bisect_left(orders, item.order)
-            while members[p].key != cell_id:
-                p += 1
-            del orders[p], members[p]
+            if p < len(members) and members[p].key == cell_id:  # leaf indexes are unique
+                del orders[p], members[p]
             if not orders:
                 del self.sessions[item.group]
             shrunk += PER_ITEM

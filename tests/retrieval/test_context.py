@@ -7,7 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from saihm.cellcache import CacheEntry, CellHeader, HolderIndex, OpenedCell
+from saihm.events import SealedPayload
 from saihm.retrieval import analyse, analyse_query
 from saihm.retrieval.context import DEFAULT, Item, Weights, in_order, query_names, rank_in_context
 from saihm.retrieval.rank import rank
@@ -130,3 +134,35 @@ def test_a_neighbour_out_of_the_tokens_scope_contributes_nothing(
         assert got == scores(world, b.token, "son Arjun")
     finally:
         world.store.close()
+
+
+def _entry(i: int, session: int, text: str) -> CacheEntry:
+    header = CellHeader(bytes([i]) * 32, b"h" * 32, 1, "STANDARD", b"n" * 12, b"s" * 16, 0)
+    payload = SealedPayload(
+        content=text, session_id=bytes([session]) * 32, namespace="memory", kind="memory"
+    )
+    own = OpenedCell(cell=header, payload=payload, shared=False, index=i)
+    return CacheEntry(own=own, analysis=analyse(text), size=0)
+
+
+@given(
+    cells=st.lists(st.integers(0, 2), min_size=1, max_size=12),
+    dropped=st.sets(st.integers(0, 11)),
+)
+def test_the_session_order_after_removals_equals_one_built_without_them(
+    cells: list[int], dropped: set[int]
+) -> None:
+    """The holder index's per-session order (the neighbours) follows adds and removes."""
+    entries = [_entry(i + 1, s, f"note {i}") for i, s in enumerate(cells)]
+    shrunk, fresh = HolderIndex(), HolderIndex()
+    for e in entries:
+        shrunk.add(e.own.cell.cell_id, e)
+    for i in sorted(dropped):
+        if i < len(entries):
+            shrunk.remove(entries[i].own.cell.cell_id, entries[i].analysis)
+    for i, e in enumerate(entries):
+        if i not in dropped:
+            fresh.add(e.own.cell.cell_id, e)
+    assert shrunk.sessions == fresh.sessions
+    for item in fresh.items.values():
+        assert shrunk.neighbours(item) == fresh.neighbours(item)
