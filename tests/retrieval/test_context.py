@@ -95,13 +95,18 @@ def scores(world: World, token: str, query: str) -> dict[str, float]:
 def test_a_forgotten_neighbour_contributes_nothing(tmp_path: Path, cache_mb: int) -> None:
     world = make_world(tmp_path, recall_cache_mb=cache_mb)
     try:
-        a, b = world.holder(), world.holder()
+        a, b, c = world.holder(), world.holder(), world.holder()
         ids = {}
         for text in ("party for my son on Saturday", "Arjun turned nine", "shopping list"):
             ids[text] = world.call(a, "saihm_record", content=text, kind="said")["cellId"]
-        for text in ("Arjun turned nine", "shopping list"):
+        # b: the same statistics as a (three cells, one of the same length) without "son".
+        for text in ("party for my dog on Sunday", "Arjun turned nine", "shopping list"):
             world.call(b, "saihm_record", content=text, kind="said")
+        # c: a without the neighbour.
+        for text in ("Arjun turned nine", "shopping list"):
+            world.call(c, "saihm_record", content=text, kind="said")
         for token in (a.token, world.grant_token(a.holder_id)):
+            # The neighbour that says "son" raises the reply's score.
             with_context = scores(world, token, "son Arjun")
             assert (
                 with_context["Arjun turned nine"]
@@ -110,7 +115,7 @@ def test_a_forgotten_neighbour_contributes_nothing(tmp_path: Path, cache_mb: int
         world.call(a, "saihm_forget", id=ids["party for my son on Saturday"])
         for token in (a.token, world.grant_token(a.holder_id)):
             # Exactly the score of the same cell where the neighbour was never written.
-            assert scores(world, token, "son Arjun") == scores(world, b.token, "son Arjun")
+            assert scores(world, token, "son Arjun") == scores(world, c.token, "son Arjun")
             assert scores(world, token, "son") == {}
     finally:
         world.store.close()
