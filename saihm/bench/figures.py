@@ -22,6 +22,8 @@ def figure(
     """
     if value == 0:
         ratio = 0.0 if higher_is_better else float("inf")
+    elif peer_value == 0:  # a peer that scored nothing (a quality figure): the limit again
+        ratio = float("inf") if higher_is_better else 0.0
     else:
         ratio = value / peer_value if higher_is_better else peer_value / value
     return {

@@ -40,9 +40,10 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from saihm.authority import Authority
 from saihm.bench.figures import figure, percentile
@@ -253,6 +254,8 @@ def _plain_bm25_ranks(turns: list[str], question: str) -> list[int]:
 def _metrics(ranks: list[int | None]) -> dict[str, float]:
     n = len(ranks)
     return {
+        "hit1": sum(1 for r in ranks if r is not None and r < 1) / n,
+        "hit3": sum(1 for r in ranks if r is not None and r < 3) / n,
         "hit5": sum(1 for r in ranks if r is not None and r < 5) / n,
         "hit10": sum(1 for r in ranks if r is not None and r < 10) / n,
         "mrr": sum(1 / (r + 1) for r in ranks if r is not None) / n,
@@ -291,6 +294,193 @@ def _quality(
     return _metrics(ours), _metrics(peer), len(ours)
 
 
+# -- the shipped sets (saihm/bench/sets/*.json) ---------------------------------------------
+
+SETS = Path(__file__).with_name("sets")
+#: The shipped sets: (file stem, written as conversation turns (saihm_record "said") or as
+#: memory cells (saihm_remember)).
+SHIPPED = {"conversational": "said", "corrections": "memory"}
+
+
+@dataclass(frozen=True, slots=True)
+class SetQuestion:
+    """One question: the positions of its evidence in the holder's cells (log order) and,
+    for a correction, the position of the older fact the evidence replaces."""
+
+    question: str
+    evidence: frozenset[int]
+    older: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetHolder:
+    """One person's cells, session by session, and the questions asked about them."""
+
+    name: str
+    sessions: tuple[tuple[str, ...], ...]
+    questions: tuple[SetQuestion, ...]
+
+    @property
+    def texts(self) -> list[str]:
+        return [t for session in self.sessions for t in session]
+
+
+def load_set(name: str) -> list[SetHolder]:
+    """A shipped set: ``{"holders": [{"name", "sessions": [[text]], "questions":
+    [{"question", "evidence": [[session, turn]]}], "pairs": [{"question", "old", "new"}]}]}``."""
+    data = json.loads((SETS / f"{name}.json").read_text(encoding="utf-8"))
+    out = []
+    for h in data["holders"]:
+        sessions = tuple(tuple(s) for s in h["sessions"])
+        starts = [sum(len(s) for s in sessions[:i]) for i in range(len(sessions))]
+
+        def at(ref: list[int], starts: list[int] = starts) -> int:
+            return starts[ref[0]] + ref[1]
+
+        questions = [
+            SetQuestion(q["question"], frozenset(at(e) for e in q["evidence"]))
+            for q in h.get("questions", ())
+        ]
+        questions += [
+            SetQuestion(p["question"], frozenset({at(p["new"])}), at(p["old"]))
+            for p in h.get("pairs", ())
+        ]
+        out.append(SetHolder(h["name"], sessions, tuple(questions)))
+    return out
+
+
+def _previous_ranks(texts: list[str], question: str) -> list[int]:
+    """The ranking recall gave before context and corrections (retrieval.rank: BM25 with
+    stemming and prefix expansion, matches only), over the same texts."""
+    from saihm.retrieval import analyse, analyse_query
+    from saihm.retrieval.rank import rank
+
+    docs = [(i, analyse(t), i) for i, t in enumerate(texts)]
+    return [cast(int, r.key) for r in rank(analyse_query(question), docs)]
+
+
+def _first_hit(order: list[int], evidence: frozenset[int]) -> int | None:
+    return next((i for i, k in enumerate(order) if k in evidence), None)
+
+
+def _newer_first(order: list[int], q: SetQuestion) -> bool:
+    """Whether the newer fact (the evidence) is returned and above the older one."""
+    hit = _first_hit(order, q.evidence)
+    return hit is not None and (q.older not in order or hit < order.index(q.older))
+
+
+def set_quality(root: Path, name: str, embedder: object | None) -> dict[str, Any]:
+    """Evidence ranks on shipped set ``name`` through ``saihm_recall`` (``limit: 10``, a
+    holder-wide grant token), beside rank_bm25 and the previous lexical ranking on the same
+    texts; query latency; for a corrections set, how often the newer fact ranks first."""
+    holders = load_set(name)
+    kind = SHIPPED.get(name, "memory")
+    config = Config.for_data(root / "data", checkpoint_interval=3600.0)
+    authority = initialise(config)
+    ours: list[int | None] = []
+    peer: list[int | None] = []
+    previous: list[int | None] = []
+    latency: list[float] = []
+    peer_latency: list[float] = []
+    newer_first = previous_newer_first = pairs = 0
+    with Store(config, embedder=embedder) as store:  # type: ignore[arg-type]
+        operator = Operator(store, config)
+        for h in holders:
+            holder = operator.admin.create_holder()
+            ids: list[str] = []
+            for session in h.sessions:
+                cap = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
+                writer = cap.to_token()
+                for text in session:
+                    if kind == "memory":
+                        params = {"content": text}
+                        result: Any = binding_call(operator, writer, "saihm_remember", params)
+                    else:
+                        params = {"content": text, "kind": kind}
+                        result = binding_call(operator, writer, "saihm_record", params)
+                    ids.append(result["cellId"])
+            reader = _grant_token(config, operator, holder)
+            position = {c: i for i, c in enumerate(ids)}
+            texts = h.texts
+            for q in h.questions:
+                started = time.perf_counter()
+                got: Any = binding_call(
+                    operator, reader, "saihm_recall", {"query": q.question, "limit": 10}
+                )
+                latency.append((time.perf_counter() - started) * 1000)
+                order = [position[item["cellId"]] for item in got]
+                ours.append(_first_hit(order, q.evidence))
+                started = time.perf_counter()
+                plain = _plain_bm25_ranks(texts, q.question)
+                peer_latency.append((time.perf_counter() - started) * 1000)
+                peer.append(_first_hit(plain, q.evidence))
+                before = _previous_ranks(texts, q.question)
+                previous.append(_first_hit(before, q.evidence))
+                if q.older is not None:
+                    pairs += 1
+                    newer_first += _newer_first(order, q)
+                    previous_newer_first += _newer_first(before, q)
+    return {
+        "ours": _metrics(ours),
+        "peer": _metrics(peer),
+        "previous": _metrics(previous),
+        "questions": len(ours),
+        "latency": latency,
+        "peer_latency": peer_latency,
+        "pairs": pairs,
+        "newer_first": newer_first,
+        "previous_newer_first": previous_newer_first,
+    }
+
+
+def set_figures(name: str, stage: str, embedder: object | None) -> Iterator[dict]:
+    """The figures of one shipped set: hit@1/3/10 and MRR beside rank_bm25 (and the previous
+    lexical ranking as an extra field), query latency p50/p99, corrections newer-first."""
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-set-"))
+    try:
+        got = set_quality(tmp, name, embedder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    suffix = "" if stage == "lexical" else f"_{stage}"
+    peer = "plain BM25 (rank_bm25 BM25Okapi, \\w+ lower-cased tokens), same texts, this run"
+    for metric in ("hit1", "hit3", "hit10", "mrr"):
+        yield _figure(
+            f"set_{name}_{metric}{suffix}",
+            got["ours"][metric],
+            "fraction",
+            peer,
+            got["peer"][metric],
+            True,
+            stage=stage,
+            questions=got["questions"],
+            previous_lexical=round(got["previous"][metric], 3),
+        )
+    for q in (50, 99):
+        yield _figure(
+            f"set_{name}_query_p{q}_ms{suffix}",
+            percentile(got["latency"], q),
+            "ms",
+            "rank_bm25 built and scored in memory over the plaintext (no store, no checks)",
+            percentile(got["peer_latency"], q),
+            False,
+            stage=stage,
+            measured="saihm_recall, limit 10, holder-wide grant, RECALL receipt written",
+        )
+    if got["pairs"]:
+        yield _figure(
+            f"set_{name}_newer_first{suffix}",
+            got["newer_first"],
+            "pairs",
+            "pairs in the set",
+            got["pairs"],
+            True,
+            stage=stage,
+            previous_lexical=got["previous_newer_first"],
+        )
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -314,6 +504,11 @@ def run(args: list[str]) -> Iterator[dict]:
     parser.add_argument(
         "--conversations", type=int, default=None, help="use only the first N conversations"
     )
+    parser.add_argument(
+        "--sets",
+        default=",".join(SHIPPED),
+        help="shipped quality sets to run, comma-separated (saihm/bench/sets/)",
+    )
     opts = parser.parse_args(args)
     sizes = _check(opts)
     if importlib.util.find_spec("rank_bm25") is None:
@@ -324,6 +519,22 @@ def run(args: list[str]) -> Iterator[dict]:
         for n in sizes:
             yield from _latency_figures(Path(opts.cache_dir) / f"cells-{n}", n, opts)
     yield from _quality_figures(opts)
+    yield from _sets_figures(opts)
+
+
+def _sets_figures(opts: argparse.Namespace) -> Iterator[dict]:
+    names = [s.strip() for s in opts.sets.split(",") if s.strip()]
+    for name in names:
+        if not (SETS / f"{name}.json").is_file():
+            raise MalformedInput(f"--sets: no shipped set named {name!r}")
+    runs: list[tuple[str, object | None]] = [("lexical", None)]
+    if opts.embedding_model:
+        from saihm.retrieval import load_embedder
+
+        runs.append(("semantic", load_embedder(opts.embedding_model)))
+    for stage, embedder in runs:
+        for name in names:
+            yield from set_figures(name, stage, embedder)
 
 
 def _check(opts: argparse.Namespace) -> list[int]:

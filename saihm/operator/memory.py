@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from saihm.errors import Conflict, ErrorCode, MalformedInput, NotPermitted
+from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermitted
 from saihm.events import Cell, Operation, SealedPayload
 from saihm.events.envelope import seal
 from saihm.events.signing import sign_receipt
@@ -175,23 +175,80 @@ class MemoryTools:
 
     # -- saihm_remember and saihm_record --------------------------------------------------
 
-    def remember(self, access: Access, content: str, *, namespace: str = "memory") -> Remembered:
+    def remember(
+        self,
+        access: Access,
+        content: str,
+        *,
+        namespace: str = "memory",
+        supersedes: bytes | None = None,
+    ) -> Remembered:
         """Seal ``content`` into a new cell of the caller's session and log REMEMBER
         (saihm-protocol "saihm_remember").
 
+        With ``supersedes`` (a cellId of the caller's, in the token's scope: DESIGN.md "Pinned
+        additions for the third round") the old cell is forgotten in the same change: both
+        receipts (REMEMBER, then FORGET of the old cell) are logged in one transaction, or
+        neither.
+
         Raises :class:`MalformedInput` ("empty_content") for content that is only whitespace,
         ("no_session") for a token with no session, and :class:`NotPermitted` ("not_holder")
-        for a namespace outside the token's scope.
+        for a namespace outside the token's scope. For ``supersedes``: :class:`NotFound`
+        ("not_found") for a cell never stored, :class:`NotPermitted` ("not_holder") for one the
+        caller does not hold or may not see, and :class:`NotFound` ("erased") for one already
+        erased (also when another call erased it first); nothing is written then.
         """
         if not content.strip():
             raise MalformedInput("content is empty", code=ErrorCode.EMPTY_CONTENT)
         session = _check_writable(access, namespace)
+        if supersedes is not None:
+            self._check_supersedable(access, supersedes)
         payload = SealedPayload(
             content=content, session_id=session, namespace=namespace, kind="memory"
         )
-        change, cell = self._cell_change(access, payload, None)
+        guard = None if supersedes is None else self._live_guard(supersedes)
+        change, cell = self._cell_change(access, payload, None, guard)
+        if supersedes is not None:
+            ctx = self.context
+            change.receipts.append(
+                sign_receipt(
+                    ctx.key(access),
+                    subject_id=supersedes,
+                    operation=Operation.FORGET,
+                    timestamp=cell.timestamp,
+                )
+            )
+            change.destroy.append(supersedes)
         self.context.commit(change)
         return _cell_result(cell, change)
+
+    def _check_supersedable(self, access: Access, cell_id: bytes) -> None:
+        """Refuse a ``supersedes`` the caller could not forget (see :meth:`remember`)."""
+        ctx = self.context
+        with ctx.store.read_txn() as txn:
+            record = ctx.store.projections.cells.get(txn, cell_id)
+        if record is None:
+            raise NotFound("supersedes names no stored cell", code=ErrorCode.NOT_FOUND)
+        if record.owner != access.holder_id:
+            raise NotPermitted("the caller does not hold this cell", code=ErrorCode.NOT_HOLDER)
+        if record.erased:
+            raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
+        if not ctx.store.read(access, cell_ids=[cell_id], include_shared=False):
+            with ctx.store.read_txn() as txn:
+                if ctx.store.projections.cells.is_erased(txn, cell_id):
+                    raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
+            raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
+
+    def _live_guard(self, cell_id: bytes) -> Guard:
+        """Refuse the change (nothing written) if ``cell_id`` was erased meanwhile."""
+        cells = self.context.store.projections.cells
+
+        def guard(txn: WriteTxn) -> object:
+            if cells.is_erased(txn, cell_id):
+                raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
+            return None
+
+        return guard
 
     def remember_sealed(
         self,

@@ -79,9 +79,14 @@ class Binding(Generic[A, R]):
 # -- params ----------------------------------------------------------------------------------
 
 
-def _remember_params(params: dict[str, Any], config: Config) -> tuple[str, str]:
-    p = P.check_params(params, {"content", "namespace"}, {"content"})
-    return P.text(p, "content"), P.text(p, "namespace", default="memory")
+def _remember_params(params: dict[str, Any], config: Config) -> tuple[str, str, bytes | None]:
+    p = P.check_params(params, {"content", "namespace", "supersedes"}, {"content"})
+    supersedes = p.get("supersedes")
+    return (
+        P.text(p, "content"),
+        P.text(p, "namespace", default="memory"),
+        None if supersedes is None else P.id32(supersedes, what="supersedes"),
+    )
 
 
 def _record_params(params: dict[str, Any], config: Config) -> tuple[str, str]:
@@ -184,7 +189,7 @@ BINDINGS: Mapping[str, Binding[Any, Any]] = _rows(
     Binding(
         _m("saihm_remember"),
         _remember_params,
-        lambda op, access, a: op.memory.remember(access, a[0], namespace=a[1]),
+        lambda op, access, a: op.memory.remember(access, a[0], namespace=a[1], supersedes=a[2]),
         _plain(render_remembered),
     ),
     Binding(

@@ -65,9 +65,10 @@ class MemoryQuery(BaseModel):
 
     ``namespaces`` empty means "every namespace the grant allows"; a namespace outside the grant
     is refused (RFC "Phase C notes"). ``consumer`` may be omitted: the consumer is the one the
-    capability names (a name that differs is refused). ``text`` is an extension: every keyword
-    must occur (case-insensitively) in the record's content, its string values and numbers,
-    never in JSON field names or the vault's own wrapper (:func:`records.content_matches`).
+    capability names (a name that differs is refused). ``text`` is an extension: records are
+    matched and ranked by the same retrieval as ``saihm_recall`` (docs/retrieval.md) against
+    the record's content, its string values and numbers, never JSON field names or the
+    vault's own wrapper (:func:`records.ranked`).
     """
 
     model_config = _STRICT

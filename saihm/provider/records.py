@@ -11,10 +11,13 @@ the writer.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from saihm.errors import MalformedInput, TooLarge
 from saihm.provider.models import MAX_CONTENT_BYTES, MemoryRecord, MemoryStore, iso8601
+from saihm.retrieval import analyse, analyse_query
+from saihm.retrieval.context import TURN_KINDS, Item, in_order, rank_in_context
 from saihm.store import OpenedCell
 
 MARK = "saihm-memory"
@@ -87,6 +90,30 @@ def _words(value: object) -> list[str]:
     if isinstance(value, list | tuple):
         return [w for v in value for w in _words(v)]
     return []
+
+
+def searchable(record: MemoryRecord) -> str:
+    """The text a query is matched and ranked against: the record's content values."""
+    return "\n".join(_words(record.content))
+
+
+def ranked(opened: Sequence[OpenedCell], records: Sequence[MemoryRecord], text: str) -> list[int]:
+    """The positions of ``records`` (``records[i]`` is ``opened[i]``'s) that match ``text``,
+    most relevant first, by the ranking of ``saihm_recall`` (docs/retrieval.md "Matching",
+    "Ranking", "Context") over their searchable text: every record given is one the caller
+    may see, so statistics and context come from those only."""
+    items = [
+        Item(
+            i,
+            analyse(searchable(record)),
+            cell.index,
+            (cell.cell.holder_id, cell.payload.session_id, cell.payload.namespace),
+            cell.cell.holder_id,
+            cell.payload.kind in TURN_KINDS,
+        )
+        for i, (cell, record) in enumerate(zip(opened, records, strict=True))
+    ]
+    return [cast(int, r.key) for r in rank_in_context(analyse_query(text), items, in_order(items))]
 
 
 def content_matches(record: MemoryRecord, text: str | None) -> bool:

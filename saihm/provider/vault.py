@@ -39,7 +39,7 @@ from saihm.provider.models import (
     iso8601,
 )
 from saihm.provider.pending import PendingProposals
-from saihm.provider.records import content_matches, record_size, seal_text, to_record
+from saihm.provider.records import ranked, record_size, seal_text, to_record
 from saihm.store import Access
 
 READ_MODES = ("read", "readwrite")
@@ -284,18 +284,27 @@ class LocalVault:
     def visible(
         self, access: Access, namespaces: frozenset[str] | None, text: str | None
     ) -> list[MemoryRecord]:
-        """Records ``access`` may see in ``namespaces``, newest first; logs RECALL.
+        """Records ``access`` may see in ``namespaces``: newest first, or for a ``text``
+        most relevant first; logs RECALL.
 
         Visibility is :meth:`Store.read`'s per-item check; ``namespaces`` only narrows it.
-        ``text`` is matched against each record's content (:func:`records.content_matches`),
-        not the sealed JSON, so a field name or the vault's marker matches nothing.
+        ``text`` is matched and ranked as ``saihm_recall`` ranks (:func:`records.ranked`: the
+        same retrieval code, over everything visible, narrowed after) against each record's
+        content values, not the sealed JSON, so a field name or the vault's marker matches
+        nothing.
         """
         opened = self.cells.read(access, include_shared=False)
         self.operator.context.log_receipt(access, Operation.RECALL)
-        chosen = [c for c in opened if namespaces is None or c.payload.namespace in namespaces]
-        chosen.sort(key=lambda c: c.index, reverse=True)
-        records = [to_record(c) for c in chosen]
-        return [r for r in records if content_matches(r, text)]
+        opened = sorted(opened, key=lambda c: c.index, reverse=True)
+        records = [to_record(c) for c in opened]
+        order = (
+            range(len(records)) if not (text or "").split() else ranked(opened, records, text or "")
+        )
+        return [
+            records[i]
+            for i in order
+            if namespaces is None or opened[i].payload.namespace in namespaces
+        ]
 
 
 class ConsumerProvider:

@@ -3,9 +3,11 @@
 saihm-protocol "saihm_recall": "Matching is operator-defined; keyword containment is the
 baseline." A cell matches a query when it contains every whitespace-separated query term as a
 substring, ignoring case (the baseline, kept exactly), or when it shares a term with the query
-after Unicode case folding, stop-word removal and Snowball stemming. Matches are ordered by
-Okapi BM25 (:mod:`saihm.retrieval.bm25`), optionally fused with a semantic ranking by
-reciprocal rank fusion (:mod:`saihm.retrieval.fusion`).
+after Unicode case folding, stop-word removal and Snowball stemming; a conversation turn also
+through the turns around it. Matches are ordered by Okapi BM25 (:mod:`saihm.retrieval.bm25`)
+with their context in their session, names and corrections (:mod:`saihm.retrieval.context`),
+optionally fused with a semantic ranking by reciprocal rank fusion
+(:mod:`saihm.retrieval.fusion`).
 """
 
 from saihm.retrieval.analysis import Analysis, Query, analyse, analyse_query, matches

@@ -24,7 +24,7 @@ time (docs/retrieval.md). ``rank_bm25`` is the peer the bench compares against.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = ["EXPANSION_WEIGHT", "K1", "PREFIX", "B", "Bm25", "TermIndex", "expandable"]
@@ -56,22 +56,30 @@ class Bm25:
         df = self.df.get(term, 0)
         return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
 
-    def score(self, tf: dict[str, int], length: int, terms: Iterable[str]) -> float:
-        """BM25 of one document with term frequencies ``tf`` and ``length`` terms."""
+    def score(
+        self,
+        tf: Mapping[str, int],
+        length: float,
+        terms: Iterable[str],
+        weights: Mapping[str, float] | None = None,
+    ) -> float:
+        """BM25 of one document with term frequencies ``tf`` and ``length`` terms; a query
+        term listed in ``weights`` counts that many times (a name in the query, 1.x)."""
         avgdl = self.avgdl or 1.0
         norm = K1 * (1.0 - B + B * length / avgdl)
         total = 0.0
         for term in terms:
+            w = 1.0 if weights is None else weights.get(term, 1.0)
             f = tf.get(term)
             if f:
-                total += self.idf(term) * f * (K1 + 1.0) / (f + norm)
+                total += w * self.idf(term) * f * (K1 + 1.0) / (f + norm)
                 continue
             best = 0.0
             for other in self.expansions.get(term, ()):
                 f = tf.get(other)
                 if f:
                     best = max(best, self.idf(other) * f * (K1 + 1.0) / (f + norm))
-            total += EXPANSION_WEIGHT * best
+            total += w * EXPANSION_WEIGHT * best
         return total
 
 

@@ -14,7 +14,7 @@ from saihm.retrieval.analysis import Analysis, Query, contains
 from saihm.retrieval.bm25 import PREFIX, Bm25, expandable
 from saihm.retrieval.fusion import reciprocal_rank_fusion
 
-__all__ = ["Doc", "Ranked", "collection_stats", "rank"]
+__all__ = ["Doc", "Ranked", "collection_stats", "fuse", "rank"]
 
 #: (key, analysis, order): ``order`` breaks ties (the cell's leaf index: older first).
 Doc = tuple[Hashable, Analysis, int]
@@ -87,6 +87,12 @@ def rank(
     scored.sort(key=lambda r: (-r.score, r.order))
     if similarity is None or not scored:
         return scored
+    return fuse(scored, similarity)
+
+
+def fuse(scored: list[Ranked], similarity: Callable[[Hashable], float]) -> list[Ranked]:
+    """The lexical ranking ``scored`` (best first) fused with the cosine order of the same
+    documents by reciprocal rank fusion; the score is the fused one."""
     semantic = sorted(scored, key=lambda r: (-similarity(r.key), r.order))
     fused = reciprocal_rank_fusion([[r.key for r in scored], [r.key for r in semantic]])
     out = [Ranked(r.key, fused[r.key], r.order) for r in scored]

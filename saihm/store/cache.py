@@ -23,10 +23,10 @@ what the store hands it and never opens a cell itself.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import sys
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -36,17 +36,17 @@ from typing import TYPE_CHECKING, Any, cast
 from saihm.events.operations import BY_NAME, Effect
 from saihm.projections import LeafView, Projections
 from saihm.retrieval import Analysis, Embedder, Query, analyse
-from saihm.retrieval.analysis import contains
 from saihm.retrieval.bm25 import Bm25, TermIndex
+from saihm.retrieval.context import TURN_KINDS, WINDOW, Item, rank_in_context
 from saihm.retrieval.embed import cosine
-from saihm.retrieval.rank import Ranked, collection_stats, rank
+from saihm.retrieval.rank import Ranked, collection_stats, fuse
 from saihm.store.views import OpenedCell
 
 if TYPE_CHECKING:
     from saihm.storage.base import ReadTxn
     from saihm.translog import TreeStorage
 
-__all__ = ["CacheEntry", "CacheView", "CellCache", "HolderIndex"]
+__all__ = ["CacheEntry", "CacheView", "CellCache", "HolderIndex", "context_item"]
 
 log = logging.getLogger("saihm.store")
 
@@ -63,6 +63,7 @@ ENTRY_OVERHEAD = 2_048
 PER_TERM = 160  # a term of a cell: its tf entry and its posting entry
 PER_INDEX_TERM = 600  # a term new to a holder's index: its posting dict and prefix entry
 PER_CANDIDATE = 240  # a holder's live cell listed (cellId, index, the "missing" set)
+PER_ITEM = 200  # an indexed cell's place in its session's order (retrieval.context.Item)
 
 
 @dataclass(slots=True)
@@ -93,21 +94,63 @@ class HolderIndex:
     index: TermIndex = field(default_factory=TermIndex)
     texts: dict[bytes, str] = field(default_factory=dict)
     missing: set[bytes] = field(default_factory=set)
+    #: The indexed cells as ranking items, and per session their leaf indexes and items in
+    #: log order (the neighbours of retrieval.context): only verified cells in the cache.
+    items: dict[bytes, Item] = field(default_factory=dict)
+    sessions: dict[object, tuple[list[int], list[Item]]] = field(default_factory=dict)
 
-    def add(self, cell_id: bytes, analysis: Analysis) -> int:
+    def add(self, cell_id: bytes, entry: CacheEntry) -> int:
         """Index a cached cell; returns the bytes the index grew by (estimated)."""
+        analysis = entry.analysis
         new = self.index.add(cell_id, analysis.tf, analysis.length)
         self.texts[cell_id] = analysis.folded
         self.missing.discard(cell_id)
-        return PER_INDEX_TERM * new
+        grown = PER_INDEX_TERM * new
+        if cell_id not in self.items:
+            item = context_item(cell_id, entry, shared=False)
+            self.items[cell_id] = item
+            orders, members = self.sessions.setdefault(item.group, ([], []))
+            p = bisect_left(orders, item.order)
+            orders.insert(p, item.order)
+            members.insert(p, item)
+            grown += PER_ITEM
+        return grown
 
     def remove(self, cell_id: bytes, analysis: Analysis) -> int:
         """Unindex a cell; returns the bytes the index shrank by (estimated)."""
         self.texts.pop(cell_id, None)
-        return PER_INDEX_TERM * self.index.remove(cell_id, analysis.tf)
+        shrunk = PER_INDEX_TERM * self.index.remove(cell_id, analysis.tf)
+        item = self.items.pop(cell_id, None)
+        if item is not None:
+            orders, members = self.sessions[item.group]
+            p = bisect_left(orders, item.order)
+            if p < len(members) and members[p].key == cell_id:  # leaf indexes are unique
+                del orders[p], members[p]
+            if not orders:
+                del self.sessions[item.group]
+            shrunk += PER_ITEM
+        return shrunk
+
+    def neighbours(self, item: Item) -> list[Item]:
+        """The indexed cells within the context window around ``item`` in its session."""
+        if item.group is None or item.group not in self.sessions:
+            return []
+        orders, members = self.sessions[item.group]
+        p = bisect_left(orders, item.order)
+        return [*members[max(0, p - WINDOW) : p], *members[p + 1 : p + 1 + WINDOW]]
 
     def index_bytes(self) -> int:
-        return PER_INDEX_TERM * len(self.index.postings)
+        return PER_INDEX_TERM * len(self.index.postings) + PER_ITEM * len(self.items)
+
+
+def context_item(cell_id: bytes, entry: CacheEntry, shared: bool) -> Item:
+    """The ranking item of a cached cell (retrieval.context): its group is its holder's
+    session and namespace, none for a shared cell (another holder's sessions are not the
+    caller's to read around); a said or did record cell is a conversation turn."""
+    own = entry.own
+    payload, owner = own.payload, own.cell.holder_id
+    group = None if shared else (owner, payload.session_id, payload.namespace)
+    return Item(cell_id, entry.analysis, own.index, group, owner, payload.kind in TURN_KINDS)
 
 
 def _estimate(opened: OpenedCell, analysis: Analysis, vector: Sequence[float] | None) -> int:
@@ -275,7 +318,7 @@ class CellCache:
                 if entry is None:
                     holder.missing.add(cell_id)
                 elif cell_id not in holder.index:
-                    self._candidate_bytes += holder.add(cell_id, entry.analysis)
+                    self._candidate_bytes += holder.add(cell_id, entry)
             self._candidate_bytes += PER_CANDIDATE * len(cells)
         return holder
 
@@ -302,7 +345,7 @@ class CellCache:
         self._bytes += entry.size
         holder = self._holders.get(own.cell.holder_id)
         if holder is not None and holder.cells is not None and cell_id in holder.cells:
-            self._candidate_bytes += holder.add(cell_id, analysis)
+            self._candidate_bytes += holder.add(cell_id, entry)
         self._evict()
         return entry
 
@@ -400,7 +443,6 @@ class CacheView:
             n = base.n + len(shared)
             total = index.total_length + sum(e.analysis.length for _k, e in shared)
             stats = Bm25(n=n, avgdl=total / n if n else 0.0, df=df, expansions=expansions)
-        entries = self.cache._entries
         # A holder's index is keyed by cell id only (HolderIndex.add is its one writer, with bytes).
         matched = cast(set[bytes], index.candidates(terms))
         first, rest = query.containment[0], query.containment[1:]
@@ -409,24 +451,24 @@ class CacheView:
         for cell_id, text in holder.texts.items():
             if first in text and cell_id not in matched and all(t in text for t in rest):
                 matched.add(cell_id)
-        docs = [(k, entries[k].analysis, entries[k].own.index) for k in matched]
-        docs.extend((k, e.analysis, e.own.index) for k, e in shared)
-        if qvec is not None:
-            vectors = {k: entries[k].vector for k in matched}
-            vectors.update((k, e.vector) for k, e in shared)
+        items = holder.items
+        # Shared cells (another holder's) are ranked without neighbours: their sessions are
+        # not the caller's to read around.
+        docs = [items[k] for k in matched]
+        docs.extend(context_item(k, e, shared=True) for k, e in shared)
+        lexical = rank_in_context(
+            query, docs, holder.neighbours, stats=stats, need=None if qvec is not None else need
+        )
+        if qvec is None or not lexical:
+            return lexical
+        entries = self.cache._entries
+        # Every ranked own cell, a turn found through its window included, is in the cache.
+        keys = cast(list[bytes], [r.key for r in lexical])
+        vectors = {k: entries[k].vector for k in keys if k in entries}
+        vectors.update((k, e.vector) for k, e in shared)
 
-            def similarity(key: Any) -> float:
-                vector = vectors.get(key)
-                return -1.0 if vector is None else cosine(qvec, vector)
+        def similarity(key: Any) -> float:
+            vector = vectors.get(key)
+            return -1.0 if vector is None else cosine(qvec, vector)
 
-            return rank(query, docs, stats=stats, similarity=similarity, matched=True)
-        if need is None:
-            return rank(query, docs, stats=stats, matched=True)
-        scored = []
-        for key, analysis, order in docs:
-            tf = analysis.tf
-            shares = any(t in tf for t in terms)
-            if shares or contains(query, analysis):
-                score = stats.score(tf, analysis.length, terms) if shares else 0.0
-                scored.append(Ranked(key, score, order))
-        return heapq.nsmallest(need, scored, key=lambda r: (-r.score, r.order))
+        return fuse(lexical, similarity)

@@ -20,11 +20,12 @@ from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body
 from saihm.retrieval import Embedder, analyse_query
+from saihm.retrieval.context import in_order, rank_in_context
 from saihm.retrieval.embed import cosine
-from saihm.retrieval.rank import rank
+from saihm.retrieval.rank import fuse
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
-from saihm.store.cache import CacheView, CellCache
+from saihm.store.cache import CacheView, CellCache, context_item
 from saihm.store.candidates import candidates
 from saihm.store.environment import BODIES, MEMO, Environment
 from saihm.store.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
@@ -117,7 +118,7 @@ class CheckedReader:
         own, shared = candidates(
             self.env, txn, access, request.cell_ids, request.include_shared, request.now
         )
-        chosen = {}
+        visible = {}
         for index, cell_id, sharer in (*own, *shared):
             is_shared = sharer is not None
             entry = view.get(cell_id)
@@ -128,19 +129,25 @@ class CheckedReader:
                 entry = view.put(opened)
             elif not still_allowed(entry, erased, access, sharer):
                 continue
-            if narrow is None or narrow(entry.own.payload):
-                chosen[cell_id] = (entry, is_shared)
-        docs = [(k, e.analysis, e.own.index) for k, (e, _s) in chosen.items()]
+            visible[cell_id] = (entry, is_shared)
+        # ``narrow`` only filters what is returned: a query is ranked over everything visible,
+        # as on the holder-wide path, so both give the same answer.
+        chosen = {k: v for k, v in visible.items() if narrow is None or narrow(v[0].own.payload)}
+        # Every item is one the caller may see on this call: a cell's neighbours are drawn
+        # from these only (another holder's shared cell has none).
+        items = [
+            context_item(k, e, s) for k, (e, s) in (chosen if q.everything else visible).items()
+        ]
+        ranked = rank_in_context(q, items, in_order(items))
         qvec = view.query_vector(q)
-        similarity = None
-        if qvec is not None:
+        if qvec is not None and ranked:
 
             def similarity(key: object) -> float:
                 assert isinstance(key, bytes)
-                vector = chosen[key][0].vector
+                vector = visible[key][0].vector
                 return -1.0 if vector is None else cosine(qvec, vector)
 
-        ranked = rank(q, docs, similarity=similarity)
+            ranked = fuse(ranked, similarity)
         cells: list[OpenedCell] = []
         scores: list[float] = []
         positions: list[int] = []
@@ -152,11 +159,14 @@ class CheckedReader:
                 first = start
         more = False
         for position in range(first, len(ranked)):
+            r = ranked[position]
+            key = cast(bytes, r.key)  # the keys ranked are cellIds
+            if key not in chosen:
+                continue
             if limit is not None and len(cells) >= limit:
                 more = True
                 break
-            r = ranked[position]
-            entry, is_shared = chosen[cast(bytes, r.key)]  # the keys ranked are cellIds
+            entry, is_shared = chosen[key]
             cells.append(entry.opened(is_shared))
             scores.append(r.score)
             positions.append(position + 1)

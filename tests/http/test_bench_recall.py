@@ -23,9 +23,14 @@ def test_bench_recall_small_run_yields_every_figure(tmp_path: Path) -> None:
         assert f"recall_{kind}_30_naive_cold_ms" in names
     assert {"cache_bytes_30", "cache_bound_holds_30"} <= set(names)
     assert {"quality_hit5", "quality_hit10", "quality_mrr"} <= set(names)
+    for name in ("conversational", "corrections"):  # the shipped sets (saihm/bench/sets/)
+        for metric in ("hit1", "hit3", "hit10", "mrr", "query_p50_ms", "query_p99_ms"):
+            assert f"set_{name}_{metric}" in names
+    assert "set_corrections_newer_first" in names
     for figure in figures:
         assert set(figure) >= KEYS and figure["bench"] == "recall"
-        assert figure["value"] >= 0 and figure["peer_value"] > 0
+        # A quality peer may score 0 (plain BM25 never puts a correction first).
+        assert figure["value"] >= 0 and figure["peer_value"] >= 0
     # The store is built once and reused by the next run.
     assert (tmp_path / "cells-30" / "manifest.json").exists()
 

@@ -123,8 +123,10 @@ async def test_tools_against_a_real_saihm_serve(tmp_path: Path) -> None:
             assert [r["id"] for r in records(one)] == [newer]
             assert one.structured_content["truncated"] is True
 
-            marker = await client.call_tool("get_memory_context", {"text": "saihm-memory"})
-            assert records(marker) == []  # the sealed wrapper's key matches nothing
+            # The sealed wrapper's key ("saihm-memory") matches nothing: its word "memory" is
+            # in no value ("saihm" is, as the value of "name", so it would match that record).
+            marker = await client.call_tool("get_memory_context", {"text": "memory"})
+            assert records(marker) == []
             field = await client.call_tool("get_memory_context", {"text": "lang"})
             assert records(field) == []  # nor does a field name
             value = await client.call_tool("get_memory_context", {"text": "PYTHON"})

@@ -31,7 +31,8 @@ def test_text_query_matches_content_not_field_names_or_the_marker(world) -> None
     first = world.put("projects", {"name": "saihm", "lang": "Python"})
     world.put("projects", {"name": "kettle"})
     cursor = world.consumer("cursor", ["projects"])
-    assert cursor.query(MemoryQuery(text="saihm-memory")).records == ()
+    # The wrapper's key "saihm-memory": its word "memory" is in no value ("saihm" is one).
+    assert cursor.query(MemoryQuery(text="memory")).records == ()
     assert cursor.query(MemoryQuery(text="name")).records == ()
     assert [r.id for r in cursor.query(MemoryQuery(text="python SAIHM")).records] == [first]
     assert len(cursor.query(MemoryQuery(text="   ")).records) == 2
@@ -131,3 +132,16 @@ def test_register_command_writes_the_default_registry_under_home(tmp_path: Path)
     written = tmp_path / "home" / ".ai-passport" / "memory" / "providers.json"
     assert json.loads(done.stdout)["registry"] == str(written)
     assert json.loads(written.read_text())["providers"][0]["dataDir"] == str(data.resolve())
+
+
+def test_text_query_ranks_like_saihm_recall(world) -> None:
+    """Issue #23 item 5: one retrieval model. A natural question finds the record that shares
+    a word with it (the old AND of substrings found nothing), most relevant first."""
+    world.put("notes", {"fact": "The user prefers dark mode", "n": 1})
+    world.put("notes", {"fact": "The user drinks tea with the user's mother"})
+    world.put("notes", {"fact": "Lunch is at noon"})
+    cursor = world.consumer("cursor", ["notes"])
+    question = "which theme does the user prefer?"
+    got = [r.content["fact"] for r in cursor.query(MemoryQuery(text=question)).records]
+    assert got == ["The user prefers dark mode", "The user drinks tea with the user's mother"]
+    assert cursor.query(MemoryQuery(text="zebra quokka")).records == ()

@@ -114,6 +114,13 @@ def scene_forget(world: World) -> Scene:
     return Scene(world, a, b, cell, a.token, "saihm_forget", {"id": cell.hex()})
 
 
+def scene_supersede(world: World) -> Scene:
+    a, b = world.holder(), world.holder()
+    cell = bytes.fromhex(world.call(a, "saihm_remember", content="Priya is vegetarian")["cellId"])
+    params = {"content": "Priya is pescatarian now", "supersedes": cell.hex()}
+    return Scene(world, a, b, cell, a.token, "saihm_remember", params)
+
+
 def _shared(world: World) -> tuple[object, object, bytes]:
     a, b = world.holder(), world.holder()
     cell = bytes.fromhex(world.call(a, "saihm_remember", content="shared memory")["cellId"])
@@ -186,6 +193,24 @@ def outcome_forget(s: Scene, rx: list[Receipt], committed: bool) -> None:
     assert new_leaves(w, size) == []  # no second FORGET receipt
 
 
+def outcome_supersede(s: Scene, rx: list[Receipt], committed: bool) -> None:
+    """DESIGN.md "Pinned additions": the old cell forgotten and the new one remembered in one
+    change: both or neither."""
+    w, old = s.world, s.subject
+    with w.store.read_txn() as txn:
+        has_dek = w.store.keyring.has_dek(txn, old)
+    texts = [i["plaintext"] for i in w.call(s.a, "saihm_recall")]
+    if not committed:
+        assert rx == [] and has_dek and texts == ["Priya is vegetarian"]
+        return
+    assert [(r.operation, r.subject_id == old) for r in rx] == [
+        (Operation.REMEMBER, False),
+        (Operation.FORGET, True),
+    ]
+    assert not has_dek and texts == ["Priya is pescatarian now"]
+    assert old in w.store.erasures()[0]
+
+
 def outcome_share(s: Scene, rx: list[Receipt], committed: bool) -> None:
     w = s.world
     incoming = w.call(s.b, "saihm_status")["incomingContracts"]
@@ -230,6 +255,7 @@ def outcome_vote(s: Scene, rx: list[Receipt], committed: bool) -> None:
 SCENES = {
     "remember": (scene_remember, outcome_remember),
     "forget": (scene_forget, outcome_forget),
+    "supersede": (scene_supersede, outcome_supersede),
     "share": (scene_share, outcome_share),
     "revoke_share": (scene_revoke, outcome_revoke),
     "vote": (scene_vote, outcome_vote),

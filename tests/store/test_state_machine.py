@@ -52,7 +52,8 @@ from saihm import errors
 from saihm.errors import SaihmError, Unauthenticated
 from saihm.events import Capability, CapabilityScope, Operation, Receipt
 from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes
-from saihm.retrieval import matches
+from saihm.retrieval import analyse, analyse_query, matches
+from saihm.retrieval.context import WINDOW
 from saihm.translog import leaf_hash, verify_checkpoint, verify_inclusion
 from tests.support.world import World, make_world
 
@@ -84,6 +85,7 @@ class CellM:
     namespace: str
     content: str
     erased: bool = False
+    kind: str = "memory"
 
 
 @dataclass
@@ -185,8 +187,25 @@ class StoreMachine(RuleBasedStateMachine):
                     continue
                 if tok.namespaces is None or c.namespace in tok.namespaces:
                     out.add(cid)
-        # docs/retrieval.md "Matching": containment (the baseline) or a shared stemmed term.
-        return {cid for cid in out if matches(query, self.cells[cid].content)}
+        # docs/retrieval.md "Matching": containment (the baseline) or a shared stemmed term,
+        # or, for a said / did record turn (docs/retrieval.md "Context"), a visible own cell of
+        # the same session and namespace within WINDOW places of it (among the visible ones,
+        # in log order) shares a term.
+        found = {cid for cid in out if matches(query, self.cells[cid].content)}
+        terms = analyse_query(query).terms
+        if not terms:
+            return found
+        groups: dict[tuple[bytes, str], list[bytes]] = {}
+        for cid, c in self.cells.items():  # log order
+            if cid in out and c.owner == tok.holder:
+                groups.setdefault((c.session_id, c.namespace), []).append(cid)
+        for members in groups.values():
+            shares = [any(t in analyse(self.cells[c].content).tf for t in terms) for c in members]
+            for p, cid in enumerate(members):
+                turn = self.cells[cid].kind in ("said", "did")
+                if turn and any(shares[max(0, p - WINDOW) : p + WINDOW + 1]):
+                    found.add(cid)
+        return found
 
     def dispatch(self, tok: Tok, method: str, params: dict) -> object:
         """Run one binding call (in this process; the two-process machine alternates)."""
@@ -252,7 +271,7 @@ class StoreMachine(RuleBasedStateMachine):
         if kind == "end":
             self.record_ended.add(key)
         cid = bytes.fromhex(result["cellId"])
-        self.cells[cid] = CellM(tok.holder, tok.session_id, "record", content)
+        self.cells[cid] = CellM(tok.holder, tok.session_id, "record", content, kind=kind)
 
     @rule(t=pick, query=st.sampled_from(("", *WORDS, "note record")))
     def recall(self, t: int, query: str) -> None:

@@ -1,0 +1,267 @@
+"""Context-aware lexical ranking (docs/retrieval.md "Context").
+
+A remembered conversation is a sequence: a reply ("Yes! It was so fun") carries its meaning in
+the turns around it. A cell's lexical score is therefore
+
+    score(c) = BM25(c) + NEIGHBOURS * BM25(window(c)) + SESSION * evidence(group(c))
+
+- ``window(c)``: the other visible cells of its group (its holder, session and namespace) within
+  :data:`WINDOW` places of it in the order they were written, scored as one document (their
+  term frequencies summed, its length their mean length);
+- ``evidence(g)``: the summed IDF of the query terms found anywhere in the group's visible cells;
+- a **name** in the query (a capitalised word that is not a stop word and does not start a
+  sentence: "Arjun", "Priya") counts ``1 + NAMES`` times in each of the three.
+
+A turn of a conversation record (kind said or did) that shares no term with the query but sits
+within the window of one that does becomes a candidate through its window alone (a reply); any
+other cell is returned only when it matches by itself (saihm-protocol "saihm_recall": the query
+filters), its context only ordering it. A query sharing nothing with any visible cell still
+returns nothing. **Corrections**: among the best :data:`CORRECTION_POOL` candidates, an older
+cell of the same owner that a newer one restates (at least two terms in common, and at least
+:data:`RESTATES` of the smaller cell's terms) is ranked just below the newer one.
+
+Pure: the caller passes only items the asker may see (checked item by item by the store), and
+the neighbours it offers are drawn from those; an erased, failed or out-of-scope cell is never
+an item, so it contributes nothing and is never shown. The weights were chosen on the shipped
+conversational set's first half and checked on its second (docs/retrieval.md "Context").
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from saihm.retrieval.analysis import Analysis, Query, contains, stem_terms
+from saihm.retrieval.bm25 import Bm25
+from saihm.retrieval.rank import Ranked, collection_stats
+from saihm.retrieval.stopwords import STOP_WORDS
+
+__all__ = [
+    "CORRECTION_POOL",
+    "DEFAULT",
+    "RESTATES",
+    "TURN_KINDS",
+    "WINDOW",
+    "Item",
+    "Neighbours",
+    "Weights",
+    "in_order",
+    "query_names",
+    "rank_in_context",
+    "restates",
+]
+
+WINDOW = 2
+#: The kinds of cell that are turns of a conversation record.
+TURN_KINDS = frozenset({"said", "did"})
+CORRECTION_POOL = 32
+RESTATES = 0.5
+#: How far below the newer cell a restated older one is placed (a factor on the newer score).
+_BELOW = 0.999
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """The weights of the context terms (docs/retrieval.md "Context": how they were chosen)."""
+
+    neighbours: float = 0.4
+    session: float = 0.1
+    names: float = 0.5
+    window: int = WINDOW
+    corrections: bool = True
+
+
+DEFAULT = Weights()
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One visible cell: ``order`` is its leaf index (ties: older first), ``group`` its
+    holder's session and namespace (None: no neighbours, e.g. another holder's shared cell),
+    ``owner`` the holder it belongs to (corrections only compare cells of one owner) and
+    ``turn`` whether it is a turn of a conversation record (kind said or did), the one kind of
+    cell that may be returned through its context alone."""
+
+    key: Hashable
+    analysis: Analysis
+    order: int
+    group: Hashable | None = None
+    owner: Hashable | None = None
+    turn: bool = False
+
+
+#: The visible items of ``item``'s group within the window around it (itself excluded).
+Neighbours = Callable[[Item], Sequence[Item]]
+
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*|[.?!]")
+
+
+def query_names(text: str) -> tuple[str, ...]:
+    """The stemmed terms of the names in a query: capitalised words that are not stop words
+    and do not open a sentence ("How old is Arjun?" -> ("arjun",))."""
+    names: list[str] = []
+    start = True
+    for token in _WORD.findall(text):
+        if token in ".?!":
+            start = True
+            continue
+        if not start and token[0].isupper() and token.casefold() not in STOP_WORDS:
+            names.extend(stem_terms(token.casefold()))
+        start = False
+    return tuple(dict.fromkeys(names))
+
+
+def in_order(items: Iterable[Item], window: int = WINDOW) -> Neighbours:
+    """The :data:`Neighbours` of a complete set of visible items (the item-by-item path)."""
+    groups: dict[Hashable, list[Item]] = {}
+    for item in items:
+        if item.group is not None:
+            groups.setdefault(item.group, []).append(item)
+    place: dict[Hashable, int] = {}
+    for members in groups.values():
+        members.sort(key=lambda i: i.order)
+        for position, item in enumerate(members):
+            place[item.key] = position
+
+    def neighbours(item: Item) -> Sequence[Item]:
+        if item.group is None:
+            return ()
+        members = groups[item.group]
+        p = place[item.key]
+        return members[max(0, p - window) : p] + members[p + 1 : p + 1 + window]
+
+    return neighbours
+
+
+def window_of(members: Sequence[Item], order: int, window: int = WINDOW) -> list[Item]:
+    """The items within ``window`` places of the one at leaf index ``order`` in ``members``
+    (sorted by order, the one itself among them), itself excluded."""
+    p = bisect_left([m.order for m in members], order)
+    return [*members[max(0, p - window) : p], *members[p + 1 : p + 1 + window]]
+
+
+def restates(newer: Analysis, older: Analysis) -> bool:
+    """Whether ``newer`` restates ``older``: at least two terms in common, and at least
+    :data:`RESTATES` of the smaller one's terms."""
+    a, b = newer.tf.keys(), older.tf.keys()
+    common = len(a & b)
+    smaller = min(len(a), len(b))
+    return common >= 2 and common >= RESTATES * smaller
+
+
+def rank_in_context(
+    query: Query,
+    matched: Sequence[Item],
+    neighbours: Neighbours,
+    *,
+    stats: Bm25 | None = None,
+    weights: Weights = DEFAULT,
+    need: int | None = None,
+) -> list[Ranked]:
+    """The candidates for ``query``, best first, scored with their context.
+
+    ``matched``: every visible item that matches the query by itself (shares a term or passes
+    the containment baseline; more may be passed, they are checked); ``neighbours``: the visible
+    items around an item. ``stats`` are the BM25 statistics of the visible set (computed from
+    ``matched`` when None, which is right only when ``matched`` is that whole set). With
+    ``need``, only the best ``need`` are returned. The empty query ranks ``matched`` in order.
+    """
+    if query.everything:
+        return sorted((Ranked(i.key, 0.0, i.order) for i in matched), key=lambda r: r.order)
+    if stats is None:
+        stats = collection_stats(query, [(i.key, i.analysis, i.order) for i in matched])
+    terms = query.terms
+    names = [t for t in query_names(query.text) if t in terms]
+    term_weights: Mapping[str, float] | None = (
+        dict.fromkeys(names, 1.0 + weights.names) if names and weights.names else None
+    )
+    wanted = {*terms, *(u for us in stats.expansions.values() for u in us)}
+
+    direct: dict[Hashable, float] = {}
+    items: dict[Hashable, Item] = {}
+    present: dict[Hashable, set[str]] = {}  # group -> query terms found in it
+    sharing: list[Item] = []
+    for item in matched:
+        tf = item.analysis.tf
+        found = [t for t in terms if t in tf]
+        if found:
+            direct[item.key] = stats.score(tf, item.analysis.length, terms, term_weights)
+            sharing.append(item)
+            if item.group is not None:
+                present.setdefault(item.group, set()).update(found)
+        elif contains(query, item.analysis):
+            direct[item.key] = 0.0
+        else:
+            continue
+        items[item.key] = item
+
+    # Candidates through their window: the neighbours of the items that share a term.
+    if weights.neighbours:
+        for item in sharing:
+            for other in neighbours(item):
+                if other.turn and other.key not in items:
+                    items[other.key] = other
+                    direct[other.key] = 0.0
+
+    evidence: dict[Hashable, float] = {}
+    if weights.session:
+        for group, in_group in present.items():
+            evidence[group] = sum((term_weights or {}).get(t, 1.0) * stats.idf(t) for t in in_group)
+
+    scored: list[Ranked] = []
+    for key, item in items.items():
+        score = direct[key]
+        if weights.neighbours and item.group is not None and item.group in present:
+            around = neighbours(item)
+            if around:
+                merged: dict[str, int] = {}
+                length = 0
+                for other in around:
+                    length += other.analysis.length
+                    tf = other.analysis.tf
+                    for t in wanted:
+                        f = tf.get(t)
+                        if f:
+                            merged[t] = merged.get(t, 0) + f
+                if merged:
+                    window = stats.score(merged, length / len(around), terms, term_weights)
+                    score += weights.neighbours * window
+        if item.group is not None:
+            score += weights.session * evidence.get(item.group, 0.0)
+        scored.append(Ranked(key, score, item.order))
+
+    def best(r: Ranked) -> tuple[float, int]:
+        return (-r.score, r.order)
+
+    if weights.corrections and len(scored) > 1:
+        scored = _corrected(scored, items)
+    if need is not None:
+        return heapq.nsmallest(need, scored, key=best)
+    scored.sort(key=best)
+    return scored
+
+
+def _corrected(scored: list[Ranked], items: Mapping[Hashable, Item]) -> list[Ranked]:
+    """Among the best :data:`CORRECTION_POOL`, place each older cell that a newer one of the
+    same owner restates just below that newer one."""
+    pool = heapq.nsmallest(CORRECTION_POOL, scored, key=lambda r: (-r.score, r.order))
+    final: dict[Hashable, float] = {}
+    newest_first = sorted(pool, key=lambda r: -r.order)
+    for i, r in enumerate(newest_first):
+        item = items[r.key]
+        score = r.score
+        if item.owner is not None:
+            for newer in newest_first[:i]:
+                cap = final[newer.key] * _BELOW
+                if cap >= score:
+                    continue  # already below it: nothing to check
+                other = items[newer.key]
+                if other.owner == item.owner and restates(other.analysis, item.analysis):
+                    score = cap
+        final[r.key] = score
+    if all(final[r.key] == r.score for r in pool):
+        return scored
+    return [Ranked(r.key, final.get(r.key, r.score), r.order) for r in scored]
