@@ -31,14 +31,14 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from saihm.events import Cell, SealedPayload
 from saihm.projections import LeafView, Projections
 from saihm.retrieval import Analysis, Embedder, Query, analyse
 from saihm.retrieval.analysis import contains
 from saihm.retrieval.bm25 import Bm25, TermIndex
-from saihm.retrieval.embed import cosine
+from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import Ranked, collection_stats, rank
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class CacheEntry:
     own: OpenedCell
     analysis: Analysis
     size: int
-    vector: tuple[float, ...] | None = None
+    vector: Sequence[float] | None = None
     as_shared: OpenedCell | None = None
 
     def opened(self, shared: bool) -> OpenedCell:
@@ -420,7 +420,7 @@ class CacheView:
         """The holder's live cell list (built from the storage on first use) and index."""
         return self.cache._holder_cells(self.txn, holder_id)
 
-    def query_vector(self, query: Query) -> tuple[float, ...] | None:
+    def query_vector(self, query: Query) -> Sequence[float] | None:
         embedder = self.cache.embedder
         if embedder is None or query.everything:
             return None
@@ -431,7 +431,7 @@ class CacheView:
         holder: HolderIndex,
         query: Query,
         shared: list[tuple[bytes, CacheEntry]],
-        qvec: tuple[float, ...] | None,
+        qvec: Sequence[float] | None,
         need: int | None,
     ) -> list[Ranked]:
         """Rank the holder's indexed cells and ``shared`` for ``query``, best first.
@@ -469,14 +469,16 @@ class CacheView:
         docs = [(k, entries[k].analysis, entries[k].own.index) for k in matched]
         docs.extend((k, e.analysis, e.own.index) for k, e in shared)
         if qvec is not None:
-            vectors = {k: entries[k].vector for k in matched}
-            vectors.update((k, e.vector) for k, e in shared)
-
-            def similarity(key: Any) -> float:
-                vector = vectors.get(key)
-                return -1.0 if vector is None else cosine(qvec, vector)
-
-            return rank(query, docs, stats=stats, similarity=similarity, matched=True)
+            # The semantic stage: the cosine of every cell the caller may see, indexed or shared.
+            have = [
+                (k, e.vector, e.own.index)
+                for k in holder.texts
+                if (e := entries[k]).vector is not None
+            ]
+            have.extend((k, e.vector, e.own.index) for k, e in shared if e.vector is not None)
+            near = cosines(qvec, [v for _k, v, _i in have])
+            dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
+            return rank(query, docs, stats=stats, dense=dense, matched=True)
         if need is None:
             return rank(query, docs, stats=stats, matched=True)
         scored = []

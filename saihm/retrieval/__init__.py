@@ -4,19 +4,20 @@ saihm-protocol "saihm_recall": "Matching is operator-defined; keyword containmen
 baseline." A cell matches a query when it contains every whitespace-separated query term as a
 substring, ignoring case (the baseline, kept exactly), or when it shares a term with the query
 after Unicode case folding, stop-word removal and Snowball stemming. Matches are ordered by
-Okapi BM25 (:mod:`saihm.retrieval.bm25`), optionally fused with a semantic ranking by
-reciprocal rank fusion (:mod:`saihm.retrieval.fusion`).
+Okapi BM25 (:mod:`saihm.retrieval.bm25`); with an embedder, the semantic stage adds the cells
+nearest in meaning and every candidate is scored by a weighted sum of the normalised BM25 and
+cosine (:mod:`saihm.retrieval.fusion`).
 """
 
 from saihm.retrieval.analysis import Analysis, Query, analyse, analyse_query, matches
 from saihm.retrieval.bm25 import K1, B, Bm25, TermIndex
 from saihm.retrieval.embed import Embedder, SemanticUnavailable, load_embedder
-from saihm.retrieval.fusion import RRF_K, reciprocal_rank_fusion
+from saihm.retrieval.fusion import DEFAULT_WEIGHTS, Weights, weighted_sum
 from saihm.retrieval.rank import Ranked, rank
 
 __all__ = [
+    "DEFAULT_WEIGHTS",
     "K1",
-    "RRF_K",
     "Analysis",
     "B",
     "Bm25",
@@ -25,10 +26,11 @@ __all__ = [
     "Ranked",
     "SemanticUnavailable",
     "TermIndex",
+    "Weights",
     "analyse",
     "analyse_query",
     "load_embedder",
     "matches",
     "rank",
-    "reciprocal_rank_fusion",
+    "weighted_sum",
 ]

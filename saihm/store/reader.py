@@ -21,7 +21,7 @@ from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body
 from saihm.retrieval import Embedder, analyse_query
-from saihm.retrieval.embed import cosine
+from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import rank
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
@@ -131,15 +131,15 @@ class CheckedReader:
                 chosen[cell_id] = (entry, is_shared)
         docs = [(k, e.analysis, e.own.index) for k, (e, _s) in chosen.items()]
         qvec = view.query_vector(q)
-        similarity = None
+        dense = None
         if qvec is not None:
-
-            def similarity(key: object) -> float:
-                assert isinstance(key, bytes)
-                vector = chosen[key][0].vector
-                return -1.0 if vector is None else cosine(qvec, vector)
-
-        ranked = rank(q, docs, similarity=similarity)
+            # The semantic stage: every chosen cell's cosine (a cell without a vector has none).
+            have = [
+                (k, e.vector, e.own.index) for k, (e, _s) in chosen.items() if e.vector is not None
+            ]
+            near = cosines(qvec, [v for _k, v, _i in have])
+            dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
+        ranked = rank(q, docs, dense=dense)
         cells: list[OpenedCell] = []
         scores: list[float] = []
         positions: list[int] = []
