@@ -61,6 +61,7 @@ from saihm.store import Change, Store
 __all__ = ["run"]
 
 DATA = Path(__file__).with_name("data") / "convmem.json"
+PARAPHRASE = Path(__file__).with_name("data") / "paraphrase.json"
 SESSIONS = 100
 CHUNK = 250
 VOCABULARY = 20_000
@@ -252,6 +253,8 @@ def _plain_bm25_ranks(turns: list[str], question: str) -> list[int]:
 def _metrics(ranks: list[int | None]) -> dict[str, float]:
     n = len(ranks)
     return {
+        "hit1": sum(1 for r in ranks if r is not None and r < 1) / n,
+        "hit3": sum(1 for r in ranks if r is not None and r < 3) / n,
         "hit5": sum(1 for r in ranks if r is not None and r < 5) / n,
         "hit10": sum(1 for r in ranks if r is not None and r < 10) / n,
         "mrr": sum(1 / (r + 1) for r in ranks if r is not None) / n,
@@ -259,10 +262,10 @@ def _metrics(ranks: list[int | None]) -> dict[str, float]:
 
 
 def _quality(
-    root: Path, embedder: object | None, limit: int | None
+    root: Path, embedder: object | None, limit: int | None, data: Path = DATA
 ) -> tuple[dict[str, float], dict[str, float], int]:
-    """(saihm's metrics, plain BM25's, questions) on the conversational-memory set."""
-    conversations = json.loads(DATA.read_text(encoding="utf-8"))["conversations"][:limit]
+    """(saihm's metrics, plain BM25's, questions) on a set (default the conversational one)."""
+    conversations = json.loads(data.read_text(encoding="utf-8"))["conversations"][:limit]
     config = Config.for_data(root / "data", checkpoint_interval=3600.0)
     authority = initialise(config)
     ours: list[int | None] = []
@@ -415,23 +418,74 @@ def _quality_figures(opts: argparse.Namespace) -> Iterator[dict]:
 
     runs: list[tuple[str, object | None]] = [("lexical", None)]
     if opts.embedding_model:
+        from saihm.bench.semantic import calibration_figures
         from saihm.retrieval import load_embedder
 
-        runs.append(("semantic", load_embedder(opts.embedding_model)))
-    for stage, embedder in runs:
-        tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-recall-"))
-        try:
-            ours, peer, questions = _quality(tmp, embedder, opts.conversations)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        for metric in ("hit5", "hit10", "mrr"):
-            yield _figure(
-                f"quality_{metric}" + ("" if stage == "lexical" else "_semantic"),
-                ours[metric],
-                "fraction",
-                "plain BM25 (rank_bm25 BM25Okapi, \\w+ lower-cased tokens), same turns",
-                peer[metric],
-                True,
-                stage=stage,
-                questions=questions,
-            )
+        embedder = load_embedder(opts.embedding_model)
+        runs.append(("semantic", embedder))
+        yield from calibration_figures(embedder)
+        yield _figure(
+            "semantic_extra_install_mb",
+            semantic_install_mb(),
+            "MB",
+            "the distributions the semantic extra adds (onnxruntime, tokenizers, numpy, theirs)",
+            500.0,
+            False,
+        )
+    for data, suffix in ((DATA, ""), (PARAPHRASE, "_paraphrase")):
+        for stage, model in runs:
+            tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-recall-"))
+            try:
+                ours, peer, questions = _quality(tmp, model, opts.conversations, data)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            for metric in ("hit1", "hit3", "hit5", "hit10", "mrr"):
+                yield _figure(
+                    f"quality{suffix}_{metric}" + ("" if stage == "lexical" else "_semantic"),
+                    ours[metric],
+                    "fraction",
+                    "plain BM25 (rank_bm25 BM25Okapi, \\w+ lower-cased tokens), same turns",
+                    peer[metric],
+                    True,
+                    stage=stage,
+                    questions=questions,
+                )
+
+
+#: The semantic extra's packages and what they pull in (pyproject.toml ``semantic``).
+SEMANTIC_DISTRIBUTIONS = ("onnxruntime", "tokenizers", "numpy")
+
+
+def semantic_install_mb() -> float:
+    """The installed size (MB) of the semantic extra's distributions and their dependencies
+    that saihm's own dependencies do not already bring."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    def closure(names: list[str]) -> set[str]:
+        seen: set[str] = set()
+        while names:
+            name = names.pop().lower().replace("_", "-")
+            if name in seen:
+                continue
+            try:
+                dist = md.distribution(name)
+            except md.PackageNotFoundError:
+                continue
+            seen.add(name)
+            for req in dist.requires or []:
+                r = Requirement(req)
+                if r.marker is None or r.marker.evaluate({"extra": ""}):
+                    names.append(r.name)
+        return seen
+
+    base = closure([Requirement(r).name for r in md.requires("saihm") or [] if "extra" not in r])
+    added = closure(list(SEMANTIC_DISTRIBUTIONS)) - base
+    total = 0
+    for name in added:
+        for f in md.distribution(name).files or []:
+            path = Path(str(f.locate()))
+            if path.is_file():
+                total += path.stat().st_size
+    return round(total / 1e6, 1)
