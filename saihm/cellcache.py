@@ -336,10 +336,9 @@ class CellCache:
             self._candidate_bytes += PER_CANDIDATE * len(cells)
         return holder
 
-    def _put(self, opened: OpenedCell) -> CacheEntry:
+    def _put(self, opened: OpenedCell, vector: Sequence[float] | None = None) -> CacheEntry:
         analysis = analyse(opened.payload.content)
-        vector = None
-        if self.embedder is not None:
+        if vector is None and self.embedder is not None:
             vector = self.embedder.embed([opened.payload.content])[0]
         own = (
             opened
@@ -406,15 +405,23 @@ class CacheView:
         self.cache._entries.move_to_end(cell_id)
         return entry
 
-    def put(self, opened: OpenedCell) -> CacheEntry:
-        """Remember a cell the store just verified and decrypted (if this view is current)."""
+    def embed(self, opened: Sequence[OpenedCell]) -> list[Sequence[float] | None]:
+        """The semantic stage's vectors of ``opened`` in one model call (batched: far cheaper
+        than one call each), or None each without an embedder; for :meth:`put`."""
+        embedder = self.cache.embedder
+        if embedder is None or not opened:
+            return [None] * len(opened)
+        return list(embedder.embed([o.payload.content for o in opened]))
+
+    def put(self, opened: OpenedCell, vector: Sequence[float] | None = None) -> CacheEntry:
+        """Remember a cell the store just verified and decrypted (if this view is current),
+        with its ``vector`` if :meth:`embed` made it already."""
         if not self.current:
             analysis = analyse(opened.payload.content)
-            vector = None
-            if self.cache.embedder is not None:
+            if vector is None and self.cache.embedder is not None:
                 vector = self.cache.embedder.embed([opened.payload.content])[0]
             return CacheEntry(own=opened, analysis=analysis, size=0, vector=vector)
-        return self.cache._put(opened)
+        return self.cache._put(opened, vector)
 
     def holder(self, holder_id: bytes) -> HolderIndex:
         """The holder's live cell list (built from the storage on first use) and index."""
