@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--embedding-model",
         metavar="DIR",
         type=Path,
-        help="a local sentence-transformers model for semantic ranking (needs saihm[semantic])",
+        help="a local sentence-embedding model folder (tokenizer.json, onnx/model.onnx) for "
+        "semantic ranking (needs saihm[semantic])",
     )
     serve.set_defaults(handler=_delegate("saihm.http.serve", "main"))
 

@@ -13,12 +13,16 @@ Figures (each beside a peer measured in the same run, docs/retrieval.md "Measure
 - ``cache_bytes_{N}``: the cache's own estimate of what it holds, beside the Python heap it
   actually retains (tracemalloc) after a warm recall; ``cache_bound_holds``: the retained heap
   of a cache bounded well below the corpus, against its bound.
-- ``quality_{hit5,hit10,mrr}``: on the shipped conversational-memory set
+- ``quality_{hit1,hit3,hit5,hit10,mrr}``: on the shipped conversational-memory set
   (``saihm/bench/data/convmem.json``: facts stated in dialogue turns, questions phrased
   differently), the rank of the evidence turn in ``saihm_recall`` (query, ``limit: 10``)
   over one holder per conversation, beside plain BM25 (``rank_bm25.BM25Okapi`` over
-  lower-cased ``\\w+`` tokens, no stemming, no stop words) on the same turns. With
-  ``--embedding-model DIR`` and the semantic extra, the same again with the semantic stage.
+  lower-cased ``\\w+`` tokens, no stemming, no stop words) on the same turns;
+  ``quality_paraphrase_*`` the same on ``saihm/bench/data/paraphrase.json`` (questions that
+  share no content word with their facts). With ``--embedding-model DIR`` and the semantic
+  extra: the same again with the semantic stage (``_semantic``), the fusion's calibration
+  (``semantic_*``, :mod:`saihm.bench.semantic`), ``recall_top20_semantic_*`` latencies and
+  ``semantic_extra_install_mb``.
 
 Building N cells costs two ML-DSA-65 signatures each: the store is built once, with the
 signing spread over a process pool, into ``--cache-dir`` (default
