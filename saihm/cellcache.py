@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, cast
 
 from saihm.events import Cell, SealedPayload
 from saihm.projections import LeafView, Projections
-from saihm.retrieval import Analysis, Embedder, Query, analyse
+from saihm.retrieval import DEFAULT_WEIGHTS, Analysis, Embedder, Query, analyse
 from saihm.retrieval.analysis import contains
 from saihm.retrieval.bm25 import Bm25, TermIndex
-from saihm.retrieval.embed import cosines
+from saihm.retrieval.embed import VectorTable, cosines
 from saihm.retrieval.rank import Ranked, collection_stats, rank
 
 if TYPE_CHECKING:
@@ -131,9 +131,12 @@ class HolderIndex:
     index: TermIndex = field(default_factory=TermIndex)
     texts: dict[bytes, str] = field(default_factory=dict)
     missing: set[bytes] = field(default_factory=set)
+    #: The indexed cells' vectors stacked for the semantic stage; None after any change.
+    table: VectorTable | None = None
 
     def add(self, cell_id: bytes, analysis: Analysis) -> int:
         """Index a cached cell; returns the bytes the index grew by (estimated)."""
+        self.table = None
         new = self.index.add(cell_id, analysis.tf, analysis.length)
         self.texts[cell_id] = analysis.folded
         self.missing.discard(cell_id)
@@ -141,6 +144,7 @@ class HolderIndex:
 
     def remove(self, cell_id: bytes, analysis: Analysis) -> int:
         """Unindex a cell; returns the bytes the index shrank by (estimated)."""
+        self.table = None
         self.texts.pop(cell_id, None)
         return PER_INDEX_TERM * self.index.remove(cell_id, analysis.tf)
 
@@ -477,14 +481,18 @@ class CacheView:
         docs.extend((k, e.analysis, e.own.index) for k, e in shared)
         if qvec is not None:
             # The semantic stage: the cosine of every cell the caller may see, indexed or shared.
-            have = [
-                (k, e.vector, e.own.index)
-                for k in holder.texts
-                if (e := entries[k]).vector is not None
-            ]
-            have.extend((k, e.vector, e.own.index) for k, e in shared if e.vector is not None)
-            near = cosines(qvec, [v for _k, v, _i in have])
-            dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
+            # The indexed cells' vectors are stacked once per change of the index, not per query.
+            if holder.table is None:
+                holder.table = VectorTable(
+                    [(k, v) for k in holder.texts if (v := entries[k].vector) is not None]
+                )
+            w = DEFAULT_WEIGHTS
+            near = holder.table.nearest(qvec, w.floor, w.dense_k, matched)
+            # The table's keys are the holder's cell ids (bytes).
+            dense = [(k, c, entries[cast(bytes, k)].own.index) for k, c in near.items()]
+            have = [(k, e.vector, e.own.index) for k, e in shared if e.vector is not None]
+            sims = cosines(qvec, [v for _k, v, _i in have])
+            dense.extend((k, c, i) for (k, _v, i), c in zip(have, sims, strict=True))
             return rank(query, docs, stats=stats, dense=dense, matched=True)
         if need is None:
             return rank(query, docs, stats=stats, matched=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +31,7 @@ __all__ = [
     "Embedder",
     "OnnxEmbedder",
     "SemanticUnavailable",
+    "VectorTable",
     "check_semantic",
     "cosine",
     "cosines",
@@ -83,6 +84,49 @@ def cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[
     matrix = numpy.asarray(vectors, dtype=numpy.float32)
     result: list[float] = (matrix @ numpy.asarray(query, dtype=numpy.float32)).tolist()
     return result
+
+
+class VectorTable:
+    """The unit vectors of a fixed set of keys, stacked once (a numpy matrix when numpy is
+    there) so that each query costs one matrix product, not a copy of every vector."""
+
+    def __init__(self, items: Sequence[tuple[Hashable, Sequence[float]]]) -> None:
+        self.keys = [k for k, _v in items]
+        self.row = {k: i for i, k in enumerate(self.keys)}
+        vectors = [v for _k, v in items]
+        try:
+            import numpy
+        except ImportError:
+            self._np: Any = None
+            self.matrix: Any = vectors
+        else:
+            self._np = numpy
+            self.matrix = numpy.asarray(vectors, dtype=numpy.float32).reshape(len(vectors), -1)
+
+    def nearest(
+        self, query: Sequence[float], floor: float, k: int, also: Iterable[Hashable]
+    ) -> dict[Hashable, float]:
+        """{key: cosine} of the ``k`` keys nearest ``query`` at or above ``floor`` (and of every
+        key tied with the k-th, so the caller's tie-break decides), and of each key of ``also``
+        that is in the table."""
+        np = self._np
+        if np is None:
+            sims = cosines(query, self.matrix)
+            above = sorted((i for i, c in enumerate(sims) if c >= floor), key=lambda i: -sims[i])
+            top = [i for i in above if k and sims[i] >= sims[above[min(k, len(above)) - 1]]]
+        else:
+            sims = self.matrix @ np.asarray(query, dtype=np.float32) if self.keys else np.zeros(0)
+            above = np.flatnonzero(sims >= floor)
+            if len(above) > k:
+                kth = -np.partition(-sims[above], k - 1)[k - 1] if k else np.inf
+                above = above[sims[above] >= kth]
+            top = above.tolist()
+        out = {self.keys[i]: float(sims[i]) for i in top}
+        for key in also:
+            row = self.row.get(key)
+            if row is not None:
+                out[key] = float(sims[row])
+        return out
 
 
 def model_files(model_dir: str | os.PathLike[str]) -> tuple[Path, Path]:

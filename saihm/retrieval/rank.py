@@ -73,10 +73,12 @@ def rank(
     kept only those. Ties keep ``order``. The empty query matches everything, in ``order``,
     with score 0.
 
-    With ``dense`` (the cosine to the query of every document the caller may see, from an
-    :class:`~saihm.retrieval.embed.Embedder`), the semantic stage adds the ``weights.dense_k``
-    nearest documents at or above ``weights.floor`` (they need share no word with the query)
-    and every candidate's score is the weighted sum of :mod:`saihm.retrieval.fusion`.
+    With ``dense`` (cosines to the query from an :class:`~saihm.retrieval.embed.Embedder`, of
+    documents the caller may see: at least every one that could be among the
+    ``weights.dense_k`` nearest at or above ``weights.floor``, and every lexical match; others
+    change nothing), the semantic stage adds those nearest documents (they need share no word
+    with the query; ties by ``order``) and every candidate's score is the weighted sum of
+    :mod:`saihm.retrieval.fusion`.
     """
     if query.everything:
         return sorted((Ranked(k, 0.0, o) for k, _a, o in docs), key=lambda r: r.order)

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from saihm.retrieval import K1, B, TermIndex, Weights, analyse, analyse_query, weighted_sum
+from saihm.retrieval.embed import VectorTable, cosines
 from saihm.retrieval.rank import collection_stats, rank
 
 texts = st.lists(
@@ -153,3 +154,28 @@ def test_index_statistics_equal_those_of_the_same_set(corpus: list[str]) -> None
         docs.append((i, a, i))
     q = analyse_query("allergy apple river")
     assert index.stats(q.terms) == collection_stats(q, docs)
+
+
+@given(
+    axes=st.lists(st.integers(0, 3), min_size=1, max_size=30),
+    query_axis=st.integers(0, 3),
+    k=st.integers(1, 6),
+)
+def test_the_stacked_table_gives_the_ranking_of_every_cosine(
+    axes: list[int], query_axis: int, k: int
+) -> None:
+    """The cached path hands rank() only the table's nearest (ties with the k-th included) and
+    the lexical matches; the ranking must equal the one from every cell's cosine."""
+    basis = [(1.0, 0.0), (0.0, 1.0), (0.6, 0.8), (0.8, 0.6)]
+    docs = [(i, analyse(f"cell {i % 3}"), i) for i in range(len(axes))]
+    vectors = [basis[a] for a in axes]
+    q = analyse_query("cell 1")
+    w = Weights(lexical=1.0, semantic=2.0, floor=0.5, dense_k=k)
+    sims = cosines(basis[query_axis], vectors)  # the uncached path's cosines
+    everything = [(i, c, i) for i, c in enumerate(sims)]
+    table = VectorTable(list(enumerate(vectors)))
+    lexical = {r.key for r in rank(q, docs)}
+    near = table.nearest(basis[query_axis], w.floor, w.dense_k, lexical)
+    part = [(key, c, key) for key, c in near.items()]
+    full = [(r.key, round(r.score, 6)) for r in rank(q, docs, dense=everything, weights=w)]
+    assert [(r.key, round(r.score, 6)) for r in rank(q, docs, dense=part, weights=w)] == full
