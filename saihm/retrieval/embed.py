@@ -101,7 +101,8 @@ class VectorTable:
             self.matrix: Any = vectors
         else:
             self._np = numpy
-            self.matrix = numpy.asarray(vectors, dtype=numpy.float32).reshape(len(vectors), -1)
+            # An empty table (a holder with no cells yet) is a 0 x 0 matrix.
+            self.matrix = numpy.asarray(vectors or numpy.zeros((0, 0)), dtype=numpy.float32)
 
     def nearest(
         self, query: Sequence[float], floor: float, k: int, also: Iterable[Hashable]

@@ -157,7 +157,7 @@ def test_index_statistics_equal_those_of_the_same_set(corpus: list[str]) -> None
 
 
 @given(
-    axes=st.lists(st.integers(0, 3), min_size=1, max_size=30),
+    axes=st.lists(st.integers(0, 3), max_size=30),
     query_axis=st.integers(0, 3),
     k=st.integers(1, 6),
 )
