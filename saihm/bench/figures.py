@@ -18,7 +18,8 @@ def figure(
     """One JSON-ready figure: ``value`` against ``peer_value`` measured in the same run.
 
     ``ratio`` is above 1 when ``value`` is the better of the two. A zero ``value`` gives the
-    limit rather than a division error: 0 when higher is better, infinity when lower is.
+    limit rather than a division error: 0 when higher is better, infinity when lower is; so
+    does a zero ``peer_value`` (infinity when higher is better).
     """
     if value == 0:
         ratio = 0.0 if higher_is_better else float("inf")

@@ -13,12 +13,16 @@ Figures (each beside a peer measured in the same run, docs/retrieval.md "Measure
 - ``cache_bytes_{N}``: the cache's own estimate of what it holds, beside the Python heap it
   actually retains (tracemalloc) after a warm recall; ``cache_bound_holds``: the retained heap
   of a cache bounded well below the corpus, against its bound.
-- ``quality_{hit5,hit10,mrr}``: on the shipped conversational-memory set
+- ``quality_{hit1,hit3,hit5,hit10,mrr}``: on the shipped conversational-memory set
   (``saihm/bench/data/convmem.json``: facts stated in dialogue turns, questions phrased
   differently), the rank of the evidence turn in ``saihm_recall`` (query, ``limit: 10``)
   over one holder per conversation, beside plain BM25 (``rank_bm25.BM25Okapi`` over
-  lower-cased ``\\w+`` tokens, no stemming, no stop words) on the same turns. With
-  ``--embedding-model DIR`` and the semantic extra, the same again with the semantic stage.
+  lower-cased ``\\w+`` tokens, no stemming, no stop words) on the same turns;
+  ``quality_paraphrase_*`` the same on ``saihm/bench/data/paraphrase.json`` (questions that
+  share no content word with their facts). With ``--embedding-model DIR`` and the semantic
+  extra: the same again with the semantic stage (``_semantic``), the fusion's calibration
+  (``semantic_*``, :mod:`saihm.bench.semantic`), ``recall_top20_semantic_*`` latencies and
+  ``semantic_extra_install_mb``.
 
 Building N cells costs two ML-DSA-65 signatures each: the store is built once, with the
 signing spread over a process pool, into ``--cache-dir`` (default
@@ -63,11 +67,13 @@ from saihm.store import Change, Store
 __all__ = ["run"]
 
 DATA = Path(__file__).with_name("data") / "convmem.json"
+PARAPHRASE = Path(__file__).with_name("data") / "paraphrase.json"
 SESSIONS = 100
 CHUNK = 250
 VOCABULARY = 20_000
 ALL_TARGET = (10_000, 20.0)
 TOP_TARGET = (100_000, 100.0)
+SEMANTIC_TARGET = (10_000, 50.0)  # issue 23: warm top-20 with the semantic stage
 _TOKEN = re.compile(r"\w+")
 
 
@@ -263,10 +269,10 @@ def _metrics(ranks: list[int | None]) -> dict[str, float]:
 
 
 def _quality(
-    root: Path, embedder: object | None, limit: int | None
+    root: Path, embedder: object | None, limit: int | None, data: Path = DATA
 ) -> tuple[dict[str, float], dict[str, float], int]:
-    """(saihm's metrics, plain BM25's, questions) on the conversational-memory set."""
-    conversations = json.loads(DATA.read_text(encoding="utf-8"))["conversations"][:limit]
+    """(saihm's metrics, plain BM25's, questions) on a set (default the conversational one)."""
+    conversations = json.loads(data.read_text(encoding="utf-8"))["conversations"][:limit]
     config = Config.for_data(root / "data", checkpoint_interval=3600.0)
     authority = initialise(config)
     ours: list[int | None] = []
@@ -570,10 +576,23 @@ def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[d
     queries = [{"query": q, "limit": 20} for q in _queries(max(opts.samples, 5))]
     peer = "naive decrypt-all path (recall_cache_mb = 0), same store, this run"
     slow = n >= 100_000
-    for kind, params in (("all", [{}]), ("top20", queries)):
+    kinds: list[tuple[str, list[dict], Config]] = [
+        ("all", [{}], cached),
+        ("top20", queries, cached),
+    ]
+    if opts.embedding_model:
+        # The semantic stage on (query encoding included), against the same naive peer.
+        semantic = Config.for_data(
+            root / "data",
+            recall_cache_mb=opts.cache_mb,
+            checkpoint_interval=3600.0,
+            embedding_model=Path(opts.embedding_model),
+        )
+        kinds.append(("top20_semantic", queries, semantic))
+    for kind, params, config in kinds:
         naive_samples = max(3, opts.samples // 10) if slow else opts.samples
         naive_warm, naive_cold, _ = _latencies(naive, holder, params, naive_samples, 1)
-        warm, cold, returned = _latencies(cached, holder, params, opts.samples, opts.cold)
+        warm, cold, returned = _latencies(config, holder, params, opts.samples, opts.cold)
         warm_cpu = list(CPU_MS)
         naive_p50 = percentile(naive_warm, 50)
         extra = {
@@ -598,6 +617,8 @@ def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[d
                     fig["target_ms"] = ALL_TARGET[1]
                 if (kind, name, q) == ("top20", "warm", 50) and n == TOP_TARGET[0]:
                     fig["target_ms"] = TOP_TARGET[1]
+                if (kind, name, q) == ("top20_semantic", "warm", 50) and n == SEMANTIC_TARGET[0]:
+                    fig["target_ms"] = SEMANTIC_TARGET[1]
                 yield fig
         yield _figure(
             f"recall_{kind}_{n}_naive_cold_ms", naive_cold[0], "ms", peer, naive_p50, False, cells=n
@@ -631,23 +652,74 @@ def _quality_figures(opts: argparse.Namespace) -> Iterator[dict]:
 
     runs: list[tuple[str, object | None]] = [("lexical", None)]
     if opts.embedding_model:
+        from saihm.bench.semantic import calibration_figures
         from saihm.retrieval import load_embedder
 
-        runs.append(("semantic", load_embedder(opts.embedding_model)))
-    for stage, embedder in runs:
-        tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-recall-"))
-        try:
-            ours, peer, questions = _quality(tmp, embedder, opts.conversations)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        for metric in ("hit5", "hit10", "mrr"):
-            yield _figure(
-                f"quality_{metric}" + ("" if stage == "lexical" else "_semantic"),
-                ours[metric],
-                "fraction",
-                "plain BM25 (rank_bm25 BM25Okapi, \\w+ lower-cased tokens), same turns",
-                peer[metric],
-                True,
-                stage=stage,
-                questions=questions,
-            )
+        embedder = load_embedder(opts.embedding_model)
+        runs.append(("semantic", embedder))
+        yield from calibration_figures(embedder)
+        yield _figure(
+            "semantic_extra_install_mb",
+            semantic_install_mb(),
+            "MB",
+            "the distributions the semantic extra adds (onnxruntime, tokenizers, numpy, theirs)",
+            500.0,
+            False,
+        )
+    for data, suffix in ((DATA, ""), (PARAPHRASE, "_paraphrase")):
+        for stage, model in runs:
+            tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-recall-"))
+            try:
+                ours, peer, questions = _quality(tmp, model, opts.conversations, data)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            for metric in ("hit1", "hit3", "hit5", "hit10", "mrr"):
+                yield _figure(
+                    f"quality{suffix}_{metric}" + ("" if stage == "lexical" else "_semantic"),
+                    ours[metric],
+                    "fraction",
+                    "plain BM25 (rank_bm25 BM25Okapi, \\w+ lower-cased tokens), same turns",
+                    peer[metric],
+                    True,
+                    stage=stage,
+                    questions=questions,
+                )
+
+
+#: The semantic extra's packages and what they pull in (pyproject.toml ``semantic``).
+SEMANTIC_DISTRIBUTIONS = ("onnxruntime", "tokenizers", "numpy")
+
+
+def semantic_install_mb() -> float:
+    """The installed size (MB) of the semantic extra's distributions and their dependencies
+    that saihm's own dependencies do not already bring."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    def closure(names: list[str]) -> set[str]:
+        seen: set[str] = set()
+        while names:
+            name = names.pop().lower().replace("_", "-")
+            if name in seen:
+                continue
+            try:
+                dist = md.distribution(name)
+            except md.PackageNotFoundError:
+                continue
+            seen.add(name)
+            for req in dist.requires or []:
+                r = Requirement(req)
+                if r.marker is None or r.marker.evaluate({"extra": ""}):
+                    names.append(r.name)
+        return seen
+
+    base = closure([Requirement(r).name for r in md.requires("saihm") or [] if "extra" not in r])
+    added = closure(list(SEMANTIC_DISTRIBUTIONS)) - base
+    total = 0
+    for name in added:
+        for f in md.distribution(name).files or []:
+            path = Path(str(f.locate()))
+            if path.is_file():
+                total += path.stat().st_size
+    return round(total / 1e6, 1)

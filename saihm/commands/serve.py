@@ -104,7 +104,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--embedding-model",
         metavar="DIR",
         type=Path,
-        help="a local sentence-transformers model for semantic ranking (needs saihm[semantic])",
+        help="a local sentence-embedding model folder (tokenizer.json, onnx/model.onnx) for "
+        "semantic ranking (needs saihm[semantic])",
     )
     serve.set_defaults(run=run)
 

@@ -48,6 +48,7 @@ __all__ = [
     "Item",
     "Neighbours",
     "Weights",
+    "corrected",
     "in_order",
     "query_names",
     "rank_in_context",
@@ -237,14 +238,14 @@ def rank_in_context(
         return (-r.score, r.order)
 
     if weights.corrections and len(scored) > 1:
-        scored = _corrected(scored, items)
+        scored = corrected(scored, items)
     if need is not None:
         return heapq.nsmallest(need, scored, key=best)
     scored.sort(key=best)
     return scored
 
 
-def _corrected(scored: list[Ranked], items: Mapping[Hashable, Item]) -> list[Ranked]:
+def corrected(scored: list[Ranked], items: Mapping[Hashable, Item]) -> list[Ranked]:
     """Among the best :data:`CORRECTION_POOL`, place each older cell that a newer one of the
     same owner restates just below that newer one."""
     pool = heapq.nsmallest(CORRECTION_POOL, scored, key=lambda r: (-r.score, r.order))

@@ -2,32 +2,50 @@
 
 Embeddings reveal content, so they are kept in memory only, beside the cached plaintext they
 were made from, and dropped with it (docs/retrieval.md "The cache"). The model is loaded from a
-directory the operator names (``saihm serve --embedding-model DIR``): nothing is downloaded at
-run time and it runs on the CPU. The loader needs the ``semantic`` extra
-(``pip install 'saihm[semantic]'``, which brings sentence-transformers and PyTorch); CI never
-installs it and tests the stage with a small deterministic embedder instead.
+directory the operator names (``saihm serve --embedding-model DIR``): a Hugging Face /
+sentence-transformers folder holding ``tokenizer.json`` and ``onnx/model.onnx`` (or
+``model.onnx``), optionally ``1_Pooling/config.json``, ``modules.json`` and
+``sentence_bert_config.json``. It runs on the CPU with onnxruntime and the ``tokenizers``
+library (the ``semantic`` extra: ``pip install 'saihm[semantic]'``, no PyTorch); nothing is
+downloaded at run time.
+
+The sentence vector is what sentence-transformers computes for such a folder (its
+``modules.json``: Transformer, Pooling, Normalize): the token embeddings of the model's first
+output, pooled as ``1_Pooling/config.json`` says (mean over the attention mask by default, as
+all-MiniLM-L6-v2 does; CLS and max are also read), then L2-normalised.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from saihm.errors import SaihmError
 
 __all__ = [
     "INSTALL_HINT",
     "Embedder",
+    "OnnxEmbedder",
     "SemanticUnavailable",
+    "VectorTable",
     "check_semantic",
     "cosine",
+    "cosines",
     "load_embedder",
+    "model_files",
 ]
 
-INSTALL_HINT = "the semantic stage needs the semantic extra: install saihm[semantic]"
+INSTALL_HINT = "the semantic stage needs the semantic extra: pip install 'saihm[semantic]'"
+
+#: The longest input in tokens when the folder does not say (sentence-transformers' default
+#: ``max_seq_length`` for all-MiniLM-L6-v2).
+DEFAULT_MAX_TOKENS = 256
+#: Texts embedded per model call (bounds the padded batch's memory).
+BATCH = 64
 
 
 class SemanticUnavailable(SaihmError):
@@ -44,58 +62,197 @@ class Embedder(Protocol):
     each query; it must be deterministic and must not write anything to disk or the network.
     """
 
-    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
         """One unit vector per text, in order."""
         ...
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """The dot product of two unit vectors (their cosine similarity)."""
-    return math.fsum(x * y for x, y in zip(a, b, strict=True))
+    return math.fsum(float(x) * float(y) for x, y in zip(a, b, strict=True))
 
 
-class _SentenceTransformerEmbedder:
-    """A sentence-transformers model from a local directory, on the CPU."""
+def cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
+    """The cosine of ``query`` to each of ``vectors`` (all unit vectors), in order: one matrix
+    product when numpy is there (the semantic extra brings it), else :func:`cosine` each."""
+    if not vectors:
+        return []
+    try:
+        import numpy
+    except ImportError:
+        return [cosine(query, v) for v in vectors]
+    matrix = numpy.asarray(vectors, dtype=numpy.float32)
+    result: list[float] = (matrix @ numpy.asarray(query, dtype=numpy.float32)).tolist()
+    return result
 
-    def __init__(self, model: object) -> None:
-        self._model = model
 
-    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
-        vectors = self._model.encode(  # type: ignore[attr-defined]
-            list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+class VectorTable:
+    """The unit vectors of a fixed set of keys, stacked once (a numpy matrix when numpy is
+    there) so that each query costs one matrix product, not a copy of every vector."""
+
+    def __init__(self, items: Sequence[tuple[Hashable, Sequence[float]]]) -> None:
+        self.keys = [k for k, _v in items]
+        self.row = {k: i for i, k in enumerate(self.keys)}
+        vectors = [v for _k, v in items]
+        try:
+            import numpy
+        except ImportError:
+            self._np: Any = None
+            self.matrix: Any = vectors
+        else:
+            self._np = numpy
+            # An empty table (a holder with no cells yet) is a 0 x 0 matrix.
+            self.matrix = numpy.asarray(vectors or numpy.zeros((0, 0)), dtype=numpy.float32)
+
+    def nearest(
+        self, query: Sequence[float], floor: float, k: int, also: Iterable[Hashable]
+    ) -> dict[Hashable, float]:
+        """{key: cosine} of the ``k`` keys nearest ``query`` at or above ``floor`` (and of every
+        key tied with the k-th, so the caller's tie-break decides), and of each key of ``also``
+        that is in the table."""
+        np = self._np
+        if np is None:
+            sims = cosines(query, self.matrix)
+            above = sorted((i for i, c in enumerate(sims) if c >= floor), key=lambda i: -sims[i])
+            top = [i for i in above if k and sims[i] >= sims[above[min(k, len(above)) - 1]]]
+        else:
+            sims = self.matrix @ np.asarray(query, dtype=np.float32) if self.keys else np.zeros(0)
+            above = np.flatnonzero(sims >= floor)
+            if len(above) > k:
+                kth = -np.partition(-sims[above], k - 1)[k - 1] if k else np.inf
+                above = above[sims[above] >= kth]
+            top = above.tolist()
+        out = {self.keys[i]: float(sims[i]) for i in top}
+        for key in also:
+            row = self.row.get(key)
+            if row is not None:
+                out[key] = float(sims[row])
+        return out
+
+
+def model_files(model_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """The tokenizer and ONNX files of a model folder; raises :class:`SemanticUnavailable`
+    naming what is missing."""
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise SemanticUnavailable("the embedding model directory does not exist")
+    tokenizer = path / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise SemanticUnavailable("the embedding model directory has no tokenizer.json")
+    for onnx in (path / "onnx" / "model.onnx", path / "model.onnx"):
+        if onnx.is_file():
+            return tokenizer, onnx
+    raise SemanticUnavailable("the embedding model directory has no onnx/model.onnx or model.onnx")
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise SemanticUnavailable(f"the embedding model's {path.name} is not JSON") from err
+    if not isinstance(value, dict):
+        raise SemanticUnavailable(f"the embedding model's {path.name} is not a JSON object")
+    return value
+
+
+def _pooling(path: Path) -> str:
+    config = _json(path / "1_Pooling" / "config.json")
+    if not config:
+        return "mean"
+    modes = [
+        mode
+        for mode in ("mean", "cls", "max")
+        if config.get(f"pooling_mode_{mode}_token" + ("s" if mode != "cls" else ""))
+    ]
+    others = [k for k, v in config.items() if k.startswith("pooling_mode_") and v]
+    if len(modes) != 1 or len(others) != 1:
+        raise SemanticUnavailable("the embedding model's pooling is not one of mean, cls, max")
+    return modes[0]
+
+
+class OnnxEmbedder:
+    """A sentence-embedding model folder run by onnxruntime on the CPU (module docstring)."""
+
+    def __init__(self, model_dir: str | os.PathLike[str]) -> None:
+        tokenizer_file, onnx_file = model_files(model_dir)
+        path = Path(model_dir)
+        try:
+            import numpy
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as err:
+            raise SemanticUnavailable(INSTALL_HINT) from err
+        self._np = numpy
+        self.pooling = _pooling(path)
+        max_tokens = _json(path / "sentence_bert_config.json").get(
+            "max_seq_length", DEFAULT_MAX_TOKENS
         )
-        return [tuple(float(x) for x in v) for v in vectors]
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise SemanticUnavailable("the embedding model's max_seq_length is not a count")
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            tokenizer.enable_truncation(max_length=max_tokens)
+            tokenizer.enable_padding()
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3
+            session = onnxruntime.InferenceSession(
+                str(onnx_file), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as err:  # both libraries raise their own types for unreadable files
+            raise SemanticUnavailable("the embedding model's files could not be loaded") from err
+        self._tokenizer = tokenizer
+        self._session = session
+        self._inputs = {i.name for i in session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= self._inputs:
+            raise SemanticUnavailable("the embedding model does not take input_ids")
+
+    def embed(self, texts: Sequence[str]) -> list[Any]:
+        """One L2-normalised float32 vector (a numpy row) per text, in order."""
+        np = self._np
+        out: list[Any] = []
+        for start in range(0, len(texts), BATCH):
+            encodings = self._tokenizer.encode_batch(list(texts[start : start + BATCH]))
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+            tokens = self._session.run(None, feed)[0].astype(np.float32)
+            if tokens.ndim == 2:  # the model pools itself
+                pooled = tokens
+            elif self.pooling == "cls":
+                pooled = tokens[:, 0]
+            elif self.pooling == "max":
+                pooled = np.where(mask[:, :, None] > 0, tokens, -1e9).max(axis=1)
+            else:
+                weights = mask[:, :, None].astype(np.float32)
+                pooled = (tokens * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out.extend(pooled / np.clip(norms, 1e-12, None))
+        return out
 
 
 def check_semantic(model_dir: str | os.PathLike[str]) -> None:
     """Raise :class:`SemanticUnavailable` now, before serving, if :func:`load_embedder` would
-    fail for want of the extra or of the directory (the model itself loads in each worker)."""
+    fail for want of the extra or of the model's files (the model itself loads in each worker)."""
     import importlib.util
+    import sys
 
-    if not Path(model_dir).is_dir():
-        raise SemanticUnavailable("the embedding model directory does not exist")
-    if importlib.util.find_spec("sentence_transformers") is None:
-        raise SemanticUnavailable(INSTALL_HINT)
+    for module in ("onnxruntime", "tokenizers", "numpy"):
+        # A module set to None in sys.modules cannot be imported (find_spec would raise).
+        if sys.modules.get(module, ...) is None or (
+            module not in sys.modules and importlib.util.find_spec(module) is None
+        ):
+            raise SemanticUnavailable(INSTALL_HINT)
+    model_files(model_dir)
 
 
 def load_embedder(model_dir: str | os.PathLike[str]) -> Embedder:
     """The sentence-embedding model saved in ``model_dir``, loaded offline on the CPU.
 
-    Raises :class:`SemanticUnavailable` with :data:`INSTALL_HINT` when sentence-transformers is
-    not installed, or when ``model_dir`` is not a directory holding a saved model.
+    Raises :class:`SemanticUnavailable` with :data:`INSTALL_HINT` when the semantic extra is
+    not installed, or a one-line reason when ``model_dir`` lacks a file or cannot be read.
     """
-    path = Path(model_dir)
-    if not path.is_dir():
-        raise SemanticUnavailable("the embedding model directory does not exist")
-    # Set before the import: the Hugging Face libraries read these once.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as err:
-        raise SemanticUnavailable(INSTALL_HINT) from err
-    try:
-        model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-    except Exception as err:  # the library raises many types for a directory it cannot read
-        raise SemanticUnavailable("no sentence-transformers model in that directory") from err
-    return _SentenceTransformerEmbedder(model)
+    return OnnxEmbedder(model_dir)

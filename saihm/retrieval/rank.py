@@ -7,17 +7,20 @@ caller's scope.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+import heapq
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from saihm.retrieval.analysis import Analysis, Query, contains
 from saihm.retrieval.bm25 import PREFIX, Bm25, expandable
-from saihm.retrieval.fusion import reciprocal_rank_fusion
+from saihm.retrieval.fusion import DEFAULT_WEIGHTS, Weights, weighted_sum
 
-__all__ = ["Doc", "Ranked", "collection_stats", "fuse", "rank"]
+__all__ = ["Dense", "Doc", "Ranked", "collection_stats", "fuse", "rank"]
 
 #: (key, analysis, order): ``order`` breaks ties (the cell's leaf index: older first).
 Doc = tuple[Hashable, Analysis, int]
+#: (key, cosine to the query, order) of every document the caller may see (the dense stage).
+Dense = tuple[Hashable, float, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +62,23 @@ def rank(
     docs: Sequence[Doc],
     *,
     stats: Bm25 | None = None,
-    similarity: Callable[[Hashable], float] | None = None,
+    dense: Sequence[Dense] | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
     matched: bool = False,
 ) -> list[Ranked]:
     """The documents of ``docs`` that match ``query``, most relevant first.
 
     A document matches when it passes the containment baseline or shares a query term
     (:func:`saihm.retrieval.analysis.matches`); ``matched=True`` says the caller has already
-    kept only those. Ties keep ``order``. With ``similarity`` (cosine to the query, from an
-    :class:`~saihm.retrieval.embed.Embedder`), the BM25 and the semantic orders of the matches
-    are fused by reciprocal rank fusion and the score is the fused one. The empty query
-    matches everything, in ``order``, with score 0.
+    kept only those. Ties keep ``order``. The empty query matches everything, in ``order``,
+    with score 0.
+
+    With ``dense`` (cosines to the query from an :class:`~saihm.retrieval.embed.Embedder`, of
+    documents the caller may see: at least every one that could be among the
+    ``weights.dense_k`` nearest at or above ``weights.floor``, and every lexical match; others
+    change nothing), the semantic stage adds those nearest documents (they need share no word
+    with the query; ties by ``order``) and every candidate's score is the weighted sum of
+    :mod:`saihm.retrieval.fusion`.
     """
     if query.everything:
         return sorted((Ranked(k, 0.0, o) for k, _a, o in docs), key=lambda r: r.order)
@@ -84,17 +93,32 @@ def rank(
             continue
         score = stats.score(tf, analysis.length, terms) if shares else 0.0
         scored.append(Ranked(key, score, order))
-    scored.sort(key=lambda r: (-r.score, r.order))
-    if similarity is None or not scored:
+    if dense is None:
+        scored.sort(key=lambda r: (-r.score, r.order))
         return scored
-    return fuse(scored, similarity)
+    return fuse(scored, dense, weights)
 
 
-def fuse(scored: list[Ranked], similarity: Callable[[Hashable], float]) -> list[Ranked]:
-    """The lexical ranking ``scored`` (best first) fused with the cosine order of the same
-    documents by reciprocal rank fusion; the score is the fused one."""
-    semantic = sorted(scored, key=lambda r: (-similarity(r.key), r.order))
-    fused = reciprocal_rank_fusion([[r.key for r in scored], [r.key for r in semantic]])
-    out = [Ranked(r.key, fused[r.key], r.order) for r in scored]
+def fuse(
+    scored: Sequence[Ranked], dense: Sequence[Dense], weights: Weights = DEFAULT_WEIGHTS
+) -> list[Ranked]:
+    """The lexical ranking ``scored`` joined with the semantic stage: the ``weights.dense_k``
+    documents of ``dense`` nearest the query at or above ``weights.floor`` are added, and every
+    candidate's score is the weighted sum of :mod:`saihm.retrieval.fusion` (``dense`` holds the
+    cosine of each lexical match too; one missing counts as no similarity)."""
+    near = heapq.nlargest(
+        weights.dense_k, (d for d in dense if d[1] >= weights.floor), key=lambda d: (d[1], -d[2])
+    )
+    lexical = {r.key: r.score for r in scored}
+    orders = {r.key: r.order for r in scored}
+    cosines: dict[Hashable, float] = {}
+    for key, cos, _order in dense:
+        if key in lexical:
+            cosines[key] = cos
+    for key, cos, order in near:
+        cosines[key] = cos
+        orders[key] = order
+    fused = weighted_sum(lexical, cosines, weights)
+    out = [Ranked(k, s, orders[k]) for k, s in fused.items()]
     out.sort(key=lambda r: (-r.score, r.order))
     return out

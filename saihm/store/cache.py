@@ -27,18 +27,18 @@ import logging
 import sys
 import threading
 from bisect import bisect_left
-from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections import ChainMap, OrderedDict
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from saihm.events.operations import BY_NAME, Effect
 from saihm.projections import LeafView, Projections
-from saihm.retrieval import Analysis, Embedder, Query, analyse
+from saihm.retrieval import DEFAULT_WEIGHTS, Analysis, Embedder, Query, analyse
 from saihm.retrieval.bm25 import Bm25, TermIndex
-from saihm.retrieval.context import TURN_KINDS, WINDOW, Item, rank_in_context
-from saihm.retrieval.embed import cosine
+from saihm.retrieval.context import TURN_KINDS, WINDOW, Item, corrected, rank_in_context
+from saihm.retrieval.embed import VectorTable, cosines
 from saihm.retrieval.rank import Ranked, collection_stats, fuse
 from saihm.store.views import OpenedCell
 
@@ -73,7 +73,7 @@ class CacheEntry:
     own: OpenedCell
     analysis: Analysis
     size: int
-    vector: tuple[float, ...] | None = None
+    vector: Sequence[float] | None = None
     as_shared: OpenedCell | None = None
 
     def opened(self, shared: bool) -> OpenedCell:
@@ -98,10 +98,13 @@ class HolderIndex:
     #: log order (the neighbours of retrieval.context): only verified cells in the cache.
     items: dict[bytes, Item] = field(default_factory=dict)
     sessions: dict[object, tuple[list[int], list[Item]]] = field(default_factory=dict)
+    #: The indexed cells' vectors stacked for the semantic stage; None after any change.
+    table: VectorTable | None = None
 
     def add(self, cell_id: bytes, entry: CacheEntry) -> int:
         """Index a cached cell; returns the bytes the index grew by (estimated)."""
         analysis = entry.analysis
+        self.table = None
         new = self.index.add(cell_id, analysis.tf, analysis.length)
         self.texts[cell_id] = analysis.folded
         self.missing.discard(cell_id)
@@ -118,6 +121,7 @@ class HolderIndex:
 
     def remove(self, cell_id: bytes, analysis: Analysis) -> int:
         """Unindex a cell; returns the bytes the index shrank by (estimated)."""
+        self.table = None
         self.texts.pop(cell_id, None)
         shrunk = PER_INDEX_TERM * self.index.remove(cell_id, analysis.tf)
         item = self.items.pop(cell_id, None)
@@ -322,10 +326,9 @@ class CellCache:
             self._candidate_bytes += PER_CANDIDATE * len(cells)
         return holder
 
-    def _put(self, opened: OpenedCell) -> CacheEntry:
+    def _put(self, opened: OpenedCell, vector: Sequence[float] | None = None) -> CacheEntry:
         analysis = analyse(opened.payload.content)
-        vector = None
-        if self.embedder is not None:
+        if vector is None and self.embedder is not None:
             vector = self.embedder.embed([opened.payload.content])[0]
         own = (
             opened
@@ -392,21 +395,29 @@ class CacheView:
         self.cache._entries.move_to_end(cell_id)
         return entry
 
-    def put(self, opened: OpenedCell) -> CacheEntry:
-        """Remember a cell the store just verified and decrypted (if this view is current)."""
+    def embed(self, opened: Sequence[OpenedCell]) -> list[Sequence[float] | None]:
+        """The semantic stage's vectors of ``opened`` in one model call (batched: far cheaper
+        than one call each), or None each without an embedder; for :meth:`put`."""
+        embedder = self.cache.embedder
+        if embedder is None or not opened:
+            return [None] * len(opened)
+        return list(embedder.embed([o.payload.content for o in opened]))
+
+    def put(self, opened: OpenedCell, vector: Sequence[float] | None = None) -> CacheEntry:
+        """Remember a cell the store just verified and decrypted (if this view is current),
+        with its ``vector`` if :meth:`embed` made it already."""
         if not self.current:
             analysis = analyse(opened.payload.content)
-            vector = None
-            if self.cache.embedder is not None:
+            if vector is None and self.cache.embedder is not None:
                 vector = self.cache.embedder.embed([opened.payload.content])[0]
             return CacheEntry(own=opened, analysis=analysis, size=0, vector=vector)
-        return self.cache._put(opened)
+        return self.cache._put(opened, vector)
 
     def holder(self, holder_id: bytes) -> HolderIndex:
         """The holder's live cell list (built from the storage on first use) and index."""
         return self.cache._holder_cells(self.txn, holder_id)
 
-    def query_vector(self, query: Query) -> tuple[float, ...] | None:
+    def query_vector(self, query: Query) -> Sequence[float] | None:
         embedder = self.cache.embedder
         if embedder is None or query.everything:
             return None
@@ -417,7 +428,7 @@ class CacheView:
         holder: HolderIndex,
         query: Query,
         shared: list[tuple[bytes, CacheEntry]],
-        qvec: tuple[float, ...] | None,
+        qvec: Sequence[float] | None,
         need: int | None,
     ) -> list[Ranked]:
         """Rank the holder's indexed cells and ``shared`` for ``query``, best first.
@@ -455,20 +466,30 @@ class CacheView:
         # Shared cells (another holder's) are ranked without neighbours: their sessions are
         # not the caller's to read around.
         docs = [items[k] for k in matched]
-        docs.extend(context_item(k, e, shared=True) for k, e in shared)
+        theirs = {k: context_item(k, e, shared=True) for k, e in shared}
+        docs.extend(theirs.values())
         lexical = rank_in_context(
             query, docs, holder.neighbours, stats=stats, need=None if qvec is not None else need
         )
-        if qvec is None or not lexical:
+        if qvec is None:
             return lexical
+        # The semantic stage: the cosine of every cell the caller may see, indexed or shared.
+        # The indexed cells' vectors are stacked once per change of the index, not per query.
         entries = self.cache._entries
-        # Every ranked own cell, a turn found through its window included, is in the cache.
-        keys = cast(list[bytes], [r.key for r in lexical])
-        vectors = {k: entries[k].vector for k in keys if k in entries}
-        vectors.update((k, e.vector) for k, e in shared)
-
-        def similarity(key: Any) -> float:
-            vector = vectors.get(key)
-            return -1.0 if vector is None else cosine(qvec, vector)
-
-        return fuse(lexical, similarity)
+        if holder.table is None:
+            holder.table = VectorTable(
+                [(k, v) for k in holder.texts if (v := entries[k].vector) is not None]
+            )
+        w = DEFAULT_WEIGHTS
+        ranked = [r.key for r in lexical]
+        near = holder.table.nearest(qvec, w.floor, w.dense_k, ranked)
+        # The table's keys are the holder's cell ids (bytes).
+        dense = [(k, c, entries[cast(bytes, k)].own.index) for k, c in near.items()]
+        have = [(k, e.vector, e.own.index) for k, e in shared if e.vector is not None]
+        sims = cosines(qvec, [v for _k, v, _i in have])
+        dense.extend((k, c, i) for (k, _v, i), c in zip(have, sims, strict=True))
+        # A newer cell that restates an older one still ranks above it after fusion.
+        lookup = cast("Mapping[Hashable, Item]", ChainMap[bytes, Item](theirs, items))
+        out = corrected(fuse(lexical, dense, w), lookup)
+        out.sort(key=lambda r: (-r.score, r.order))
+        return out

@@ -96,6 +96,7 @@ def read_holder_wide(
                 continue
             shared.append((cell_id, entry))
     failed: set[bytes] = set()
+    batch: list[OpenedCell] = []
     for cell_id in list(holder.missing):
         index = holder.cells.get(cell_id) if holder.cells is not None else None
         if index is None:
@@ -105,7 +106,10 @@ def read_holder_wide(
         if opened is None:
             failed.add(cell_id)
         else:
-            view.put(opened)
+            batch.append(opened)
+        if len(batch) >= EMBED_BATCH:
+            _put_all(view, batch)
+    _put_all(view, batch)
     # Every own cell must now be in the cache (the bound may have pushed some out, or dropped
     # the holder's list): if not, this call takes the item-by-item path.
     if (
@@ -144,6 +148,17 @@ def read_holder_wide(
         scores.append(r.score)
         positions.append(position + 1)
     return Page(cells, False, scores, positions)
+
+
+#: Cells opened before they are embedded together (the semantic stage's batch).
+EMBED_BATCH = 256
+
+
+def _put_all(view: CacheView, batch: list[OpenedCell]) -> None:
+    """Put ``batch`` in the cache, embedded in one model call; empties it."""
+    for opened, vector in zip(batch, view.embed(batch), strict=True):
+        view.put(opened, vector)
+    batch.clear()
 
 
 def _all_cells(

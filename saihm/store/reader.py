@@ -19,9 +19,9 @@ from saihm.errors import NotFound, SaihmError, VerificationFailed
 from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body
-from saihm.retrieval import Embedder, analyse_query
-from saihm.retrieval.context import in_order, rank_in_context
-from saihm.retrieval.embed import cosine
+from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, analyse_query
+from saihm.retrieval.context import corrected, in_order, rank_in_context
+from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import fuse
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
@@ -140,14 +140,16 @@ class CheckedReader:
         ]
         ranked = rank_in_context(q, items, in_order(items))
         qvec = view.query_vector(q)
-        if qvec is not None and ranked:
-
-            def similarity(key: object) -> float:
-                assert isinstance(key, bytes)
-                vector = visible[key][0].vector
-                return -1.0 if vector is None else cosine(qvec, vector)
-
-            ranked = fuse(ranked, similarity)
+        if qvec is not None:
+            # The semantic stage: every visible cell's cosine (a cell without a vector has none).
+            have = [
+                (k, e.vector, e.own.index) for k, (e, _s) in visible.items() if e.vector is not None
+            ]
+            near = cosines(qvec, [v for _k, v, _i in have])
+            dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
+            # A newer cell that restates an older one still ranks above it after fusion.
+            ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS), {i.key: i for i in items})
+            ranked.sort(key=lambda r: (-r.score, r.order))
         cells: list[OpenedCell] = []
         scores: list[float] = []
         positions: list[int] = []

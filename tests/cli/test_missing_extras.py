@@ -42,16 +42,7 @@ CASES = [
         "psycopg,psycopg_pool",
         ["rebuild", "--data", "DATA", "--store", "postgresql://nobody@127.0.0.1:1/none"],
     ),
-    pytest.param(
-        "semantic",
-        "sentence_transformers",
-        ["serve", "--data", "DATA", "--embedding-model", "."],
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="says 'install saihm[semantic]': its text is in saihm/retrieval/embed.py "
-            "(INSTALL_HINT), left to the recall work",
-        ),
-    ),
+    ("semantic", "onnxruntime,tokenizers", ["serve", "--data", "DATA", "--embedding-model", "."]),
 ]
 
 #: Extras that no command needs: the test toolchain and the framework adapters, which are
@@ -102,5 +93,5 @@ def test_every_extra_a_command_needs_is_walked() -> None:
         imported |= set(re.findall(r"^\s*(?:from|import) (\w+)", source.read_text(), re.M))
     blocked = {m for _, modules, _ in cases for m in modules.split(",")}
     optional = {"pqcrypto", "pymerkle", "rank_bm25", "boto3", "psycopg", "psycopg_pool"}
-    optional |= {"sentence_transformers"}
+    optional |= {"onnxruntime", "tokenizers"}
     assert optional & imported <= blocked

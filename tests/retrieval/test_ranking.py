@@ -1,5 +1,5 @@
 """docs/retrieval.md "Ranking": Okapi BM25 (Robertson & Zaragoza 2009) over an index that
-grows and shrinks per cell, and reciprocal rank fusion (Cormack et al. 2009)."""
+grows and shrinks per cell, and the weighted-sum fusion of the semantic stage."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saihm.retrieval import K1, B, TermIndex, analyse, analyse_query, reciprocal_rank_fusion
+from saihm.retrieval import K1, B, TermIndex, Weights, analyse, analyse_query, weighted_sum
+from saihm.retrieval.embed import VectorTable, cosines
 from saihm.retrieval.rank import collection_stats, rank
 
 texts = st.lists(
@@ -85,25 +86,47 @@ def test_containment_only_matches_rank_after_term_matches() -> None:
     assert [(r.key, r.score > 0) for r in ranked] == [(1, True), (0, False)]
 
 
-def test_reciprocal_rank_fusion_is_cormack_2009() -> None:
-    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]])
-    assert math.isclose(fused["a"], 1 / 61 + 1 / 62)
-    assert math.isclose(fused["b"], 1 / 62)
-    assert math.isclose(fused["c"], 1 / 63 + 1 / 61)
+def test_weighted_sum_normalises_bm25_by_its_best_and_cosine_above_the_floor() -> None:
+    w = Weights(lexical=1.0, semantic=2.0, floor=0.2, dense_k=10)
+    fused = weighted_sum({"a": 4.0, "b": 2.0, "c": 0.0}, {"a": 0.2, "b": 0.6, "d": 1.0}, w)
+    assert fused.keys() == {"a", "b", "c", "d"}
+    assert math.isclose(fused["a"], 1.0 + 0.0)  # at the floor: no semantic credit
+    assert math.isclose(fused["b"], 0.5 + 2.0 * (0.6 - 0.2) / 0.8)
+    assert fused["c"] == 0.0  # a containment-only match, not near: kept, last
+    assert math.isclose(fused["d"], 2.0)  # dense only: no lexical credit
+    assert weighted_sum({}, {}, w) == {}
 
 
-def test_semantic_stage_reorders_matches_but_adds_none() -> None:
-    docs = [
-        (0, analyse("user likes tea"), 0),
-        (1, analyse("user prefers dark mode"), 1),
-        (2, analyse("nothing shared here"), 2),
-    ]
-    near = {0: 0.1, 1: 0.9, 2: 1.0}
+DOCS = [
+    (0, analyse("user likes tea"), 0),
+    (1, analyse("user prefers dark mode"), 1),
+    (2, analyse("the colour scheme is black"), 2),
+    (3, analyse("lunch at noon"), 3),
+]
+W = Weights(lexical=1.0, semantic=1.0, floor=0.5, dense_k=10)
+
+
+def test_the_dense_stage_adds_a_near_cell_that_shares_no_word() -> None:
+    """Issue 23: the semantic stage can add what shares no word; a cell below the similarity
+    floor stays out."""
     q = analyse_query("what theme does the user like")
-    plain = rank(q, docs)
-    fused = rank(q, docs, similarity=near.__getitem__)
-    assert [r.key for r in plain] == [0, 1]
-    assert {r.key for r in fused} == {0, 1}, "the semantic stage never adds a non-match"
+    dense = [(0, 0.1, 0), (1, 0.9, 1), (2, 0.8, 2), (3, 0.49, 3)]
+    assert [r.key for r in rank(q, DOCS)] == [0, 1]
+    ranked = rank(q, DOCS, dense=dense, weights=W)
+    assert [r.key for r in ranked] == [1, 0, 2]
+    assert 3 not in {r.key for r in ranked}
+
+
+def test_the_dense_stage_keeps_only_its_k_nearest() -> None:
+    q = analyse_query("nothing in common")
+    dense = [(0, 0.6, 0), (1, 0.9, 1), (2, 0.8, 2), (3, 0.7, 3)]
+    ranked = rank(q, DOCS, dense=dense, weights=Weights(1.0, 1.0, 0.5, dense_k=2))
+    assert [r.key for r in ranked] == [1, 2]
+
+
+def test_a_query_near_nothing_and_sharing_nothing_returns_nothing() -> None:
+    q = analyse_query("volcano")
+    assert rank(q, DOCS, dense=[(k, 0.49, o) for k, _a, o in DOCS], weights=W) == []
 
 
 def test_prefix_expansion_orders_word_forms_the_stemmer_leaves_apart() -> None:
@@ -131,3 +154,28 @@ def test_index_statistics_equal_those_of_the_same_set(corpus: list[str]) -> None
         docs.append((i, a, i))
     q = analyse_query("allergy apple river")
     assert index.stats(q.terms) == collection_stats(q, docs)
+
+
+@given(
+    axes=st.lists(st.integers(0, 3), max_size=30),
+    query_axis=st.integers(0, 3),
+    k=st.integers(1, 6),
+)
+def test_the_stacked_table_gives_the_ranking_of_every_cosine(
+    axes: list[int], query_axis: int, k: int
+) -> None:
+    """The cached path hands rank() only the table's nearest (ties with the k-th included) and
+    the lexical matches; the ranking must equal the one from every cell's cosine."""
+    basis = [(1.0, 0.0), (0.0, 1.0), (0.6, 0.8), (0.8, 0.6)]
+    docs = [(i, analyse(f"cell {i % 3}"), i) for i in range(len(axes))]
+    vectors = [basis[a] for a in axes]
+    q = analyse_query("cell 1")
+    w = Weights(lexical=1.0, semantic=2.0, floor=0.5, dense_k=k)
+    sims = cosines(basis[query_axis], vectors)  # the uncached path's cosines
+    everything = [(i, c, i) for i, c in enumerate(sims)]
+    table = VectorTable(list(enumerate(vectors)))
+    lexical = {r.key for r in rank(q, docs)}
+    near = table.nearest(basis[query_axis], w.floor, w.dense_k, lexical)
+    part = [(key, c, key) for key, c in near.items()]
+    full = [(r.key, round(r.score, 6)) for r in rank(q, docs, dense=everything, weights=w)]
+    assert [(r.key, round(r.score, 6)) for r in rank(q, docs, dense=part, weights=w)] == full

@@ -1,5 +1,5 @@
-"""The semantic stage (docs/retrieval.md "Semantic stage"), tested with a small deterministic
-embedder; the real one needs the ``semantic`` extra, which CI never installs."""
+"""The semantic stage (docs/retrieval.md "Semantic stage"): the plumbing on a small
+deterministic embedder; the real model in tests/retrieval/test_semantic_model.py."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class ConceptEmbedder:
 
 
 @pytest.mark.parametrize("cache_mb", [64, 0])
-def test_semantic_stage_reorders_lexical_matches(tmp_path: Path, cache_mb: int) -> None:
+def test_semantic_stage_ranks_and_adds_what_shares_no_word(tmp_path: Path, cache_mb: int) -> None:
     assert isinstance(ConceptEmbedder(), Embedder)
     world = make_world(tmp_path, recall_cache_mb=cache_mb)
     world.store.close()
@@ -50,13 +50,19 @@ def test_semantic_stage_reorders_lexical_matches(tmp_path: Path, cache_mb: int) 
                 "the user wants dark mode",
                 "the user drinks tea",
             ]
-            assert world.call(token, "saihm_recall", query="colour") == []
+            # Shares no word with any cell: found by meaning alone (issue 23, item 2).
+            got = world.call(token, "saihm_recall", query="colour")
+            assert [i["plaintext"] for i in got] == ["the user wants dark mode"]
+            # Near nothing and sharing nothing: still [].
+            assert world.call(token, "saihm_recall", query="volcano") == []
     finally:
         world.store.close()
 
 
 def test_without_the_extra_the_loader_says_how_to_install(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "model.onnx").write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(SemanticUnavailable) as err:
         load_embedder(tmp_path)
     assert str(err.value) == INSTALL_HINT

@@ -31,6 +31,7 @@ REVOKE, UNGRANT, decline or KEK rotation is seen by the other's cache before its
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import pickle
 import secrets
@@ -39,6 +40,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,8 +54,9 @@ from saihm import errors
 from saihm.errors import SaihmError, Unauthenticated
 from saihm.events import Capability, CapabilityScope, Operation, Receipt
 from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes
-from saihm.retrieval import analyse, analyse_query, matches
+from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, analyse, analyse_query, matches
 from saihm.retrieval.context import WINDOW
+from saihm.retrieval.embed import cosine
 from saihm.translog import leaf_hash, verify_checkpoint, verify_inclusion
 from tests.support.world import World, make_world
 
@@ -112,7 +115,9 @@ class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="saihm-sm-"))
-        self.world: World = make_world(self.root, recall_cache_mb=CACHE_MB)
+        self.world: World = make_world(
+            self.root, embedder=self.new_embedder(), recall_cache_mb=CACHE_MB
+        )
         self.holders = [self.world.holder() for _ in range(3)]
         self.ids = [h.holder_id for h in self.holders]
         self.tokens: list[Tok] = []
@@ -130,6 +135,10 @@ class StoreMachine(RuleBasedStateMachine):
         self.verified = 0
         self.rebuilds = 0
         self.counter = 0
+
+    def new_embedder(self) -> Embedder | None:
+        """The semantic stage's embedder (none: the lexical ranking alone)."""
+        return None
 
     # -- model helpers --------------------------------------------------------------------
 
@@ -616,6 +625,61 @@ StoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestStoreMachine = StoreMachine.TestCase
+
+#: Each word of the machine's cells, and a query word meaning the same but sharing no letter run.
+AXES = {"apple": 0, "fruit": 0, "river": 1, "stream": 1, "stone": 2, "rock": 2}
+SYNONYMS = ("fruit", "stream", "rock")
+
+
+class WordAxes:
+    """A deterministic embedder for the machine: one axis per meaning, and a small constant
+    axis so every text has a vector (unrelated texts land far apart)."""
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        out = []
+        for text in texts:
+            v = [0.0, 0.0, 0.0, 0.05]
+            for word in text.casefold().split():
+                if word in AXES:
+                    v[AXES[word]] += 1.0
+            norm = math.sqrt(sum(x * x for x in v))
+            out.append(tuple(x / norm for x in v))
+        return out
+
+
+class SemanticStoreMachine(StoreMachine):
+    """The same model with the semantic stage on (issue 23): a query also finds the visible
+    cells near it in meaning (at or above the similarity floor), and only those; the rules
+    that erase, revoke, ungrant, rotate and reopen must leave no cell found by meaning either."""
+
+    def new_embedder(self) -> Embedder | None:
+        return WordAxes()
+
+    def expected(self, tok: Tok, query: str = "") -> set[bytes]:
+        lexical = super().expected(tok, query)
+        if not query.strip():
+            return lexical
+        embed = WordAxes().embed
+        (q,) = embed([query])
+        near = {
+            cid
+            for cid in super().expected(tok, "")
+            if cosine(q, embed([self.cells[cid].content])[0]) >= DEFAULT_WEIGHTS.floor
+        }
+        assert len(near) <= DEFAULT_WEIGHTS.dense_k, "the model assumes every near cell is kept"
+        return lexical | near
+
+    @rule(t=pick, query=st.sampled_from(SYNONYMS))
+    def recall_by_meaning(self, t: int, query: str) -> None:
+        self.recall(t, query)
+
+    @rule(t=pick, query=st.sampled_from(SYNONYMS), limit=st.integers(1, 4))
+    def recall_by_meaning_in_pages(self, t: int, query: str, limit: int) -> None:
+        self.recall_in_pages(t, query, limit)
+
+
+SemanticStoreMachine.TestCase.settings = StoreMachine.TestCase.settings
+TestSemanticStoreMachine = SemanticStoreMachine.TestCase
 
 CHILD = Path(__file__).with_name("_sm_child.py")
 

@@ -27,6 +27,7 @@ from saihm.config import Config
 from saihm.events import CapabilityScope
 from saihm.operator import Operator
 from saihm.protocol import call as binding_call
+from saihm.retrieval import Embedder
 from saihm.store import Access, Store
 
 
@@ -98,6 +99,8 @@ class World:
     operator: Operator
     clock: Clock
     holders: list[Holder] = field(default_factory=list)
+    #: The semantic stage's embedder, kept across :meth:`reopen`.
+    embedder: Embedder | None = None
 
     @property
     def store(self) -> Store:
@@ -150,17 +153,18 @@ class World:
 
     def reopen(self) -> None:
         self.operator.store.close()
-        store = Store(self.config, clock=self.clock)
+        store = Store(self.config, clock=self.clock, embedder=self.embedder)
         self.operator = Operator(store, self.config)
 
 
-def make_world(root: Path, **options: Any) -> World:
-    """A :class:`World` over ``root / "data"`` with ``Config`` ``options``."""
+def make_world(root: Path, embedder: Embedder | None = None, **options: Any) -> World:
+    """A :class:`World` over ``root / "data"`` with ``Config`` ``options`` (and ``embedder``,
+    the semantic stage's)."""
     config = Config.for_data(root / "data", **options)
     authority = initialise(config)
     clock = Clock()
-    store = Store(config, clock=clock)
-    return World(config, authority, Operator(store, config), clock)
+    store = Store(config, clock=clock, embedder=embedder)
+    return World(config, authority, Operator(store, config), clock, embedder=embedder)
 
 
 @pytest.fixture
