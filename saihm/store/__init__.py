@@ -14,7 +14,9 @@ dependencies (docs/internals.md "The store"):
 - :mod:`~saihm.store.rebuild` replays the log into projections; :mod:`~saihm.store.keys`
   keeps holder keys and rotates the KEK;
 - :mod:`~saihm.store.jobs` runs the checkpointer and the KEK schedule, started by the
-  composition root (:meth:`Store.start_jobs`), never by opening a store.
+  composition root (:meth:`Store.start_jobs`), never by opening a store;
+- :mod:`~saihm.store.warm` embeds cached cells off the request path when the semantic stage
+  is on (after a commit; the warm-up from :meth:`Store.start_jobs`).
 
 - :mod:`~saihm.store.held` keeps the provider's held proposals (namespace ``provider-pending``),
   written through the same group commit.
@@ -63,6 +65,7 @@ from saihm.store.publiclog import PublicLog
 from saihm.store.reader import CheckedReader
 from saihm.store.rebuild import Rebuilder, RebuildFailed, RebuildReport, ReplaceReport
 from saihm.store.views import CellHeader, OpenedCell, Page
+from saihm.store.warm import Warmer
 
 __all__ = [
     "BODIES",
@@ -89,7 +92,8 @@ log = logging.getLogger("saihm.store")
 class Store:
     """The storage, the log, the keyring and the projections of one data directory.
 
-    Opening a store starts no thread: the composition root calls :meth:`start_jobs`.
+    Opening a store starts no thread: the composition root calls :meth:`start_jobs` (with an
+    embedder, the first commit also starts the embedding worker; :meth:`close` stops it).
     """
 
     def __init__(
@@ -127,9 +131,13 @@ class Store:
         self.holder_keys = HolderKeys(env)
         self.rotation = KeyRotation(env, self.jobs, self.reader.cache.clear)
         self.rebuilder = Rebuilder(env)
-        self.commits = GroupCommit(
-            env, (self.reader.sync_cache, self._after_commit_fault, self._checkpoint_if_due)
-        )
+        #: The embedding worker (saihm/store/warm.py), with the semantic stage only: its
+        #: thread starts on the first commit or :meth:`start_jobs`, and stops on :meth:`close`.
+        self.warmer = Warmer(self.reader) if embedder is not None else None
+        after = [self.reader.sync_cache, self._after_commit_fault, self._checkpoint_if_due]
+        if self.warmer is not None:
+            after.insert(1, self.warmer.wake)
+        self.commits = GroupCommit(env, after)
         #: Pending proposals held outside the log; they commit through :attr:`commits`.
         self.held = HeldProposals(env, self.commits, self.reader)
         self.background: BackgroundJobs | None = None
@@ -151,6 +159,8 @@ class Store:
                     (KEK_JOB, lambda: self.rotate_kek_if_due()),
                 ),
             )
+        if self.warmer is not None:
+            self.warmer.warm_up()
         return self.background.start()
 
     def close(self) -> None:
@@ -162,6 +172,8 @@ class Store:
         that only read (``saihm rebuild`` of a damaged log, ``verify``) signs nothing.
         """
         ran_jobs = self.background is not None
+        if self.warmer is not None:
+            self.warmer.stop()
         if self.background is not None:
             self.background.stop()
         try:

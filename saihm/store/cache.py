@@ -27,8 +27,8 @@ import logging
 import sys
 import threading
 from bisect import bisect_left
-from collections import ChainMap, OrderedDict
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections import ChainMap, OrderedDict, deque
+from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -64,6 +64,8 @@ PER_TERM = 160  # a term of a cell: its tf entry and its posting entry
 PER_INDEX_TERM = 600  # a term new to a holder's index: its posting dict and prefix entry
 PER_CANDIDATE = 240  # a holder's live cell listed (cellId, index, the "missing" set)
 PER_ITEM = 200  # an indexed cell's place in its session's order (retrieval.context.Item)
+#: Cells written since the embedding worker last looked that it is told about (the newest).
+WRITTEN_MAX = 4_096
 
 
 @dataclass(slots=True)
@@ -182,6 +184,11 @@ class CellCache:
         self._kek: int | None = None
         self._candidate_bytes = 0
         self._projections: Projections  # set by bind() before any sync or read
+        #: With an embedder: cached cells put without a vector (the warm-up worker's, to be
+        #: filled off the request path; a recall that finds one embeds it itself), and the
+        #: cells written to the log since the worker last looked (newest kept, bounded).
+        self._unembedded: set[bytes] = set()
+        self._written: deque[tuple[bytes, int]] = deque(maxlen=WRITTEN_MAX)
 
     @property
     def enabled(self) -> bool:
@@ -213,6 +220,8 @@ class CellCache:
             self._candidate_bytes = 0
             self._erased = None
             self._synced = None
+            self._unembedded.clear()
+            self._written.clear()
 
     # -- following the log ----------------------------------------------------------------
 
@@ -243,6 +252,8 @@ class CellCache:
     def _apply(self, txn: ReadTxn, index: int, leaf: LeafView) -> None:
         effect = _EFFECTS.get(leaf.operation)
         if effect is Effect.WRITES_CELL:
+            if self.embedder is not None:
+                self._written.append((leaf.subject_id, index))
             holder = self._holders.get(leaf.holder_id)
             if holder is not None and holder.cells is not None:
                 holder.cells[leaf.subject_id] = index
@@ -326,9 +337,37 @@ class CellCache:
             self._candidate_bytes += PER_CANDIDATE * len(cells)
         return holder
 
-    def _put(self, opened: OpenedCell, vector: Sequence[float] | None = None) -> CacheEntry:
+    def take_written(self) -> list[tuple[bytes, int]]:
+        """The (cellId, leaf index) of cells written since the last call, oldest first; for
+        the embedding worker (saihm/store/warm.py). The caller holds :attr:`lock`."""
+        out = list(self._written)
+        self._written.clear()
+        return out
+
+    def fill(self, cell_id: bytes, entry: CacheEntry, vector: Sequence[float]) -> None:
+        """Give a cached ``entry`` put without a vector its ``vector``, if it is still the
+        entry cached for ``cell_id`` (else nothing). The caller holds :attr:`lock`."""
+        self._unembedded.discard(cell_id)
+        if self._entries.get(cell_id) is not entry or entry.vector is not None:
+            return
+        entry.vector = vector
+        size = _estimate(entry.own, entry.analysis, vector)
+        self._bytes += size - entry.size
+        entry.size = size
+        holder = self._holders.get(entry.own.cell.holder_id)
+        if holder is not None and cell_id in holder.texts:
+            holder.table = None
+
+    def trim(self) -> None:
+        """Evict down to the bound (after :meth:`fill` grew entries). Holds :attr:`lock`."""
+        with self.lock:
+            self._evict()
+
+    def _put(
+        self, opened: OpenedCell, vector: Sequence[float] | None = None, embed: bool = True
+    ) -> CacheEntry:
         analysis = analyse(opened.payload.content)
-        if vector is None and self.embedder is not None:
+        if vector is None and embed and self.embedder is not None:
             vector = self.embedder.embed([opened.payload.content])[0]
         own = (
             opened
@@ -346,6 +385,10 @@ class CellCache:
             self._bytes -= old.size
         self._entries[cell_id] = entry
         self._bytes += entry.size
+        if vector is None and self.embedder is not None:
+            self._unembedded.add(cell_id)
+        else:
+            self._unembedded.discard(cell_id)
         holder = self._holders.get(own.cell.holder_id)
         if holder is not None and holder.cells is not None and cell_id in holder.cells:
             self._candidate_bytes += holder.add(cell_id, entry)
@@ -403,15 +446,36 @@ class CacheView:
             return [None] * len(opened)
         return list(embedder.embed([o.payload.content for o in opened]))
 
-    def put(self, opened: OpenedCell, vector: Sequence[float] | None = None) -> CacheEntry:
+    def put(
+        self, opened: OpenedCell, vector: Sequence[float] | None = None, *, embed: bool = True
+    ) -> CacheEntry:
         """Remember a cell the store just verified and decrypted (if this view is current),
-        with its ``vector`` if :meth:`embed` made it already."""
+        with its ``vector`` if :meth:`embed` made it already; else embedded now, unless
+        ``embed`` is False (the worker, which embeds outside the lock and :meth:`fill` s)."""
         if not self.current:
             analysis = analyse(opened.payload.content)
             if vector is None and self.cache.embedder is not None:
                 vector = self.cache.embedder.embed([opened.payload.content])[0]
             return CacheEntry(own=opened, analysis=analysis, size=0, vector=vector)
-        return self.cache._put(opened, vector)
+        return self.cache._put(opened, vector, embed)
+
+    def embed_missing(self, keys: Container[bytes]) -> None:
+        """Embed, in one model call, the cached cells among ``keys`` that were put without a
+        vector and the worker has not filled yet: a recall never depends on the worker."""
+        cache = self.cache
+        if cache.embedder is None or not cache._unembedded:
+            return
+        todo: list[tuple[bytes, CacheEntry]] = []
+        for cell_id in list(cache._unembedded):
+            entry = cache._entries.get(cell_id)
+            if entry is None or entry.vector is not None:
+                cache._unembedded.discard(cell_id)
+            elif cell_id in keys:
+                todo.append((cell_id, entry))
+        if todo:
+            vectors = cache.embedder.embed([e.own.payload.content for _k, e in todo])
+            for (cell_id, entry), vector in zip(todo, vectors, strict=True):
+                cache.fill(cell_id, entry, vector)
 
     def holder(self, holder_id: bytes) -> HolderIndex:
         """The holder's live cell list (built from the storage on first use) and index."""
@@ -475,6 +539,8 @@ class CacheView:
             return lexical
         # The semantic stage: the cosine of every cell the caller may see, indexed or shared.
         # The indexed cells' vectors are stacked once per change of the index, not per query.
+        self.embed_missing(holder.texts)
+        self.embed_missing({k for k, _e in shared})
         entries = self.cache._entries
         if holder.table is None:
             holder.table = VectorTable(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import cast
 
 from saihm.errors import NotFound, SaihmError, VerificationFailed
@@ -25,7 +25,7 @@ from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import fuse
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
-from saihm.store.cache import CacheView, CellCache, context_item
+from saihm.store.cache import CacheEntry, CacheView, CellCache, context_item
 from saihm.store.candidates import candidates
 from saihm.store.environment import BODIES, MEMO, Environment
 from saihm.store.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
@@ -142,6 +142,7 @@ class CheckedReader:
         qvec = view.query_vector(q)
         if qvec is not None:
             # The semantic stage: every visible cell's cosine (a cell without a vector has none).
+            view.embed_missing(visible)
             have = [
                 (k, e.vector, e.own.index) for k, (e, _s) in visible.items() if e.vector is not None
             ]
@@ -186,8 +187,53 @@ class CheckedReader:
     ) -> OpenedCell | None:
         """One stored cell verified, decrypted and checked against ``access``; None (logged
         if damaged) when it is erased, missing, fails verification or is out of scope."""
-        env = self.env
         shared = sharer is not None
+        opened = self._open_verified(txn, cell_id, index)
+        if opened is None:
+            return None
+        cell, payload = opened.cell, opened.payload
+        if not label_allows(access, cell, payload, shared):
+            return None
+        if shared and cell.holder_id != sharer:
+            return None
+        if shared:
+            return OpenedCell(cell=cell, payload=payload, shared=True, index=index)
+        return opened
+
+    def cache_unembedded(
+        self, cells: Sequence[tuple[bytes, int]], fill: float | None = None
+    ) -> tuple[list[tuple[bytes, CacheEntry]], bool]:
+        """For the cache's embedding worker (saihm/store/warm.py): put the ``cells`` (cellId,
+        leaf index) not cached yet in the cache, verified and decrypted exactly as a read
+        would, without a vector; return the cached entries among them that have none, and
+        whether the cache reached ``fill`` (a fraction of its bound; None: no limit) first.
+        Nothing is handed to any caller: every read checks each item again. Empty when the
+        cache moved past this snapshot meanwhile."""
+        env, cache = self.env, self.cache
+        todo: list[tuple[bytes, CacheEntry]] = []
+        with (
+            env.storage.read() as txn,
+            cache.reading(txn, env.tree, env.kek_dir.current_version) as view,
+        ):
+            if not view.current:
+                return todo, False
+            for cell_id, index in cells:
+                entry = cache.entries.get(cell_id)
+                if entry is None:
+                    if fill is not None and cache.used_bytes >= fill * cache.max_bytes:
+                        return todo, True
+                    opened = self._open_verified(txn, cell_id, index)
+                    if opened is None:
+                        continue
+                    entry = view.put(opened, embed=False)
+                if entry.vector is None:
+                    todo.append((cell_id, entry))
+        return todo, False
+
+    def _open_verified(self, txn: ReadTxn, cell_id: bytes, index: int) -> OpenedCell | None:
+        """One stored cell verified and decrypted as its holder's own, for no caller yet;
+        None (logged if damaged) when it is erased, missing or fails verification."""
+        env = self.env
         if env.projections.cells.is_erased(txn, cell_id):
             return None
         raw_body = txn.get(cell_id, db=env.db[BODIES])
@@ -209,11 +255,7 @@ class CheckedReader:
         except (SaihmError, ValueError) as err:  # ValueError: a body that is not CBOR
             log.warning("cell %s omitted: %s", cell_id.hex(), type(err).__name__)
             return None
-        if not label_allows(access, cell, payload, shared):
-            return None
-        if shared and cell.holder_id != sharer:
-            return None
-        return OpenedCell(cell=CellHeader.of(cell), payload=payload, shared=shared, index=index)
+        return OpenedCell(cell=CellHeader.of(cell), payload=payload, shared=False, index=index)
 
     def open_prepared(self, txn: ReadTxn, access: Access, cell: Cell) -> SealedPayload | None:
         """The label and content of a prepared cell held outside the log (a pending provider
