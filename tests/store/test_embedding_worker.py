@@ -183,7 +183,8 @@ def test_a_kill_mid_warm_up_loses_nothing(tmp_path: Path) -> None:
     token, texts = remember_all(world, 40)
     world.store.close()
     job = {"data": str(world.config.data_dir), "now": world.clock.now}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    root = str(Path(__file__).resolve().parents[2])  # the child imports tests.store
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), root])}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(job)],
         capture_output=True,
