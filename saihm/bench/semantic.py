@@ -1,4 +1,6 @@
-"""The semantic stage's calibration and quality, computed with the pure ranking code.
+"""The semantic stage's calibration and quality, computed with the store's ranking code
+(context-aware lexical ranking, :func:`~saihm.retrieval.rank.fuse`, corrections) on each set's
+cells taken as one holder's remembered cells in one session.
 
 ``saihm bench recall --embedding-model DIR`` runs :func:`calibration_figures`: on every shipped
 set (``saihm/bench/data/*.json`` of the conversational shape: turns and questions with the
@@ -20,8 +22,9 @@ from typing import Any
 
 from saihm.bench.figures import figure
 from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, Weights, analyse, analyse_query
+from saihm.retrieval.context import Item, corrected, in_order, rank_in_context
 from saihm.retrieval.embed import cosines
-from saihm.retrieval.rank import rank
+from saihm.retrieval.rank import fuse
 
 __all__ = ["SETS", "Case", "calibration_figures", "cases", "grid", "metrics", "ranks"]
 
@@ -68,10 +71,18 @@ def _answered(items: Sequence[Case], weights: Weights | None) -> float:
 def _ranking(
     docs: list[Any], vectors: list[Any], question: str, qvec: Any, weights: Weights | None
 ) -> list[Any]:
-    dense = None
-    if weights is not None:
-        dense = [(i, c, i) for i, c in enumerate(cosines(qvec, vectors))]
-    return rank(analyse_query(question), docs, dense=dense, weights=weights or DEFAULT_WEIGHTS)
+    """The store's ranking (saihm/store/cache.py ``rank_holder``): the context-aware lexical
+    ranking of the conversation's cells as one holder's remembered cells in one session,
+    then, with ``weights``, fused with the cosines and corrected."""
+    items = [Item(key, analysis, order, 0, 0, False) for key, analysis, order in docs]
+    query = analyse_query(question)
+    lexical = rank_in_context(query, items, in_order(items))
+    if weights is None:
+        return lexical
+    dense = [(i, c, i) for i, c in enumerate(cosines(qvec, vectors))]
+    out = corrected(fuse(lexical, dense, weights), {i.key: i for i in items})
+    out.sort(key=lambda r: (-r.score, r.order))
+    return out
 
 
 def ranks(items: Sequence[Case], weights: Weights | None) -> list[int | None]:
