@@ -101,10 +101,18 @@ def test_the_scan_sees_an_error_line_printed_elsewhere(tmp_path, monkeypatch) ->
         ["monitor", "ftp://example.org/log", "--state", "{tmp}/s", "--once"],
         ["memory", "status", "--data", "{tmp}/nowhere", "--consumer-token", "x"],
         ["witness"],
+        ["witness", "serve", "--state", "{tmp}/w", "--log", "not-a-key"],
+        ["memory", "mcp"],
+        ["record", "hello"],
     ],
-    ids=lambda argv: argv[0],
+    ids=lambda argv: " ".join(a for a in argv[:2] if a.isalpha()),
 )
-def test_bad_input_is_one_line_in_the_one_format(tmp_path, capsys, argv) -> None:
+def test_bad_input_is_one_line_in_the_one_format(tmp_path, capsys, monkeypatch, argv) -> None:
+    # memory mcp refuses a bad timeout before serving; record finds nobody on port 1.
+    if argv[:2] == ["memory", "mcp"]:
+        monkeypatch.setenv("SAIHM_TIMEOUT_SECONDS", "soon")
+    monkeypatch.setenv("SAIHM_ENDPOINT_URL", "http://127.0.0.1:1/")
+    monkeypatch.setenv("SAIHM_AUTH_HEADER", "Bearer x")
     argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv]
     assert main(argv) == 2
     out, err = capsys.readouterr()
@@ -117,3 +125,22 @@ def test_the_installed_script_prints_the_one_format(tmp_path) -> None:
     line = one_line_refusal(done)
     assert done.returncode == 2
     assert line == f"saihm: error: {tmp_path / 'nowhere'} is not a saihm data directory"
+
+
+def test_a_command_keeps_its_own_exit_code_through_the_printer(capsys, monkeypatch) -> None:
+    """A host command whose call may or may not have reached the operator exits 3, not 2:
+    the command raises a CommandError with its code, and the printer returns it."""
+    import contextlib
+
+    from saihm.client import ClientError
+    from saihm.commands import host
+
+    class TimedOut:
+        def record(self, kind: str, text: str) -> None:
+            raise ClientError("no answer within 30 s; it may have been recorded", kind="timeout")
+
+    monkeypatch.setattr(host, "_client", lambda: contextlib.nullcontext(TimedOut()))
+    assert main(["record", "hello"]) == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "saihm: error: no answer within 30 s; it may have been recorded\n"
