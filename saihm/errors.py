@@ -107,6 +107,15 @@ class SaihmError(Exception):
             self.code = code
 
 
+class CommandError(SaihmError):
+    """A command's error with its own exit status: raised by a command, printed as one line
+    by the one printer (saihm/commands/main.py). Every other ``SaihmError`` exits 2."""
+
+    def __init__(self, message: str, *, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class MalformedInput(SaihmError):
     """Input that does not parse or breaks a stated rule (400)."""
 

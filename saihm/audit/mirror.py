@@ -30,7 +30,7 @@ from saihm.audit.publish import TileDir, checkpoint_of
 from saihm.audit.report import Alarm, Report
 from saihm.audit.sync import Outcome, sync, tree_of
 from saihm.audit.tiletree import root_from_tiles
-from saihm.errors import MalformedInput, SaihmError, message
+from saihm.errors import MalformedInput
 from saihm.translog.tiles import tile_path
 
 __all__ = ["MirrorOptions", "Outcome", "held_notes", "mirror", "run", "verify_log"]
@@ -229,16 +229,11 @@ class MirrorOptions:
 
 def run(opts: MirrorOptions) -> int:
     """Bring the mirror ``opts.dir`` of ``opts.url`` up to date; print the outcome."""
-    try:
-        trust = _trust(opts.trust)
-        held = [Path(p).read_bytes() for p in opts.checkpoint]
-        with _bar(not opts.no_progress) as bar:
-            outcome = mirror(
-                opts.url, opts.dir, trust=trust, held=held, workers=opts.workers, bar=bar
-            )
-    except (SaihmError, OSError) as err:
-        print(f"saihm mirror: {message(err)}", file=sys.stderr)
-        return 2
+    # Unreadable input raises (SaihmError, OSError): the command line prints it, exit 2.
+    trust = _trust(opts.trust)
+    held = [Path(p).read_bytes() for p in opts.checkpoint]
+    with _bar(not opts.no_progress) as bar:
+        outcome = mirror(opts.url, opts.dir, trust=trust, held=held, workers=opts.workers, bar=bar)
     report = outcome.report
     summary = {
         "url": opts.url,

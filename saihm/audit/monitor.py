@@ -31,7 +31,7 @@ from saihm.audit.fetch import FetchError, HttpSource
 from saihm.audit.mirror import mirror
 from saihm.audit.mirrorstate import DIRNAME
 from saihm.audit.report import Alarm, Failure
-from saihm.errors import SaihmError
+from saihm.errors import CommandError, SaihmError
 from saihm.translog.witness import verify_cosignatures
 
 __all__ = ["MonitorOptions", "Round", "check_once", "run"]
@@ -223,8 +223,7 @@ def run(opts: MonitorOptions) -> int:
     try:
         trust = _configuration(opts)
     except MonitorConfigError as err:
-        print(f"saihm monitor: configuration error: {err}", file=sys.stderr)
-        return EXIT_CONFIG
+        raise CommandError(f"configuration error: {err}", exit_code=EXIT_CONFIG) from err
     while True:
         try:
             result = check_once(

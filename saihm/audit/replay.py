@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +25,9 @@ from pathlib import Path
 from saihm.audit.bundle import read_bundle
 from saihm.audit.derive import Derived
 from saihm.audit.progress import progress
-from saihm.errors import SaihmError, message
+from saihm.errors import SaihmError
 from saihm.events import Operation, Receipt
 from saihm.events.operations import replay_events
-from saihm.storage.base import StorageError
 from saihm.storage.lmdb import LmdbStorage
 
 __all__ = ["ReplayOptions", "receipt_json", "run"]
@@ -146,13 +144,10 @@ class ReplayOptions:
 
 def run(opts: ReplayOptions) -> int:
     """Replay ``opts.bundle`` into ``opts.out``; prints events/s at the end."""
-    try:
-        bundle = read_bundle(opts.bundle)
-        out = Path(opts.out)
-        sink = _Lmdb(out, len(bundle.leaves)) if opts.format == "lmdb" else _Jsonl(out)
-    except (SaihmError, OSError, StorageError) as err:
-        print(f"saihm replay: {message(err)}", file=sys.stderr)
-        return 2
+    # Unreadable input raises (SaihmError, OSError): the command line prints it, exit 2.
+    bundle = read_bundle(opts.bundle)
+    out = Path(opts.out)
+    sink = _Lmdb(out, len(bundle.leaves)) if opts.format == "lmdb" else _Jsonl(out)
     started = time.perf_counter()
     derived, holders, skipped = Derived(), {}, 0
     with progress(not opts.no_progress) as bar:

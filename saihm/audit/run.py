@@ -1,6 +1,7 @@
 """``saihm export`` and ``saihm verify``: what they do and print, given typed options
 (saihm.commands.audit parses them). Each returns the exit code: 0 only on success, 1 when a
-check failed, 2 for unreadable input.
+check failed; unreadable input raises ``SaihmError`` (one line and exit 2 from the command
+line's one printer, saihm/commands/main.py).
 """
 
 from __future__ import annotations
@@ -75,8 +76,7 @@ def export(opts: ExportOptions) -> int:
         store = _store(opts.data, opts.store)
         written = stream_bundle(opts.data, opts.out, with_cells=opts.with_cells, store=store)
     except (SaihmError, OSError) as err:
-        print(f"saihm export: {_scrub(message(err), store)}", file=sys.stderr)
-        return 2
+        raise SaihmError(_scrub(message(err), store)) from err
     for index, what in written.pop("problems"):
         print(f"saihm export: warning: leaf {index}: {what}", file=sys.stderr)
     print(json.dumps({"out": opts.out, **written}))
@@ -114,16 +114,14 @@ def verify(opts: VerifyOptions, private: PrivateCheck | None = None) -> int:
     """
     if opts.second_implementation and importlib.util.find_spec("pqcrypto") is None:
         hint = "--second-implementation needs the optional pqcrypto package"
-        print(f"saihm verify: {hint}: pip install 'saihm[audit]'", file=sys.stderr)
-        return 2
+        raise SaihmError(f"{hint}: pip install 'saihm[audit]'")
 
     source = opts.source
     is_log = source is not None and (
         source.startswith(("http://", "https://")) or Path(source, "checkpoint").is_file()
     )
     if source is not None and not is_log and Path(source, "lmdb").is_dir():
-        print(f"saihm verify: {source} is a data directory: use --data {source}", file=sys.stderr)
-        return 2
+        raise SaihmError(f"{source} is a data directory: use --data {source}")
     try:
         opts = replace(opts, store=_store(opts.data, opts.store))
         trusted = _keys_file(opts.trust) if opts.trust else None
@@ -134,8 +132,7 @@ def verify(opts: VerifyOptions, private: PrivateCheck | None = None) -> int:
         else:
             report, bundle_notes = _verify_bundle(opts, trusted, held, private)
     except (SaihmError, OSError) as err:
-        print(f"saihm verify: {_scrub(message(err), opts.store)}", file=sys.stderr)
-        return 2
+        raise SaihmError(_scrub(message(err), opts.store)) from err
     if opts.witness:
         notes = held or (_log_notes(source) if is_log and source else bundle_notes)
         check_witnesses(report, notes, list(opts.witness), opts.min_witnesses, every=bool(held))

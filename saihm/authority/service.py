@@ -347,14 +347,12 @@ def main(options: ServiceOptions) -> int:
     except SaihmError as err:
         from saihm.storage.url import scrub
 
-        print(f"saihm: error: {scrub(str(err), options.config.store)}", file=sys.stderr)
-        return 2
+        raise SaihmError(scrub(str(err), options.config.store)) from err
     try:
         sock = bind(host, port)
     except OSError as err:
         service.operator.store.close()
-        print(f"saihm: error: cannot listen on {host}:{port}: {err.strerror}", file=sys.stderr)
-        return 2
+        raise SaihmError(f"cannot listen on {host}:{port}: {err.strerror}") from err
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     url = f"{'https' if tls else 'http'}://{shown}:{bound_port}/"

@@ -17,9 +17,9 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
-from saihm.errors import MalformedInput
+from saihm.errors import CommandError, MalformedInput
 
 if TYPE_CHECKING:
     from saihm.client import Client, ClientError
@@ -94,15 +94,16 @@ def _client() -> Client:
     return Client.from_env(os.environ)
 
 
-def _fail(err: ClientError) -> int:
-    """One line on stderr: what happened, the operator's code, and the advice for 401/403."""
-    line = f"saihm: error: {err}"
-    if err.operator_code and err.operator_code not in str(err):
+def _fail(err: ClientError) -> NoReturn:
+    """Raise the one line the printer shows (what happened, the operator's code, the advice
+    for 401/403); exit 3 when the outcome is unknown, else 2."""
+    line = str(err)
+    if err.operator_code and err.operator_code not in line:
         line += f" (error code: {err.operator_code})"
     if err.advice:
         line += f"; {err.advice}"
-    print(line.replace("\n", " "), file=sys.stderr, flush=True)
-    return 3 if err.outcome == "unknown" else 2
+    exit_code = 3 if err.outcome == "unknown" else 2
+    raise CommandError(line.replace("\n", " "), exit_code=exit_code) from err
 
 
 def _emit(obj: object) -> int:

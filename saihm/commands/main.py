@@ -28,7 +28,7 @@ from saihm.commands import (
 )
 from saihm.commands import witness as witness_commands
 from saihm.commands.common import Parser, config_from
-from saihm.errors import SaihmError
+from saihm.errors import CommandError, SaihmError
 
 __all__ = ["EXTRAS", "Parser", "build_parser", "config_from", "main", "subparser"]
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         # A store URL may carry a password: no message shows it, whoever wrote the message.
         url = _store_url(argv)
         print(f"saihm: error: {with_store(scrub(str(err), url), url)}", file=sys.stderr)
-        return 2
+        return err.exit_code if isinstance(err, CommandError) else 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

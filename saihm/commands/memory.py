@@ -173,11 +173,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         return _run(ns)
     except ValidationError as err:
-        print(f"saihm memory: error: {validation_message(err)}", file=sys.stderr)
-        return 2
-    except SaihmError as err:
-        print(f"saihm memory: error: {err}", file=sys.stderr)
-        return 2
+        raise MalformedInput(validation_message(err)) from err
 
 
 def _run(ns: argparse.Namespace) -> int:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-from saihm.errors import Conflict, SaihmError, message
+from saihm.errors import CommandError, Conflict, SaihmError, message
 
 __all__ = ["register"]
 
@@ -56,28 +55,19 @@ def run(opts: argparse.Namespace) -> int:
 
     opts.store = opts.store or os.environ.get(ENV) or None
     if opts.store is not None:
-        try:
-            check_store_url(opts.store)
-        except SaihmError as err:
-            print(f"saihm publish: {err}", file=sys.stderr)
-            return 2
+        check_store_url(opts.store)
     held = "authority.pub" if opts.store else "lmdb/data.mdb"
     if not (Path(opts.data) / held).is_file():
-        print(f"saihm publish: {opts.data} is not a saihm data directory", file=sys.stderr)
-        return 2
+        raise SaihmError(f"{opts.data} is not a saihm data directory")
     from saihm.audit.publish import Target, TileDir, publish
 
     target: Target
-    try:
-        if opts.to.startswith("s3://"):
-            from saihm.audit.s3 import S3Tiles
+    if opts.to.startswith("s3://"):
+        from saihm.audit.s3 import S3Tiles
 
-            target = S3Tiles(opts.to)
-        else:
-            target = TileDir(opts.to)
-    except SaihmError as err:
-        print(f"saihm publish: {err}", file=sys.stderr)
-        return 2
+        target = S3Tiles(opts.to)
+    else:
+        target = TileDir(opts.to)
     from saihm.compose import open_operator
     from saihm.config import Config
 
@@ -94,9 +84,7 @@ def run(opts: argparse.Namespace) -> int:
         config = Config.for_data(Path(opts.data), store=opts.store, **overrides)
         operator = open_operator(config, checkpointer=False)
     except (SaihmError, OSError) as err:
-        why = scrub(message(err), opts.store)
-        print(f"saihm publish: cannot open {opts.data}: {why}", file=sys.stderr)
-        return 2
+        raise SaihmError(f"cannot open {opts.data}: {scrub(message(err), opts.store)}") from err
     store = operator.store
     try:
         result = publish(store, target, verifier_keys=store.log_keys.verifier_keys())
@@ -108,14 +96,9 @@ def run(opts: argparse.Namespace) -> int:
             for name, data in static_files().items():
                 target.write(f"explorer/{name}", data, immutable=False)
     except Conflict as err:
-        print(f"saihm publish: refused: {err}", file=sys.stderr)
-        return 1
-    except SaihmError as err:
-        print(f"saihm publish: {err}", file=sys.stderr)
-        return 2
+        raise CommandError(f"refused: {err}", exit_code=1) from err
     except OSError as err:
-        print(f"saihm publish: cannot write {opts.to}: {message(err)}", file=sys.stderr)
-        return 2
+        raise SaihmError(f"cannot write {opts.to}: {message(err)}") from err
     finally:
         store.close()
     print(json.dumps({"to": opts.to, **result}))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from saihm.errors import SaihmError
 
 __all__ = ["register"]
 
@@ -68,8 +69,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _usage(args: argparse.Namespace) -> int:
     """``saihm witness`` without an action."""
-    print(f"saihm witness: {_USAGE} (see saihm witness serve --help)", file=sys.stderr)
-    return 2
+    raise SaihmError(f"{_USAGE} (see saihm witness serve --help)")
 
 
 def _serve(args: argparse.Namespace) -> int:

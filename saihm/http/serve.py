@@ -280,14 +280,9 @@ def main(args: ServeOptions) -> int:
         from saihm.storage.url import scrub
 
         store = args.store
-        print(f"saihm: error: {with_store(scrub(str(err), store), store)}", file=sys.stderr)
-        return 2
+        raise SaihmError(with_store(scrub(str(err), store), store)) from err
     except OSError as err:
-        print(
-            f"saihm: error: cannot listen on {args.host}:{args.port}: {err.strerror}",
-            file=sys.stderr,
-        )
-        return 2
+        raise SaihmError(f"cannot listen on {args.host}:{args.port}: {err.strerror}") from err
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"{'https' if tls else 'http'}://{shown}:{port}/"

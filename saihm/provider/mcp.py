@@ -307,14 +307,9 @@ def main(env: Mapping[str, str] | None = None) -> int:
     """``saihm memory mcp``: serve :func:`build_memory_mcp` over stdio until stdin closes.
 
     An endpoint or credential problem is reported by each tool call; only an unusable
-    ``SAIHM_TIMEOUT_SECONDS`` stops it before serving (one line, exit 2).
+    ``SAIHM_TIMEOUT_SECONDS`` stops it before serving: a ``ClientError``, which the command
+    line prints as one line (exit 2).
     """
-    import sys
-
-    try:
-        endpoint = MemoryEndpoint.from_env(os.environ if env is None else env)
-    except ClientError as err:
-        print(f"saihm memory mcp: error: {err}", file=sys.stderr)
-        return 2
+    endpoint = MemoryEndpoint.from_env(os.environ if env is None else env)
     build_memory_mcp(endpoint).run(transport="stdio")
     return 0

@@ -459,15 +459,10 @@ def serve(opts: WitnessOptions) -> int:
         vkeys = [signer.vkey()] + ([mldsa44.vkey()] if mldsa44 else [])
         (state_dir / VKEY_FILE).write_text("".join(k + "\n" for k in vkeys))
         state = WitnessState(state_dir)
-    except (SaihmError, NoteError) as err:
-        print(f"saihm witness: error: {err}", file=sys.stderr)
-        return 2
     except OSError as err:
-        print(
-            f"saihm witness: error: {err.strerror or type(err).__name__}: {err.filename or ''}",
-            file=sys.stderr,
-        )
-        return 2
+        # A startup error (bad keys, options, state directory) raises; the command line's one
+        # printer (saihm/commands/main.py) prints it as one line, exit 2.
+        raise SaihmError(f"{err.strerror or type(err).__name__}: {err.filename or ''}") from err
     print(
         f"saihm witness: {'created' if created else 'using'} key {signer.name}; verifier keys "
         f"(Ed25519 cosignature/v1, then ML-DSA-44 subtree/v1):\n" + "\n".join(vkeys),
@@ -483,15 +478,8 @@ def serve(opts: WitnessOptions) -> int:
         )
     try:
         asyncio.run(_run(Witness(state, signer, keys, mldsa44=mldsa44), opts))
-    except SaihmError as err:
-        print(f"saihm witness: error: {err}", file=sys.stderr)
-        return 2
     except OSError as err:
-        print(
-            f"saihm witness: error: cannot listen on {opts.host}:{opts.port}: {err.strerror}",
-            file=sys.stderr,
-        )
-        return 2
+        raise SaihmError(f"cannot listen on {opts.host}:{opts.port}: {err.strerror}") from err
     finally:
         state.close()
     return 0

@@ -583,4 +583,4 @@ def test_publish_to_s3_without_boto3_says_which_extra(big: World, tmp_path, monk
     monkeypatch.setitem(sys.modules, "boto3", None)  # as if saihm[s3] were not installed
     assert run_command("publish", ["--data", str(big.data), "--to", "s3://bucket/log"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "saihm publish: publishing to S3 needs boto3: pip install 'saihm[s3]'"
+    assert err == "saihm: error: publishing to S3 needs boto3: pip install 'saihm[s3]'"

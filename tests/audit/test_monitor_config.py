@@ -79,7 +79,7 @@ def test_the_monitors_own_bad_configuration_is_exit_2_and_not_an_alarm(
     assert run_command("monitor", argv) == 2
     out, err = capsys.readouterr()
     assert out == ""  # no round was run, so no round report
-    assert err.startswith("saihm monitor: configuration error: ") and err.count("\n") == 1
+    assert err.startswith("saihm: error: configuration error: ") and err.count("\n") == 1
     assert "ALARM" not in err
 
 

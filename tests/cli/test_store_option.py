@@ -67,10 +67,10 @@ def test_verify_and_export_take_the_store_and_hide_its_password(data: Path, tmp_
     line = _one_line(
         run_saihm("verify", "--data", str(data), "--store", UNREACHABLE, "--no-progress")
     )
-    assert line.startswith("saihm verify:")
+    assert line.startswith("saihm: error: ")
     out = str(tmp_path / "bundle.cbor")
     line = _one_line(run_saihm("export", "--data", str(data), "--store", UNREACHABLE, "--out", out))
-    assert line.startswith("saihm export:") and not Path(out).exists()
+    assert line.startswith("saihm: error: ") and not Path(out).exists()
 
 
 def test_serve_with_an_unreachable_store_exits_with_one_line(tmp_path: Path) -> None:
