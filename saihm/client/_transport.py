@@ -15,11 +15,13 @@ import json
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from saihm.client._endpoint import redact_endpoint
 from saihm.client._wire import normalise_excerpt, printable, result_identifier
+from saihm.client.advice import configuration_fix
 from saihm.client.errors import ClientError
 
 __all__ = [
@@ -226,12 +228,14 @@ async def _post(
             except ClientError:
                 code = None
             said = f'"{code}"' if code else "a failure"
-            raise ClientError(
+            failure = ClientError(
                 f"{shown}: the operator reported {said}",
                 kind="status",
                 http_status=status,
                 operator_code=code,
             )
+            failure.fix = configuration_fix(status, target.auth, urlsplit(target.url).path)
+            raise failure
         raw = await read_bounded(resp.content, limit)
     try:
         return parse_json(raw)

@@ -11,7 +11,7 @@ data directory of a PostgreSQL store.
 
 from __future__ import annotations
 
-__all__ = ["STORE_NOTE", "advice_for"]
+__all__ = ["STORE_NOTE", "advice_for", "configuration_fix"]
 
 #: Said after the commands: the client does not know whether the operator's store is LMDB.
 STORE_NOTE = (
@@ -51,4 +51,21 @@ def advice_for(http_status: int | None, error_code: str | None) -> str | None:
             return _NOT_HOLDER
         if error_code in (None, "not_permitted"):
             return _CONSUMER
+    return None
+
+
+def configuration_fix(http_status: int | None, auth: str, path: str) -> str | None:
+    """The client-side mistake behind a 401 or 404 when the client can see it, or ``None``:
+    an Authorization value with no scheme (the ``Bearer `` prefix is missing), or an endpoint
+    URL with a path (the binding is served at the operator's root). Never quotes either."""
+    if http_status == 401 and " " not in auth.strip():
+        return (
+            'the Authorization value has no "Bearer " prefix: pass the whole value, '
+            '"Bearer <token>" (as SAIHM_AUTH_HEADER holds it; value not shown)'
+        )
+    if http_status == 404 and path not in ("", "/"):
+        return (
+            f"the endpoint URL has a path ({path}) and the operator answered 404: the binding "
+            "is served at the operator's root, so use scheme://host[:port]/ without the path"
+        )
     return None

@@ -68,11 +68,15 @@ class ClientError(SaihmError):
         self.outcome: Outcome = _OUTCOME.get(kind, "unknown")
         self.http_status = http_status
         self.operator_code = operator_code
+        #: A mistake in the client's own configuration seen behind this answer (advice.py).
+        self.fix: str | None = None
 
     @property
     def advice(self) -> str | None:
         """For a 401 or 403: the likely cause and the command that fixes it (no credential)."""
-        return advice_for(self.http_status, self.operator_code) if self.kind == "status" else None
+        if self.kind != "status":
+            return None
+        return self.fix or advice_for(self.http_status, self.operator_code)
 
     def __repr__(self) -> str:
         return f"ClientError({str(self)!r}, code={self.code!r}, http_status={self.http_status!r})"

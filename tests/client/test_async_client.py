@@ -172,3 +172,28 @@ async def test_unauthenticated_never_echoes_the_credential(endpoint) -> None:
     err = caught.value
     assert (err.code, err.http_status, err.kind) == ("unauthenticated", 401, "status")
     assert "s3cr3t" not in str(err) and "s3cr3t" not in repr(err)
+
+
+async def test_a_token_without_its_bearer_prefix_is_named_as_the_fix(endpoint, new_holder) -> None:
+    _, auth = new_holder()
+    bare = auth.removeprefix("Bearer ")
+    with pytest.raises(ClientError) as caught:
+        await AsyncClient(endpoint, bare).status()
+    err = caught.value
+    assert (err.code, err.http_status) == ("unauthenticated", 401)
+    assert err.advice is not None and 'has no "Bearer " prefix' in err.advice
+    assert bare not in (err.advice + str(err) + repr(err))
+    # With the prefix but a wrong token, the general advice (expiry, revocation) stands.
+    with pytest.raises(ClientError) as caught:
+        await AsyncClient(endpoint, "Bearer " + bare[:-8] + "AAAAAAAA").status()
+    assert caught.value.advice is not None and "Most likely it expired" in caught.value.advice
+
+
+async def test_an_endpoint_with_a_path_is_told_to_use_the_root(endpoint, new_holder) -> None:
+    _, auth = new_holder()
+    with pytest.raises(ClientError) as caught:
+        await AsyncClient(endpoint + "mcp", auth).status()
+    err = caught.value
+    assert err.http_status == 404
+    assert err.advice is not None and "the endpoint URL has a path (/mcp)" in err.advice
+    assert (await AsyncClient(endpoint, auth).status()).agent_id_hash_hex
