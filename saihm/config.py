@@ -42,6 +42,7 @@ class Config:
     checkpoint_interval: float = 1.0
     recall_receipts: bool = True
     status_receipts: bool = True
+    person_actions: bool = False
     governance: bool = True
     voting_window: int = 7 * DAY
     temporary_default_ttl: int = DAY

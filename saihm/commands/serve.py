@@ -140,6 +140,11 @@ def _serve_policy(serve: argparse.ArgumentParser) -> None:
         ("--governance", "offer the governance tools"),
         ("--recall-receipts", "log a RECALL receipt per recall"),
         ("--status-receipts", "log a STATUS receipt per status"),
+        (
+            "--person-actions",
+            "let a holder-wide grant revoke grants and decide pending proposals from /me/ "
+            "(off: only the command line does)",
+        ),
     ):
         default = _policy_default(option[2:].replace("-", "_"))
         serve.add_argument(option, action=onoff, default=default, help=text)

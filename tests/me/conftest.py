@@ -100,7 +100,7 @@ class World:
 def world(tmp_path_factory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("me")
     data = tmp / "data"
-    with serving(tmp, "--data", str(data)) as (_, url):
+    with serving(tmp, "--data", str(data), "--person-actions") as (_, url):
         yield World(tmp, url, data)
 
 

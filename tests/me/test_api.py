@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.support.serve import fetch, holder_create
+from tests.support.cli import run_saihm
+from tests.support.serve import fetch, holder_create, post, serving
 
 CSP_PARTS = ("default-src 'none'", "script-src 'self'", "connect-src 'self'")
 
@@ -125,3 +126,33 @@ def test_rejecting_a_proposal_drops_it_once(world):
     assert _call(world, "me/v1/pending", token) == (200, {"pending": []})
     for path in ("me/v1/pending/reject", "me/v1/pending/accept"):
         assert _call(world, path, token, body) == (404, {"error": "proposal_not_found"})
+
+
+def test_without_person_actions_a_holder_wide_grant_may_read_but_not_act(tmp_path):
+    """An agent's holder-wide grant looks like the person's: unless the operator opts in
+    (--person-actions), the page's actions are refused and change nothing."""
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data)) as (_, url):
+        holder = holder_create(data)
+        done = run_saihm(
+            "grant", "--data", str(data), "--holder", holder["holderId"], "--sessions", "all"
+        )
+        grant = json.loads(done.stdout)
+        token = grant["token"]
+        status, _ = _request(url, "me/v1/grants", token)
+        assert status == 200
+        for path, body in (
+            ("me/v1/grants/revoke", {"grantId": grant["grantId"]}),
+            ("me/v1/pending/accept", {"id": "ab" * 32}),
+            ("me/v1/pending/reject", {"id": "ab" * 32}),
+        ):
+            status, answer = _request(url, path, token, body)
+            assert (status, answer) == (403, {"error": "not_permitted"}), path
+        # The grant still works: nothing was withdrawn.
+        assert post(url, token, "saihm_recall", {})[0] == 200
+
+
+def _request(url, path, token, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    status, raw = fetch(url + path, data=data, headers={"Authorization": f"Bearer {token}"})
+    return status, json.loads(raw)

@@ -10,8 +10,10 @@ offers.
 
 The person's actions (``/me/v1/...``) take a holder-wide token that is not a consumer grant
 (``saihm grant --sessions all``): a session token may read and forget its own session's cells
-through the tools but may not withdraw grants or decide proposals. Each action runs the same
-operator path as the command line, so it is logged the same way:
+through the tools but may not withdraw grants or decide proposals. The two POST actions are
+taken only when the operator serves ``--person-actions`` (default off): an agent that recalls
+across sessions holds the same kind of grant, and a token does not say who holds it. Each
+action runs the same operator path as the command line, so it is logged the same way:
 
 - ``GET  /me/v1/grants``: the local vault's consumer grants of this holder (who, mode,
   namespaces, until when); ``[]`` without a vault or for another holder.
@@ -145,9 +147,23 @@ def list_grants(operator: Operator, token: str) -> list[dict[str, Any]]:
     ]
 
 
+def _acting_person(operator: Operator, token: str) -> Access:
+    """:func:`_person`, for an action that changes what others may do: refused (403
+    ``not_permitted``) unless the operator serves ``--person-actions``. A holder-wide grant is
+    also what an agent that recalls across sessions holds, and a token does not say whether
+    a person or an agent holds it, so the operator opts in (docs/operations.md)."""
+    access = _person(operator, token)
+    if not operator.config.person_actions:
+        raise NotPermitted(
+            "this operator does not take these actions from the page (saihm serve "
+            "--person-actions); the person runs saihm memory revoke/accept/reject instead"
+        )
+    return access
+
+
 def revoke_grant(operator: Operator, token: str, grant_hex: str) -> dict[str, Any]:
     """Withdraw one of the token holder's grants; another holder's is ``grant_not_found``."""
-    access = _person(operator, token)
+    access = _acting_person(operator, token)
     grant_id = bytes.fromhex(grant_hex)
     with operator.store.read_txn() as txn:
         record = operator.store.projections.grants.get(txn, grant_id)
@@ -174,7 +190,7 @@ def list_pending(operator: Operator, token: str) -> list[dict[str, Any]]:
 
 def decide(operator: Operator, token: str, proposal_id: str, accept: bool) -> dict[str, Any]:
     """Accept (REMEMBER) or reject a held proposal; one not held is ``proposal_not_found``."""
-    access = _person(operator, token)
+    access = _acting_person(operator, token)
     vault = _vault(operator, access.holder_id)
     if vault is None:
         raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
