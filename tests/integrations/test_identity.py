@@ -137,3 +137,31 @@ def test_llamaindex_memory_through_the_authority(both) -> None:
         assert [m.content for m in SaihmMemory(session_id="one", **kw).get_all()] == ["jasmine"]
         assert SaihmMemory.from_defaults(session_id="two", **kw).get_all() == []
         assert credential not in repr(one) and "Bearer" not in one.to_json()
+
+
+def test_the_docs_example_runs(both) -> None:
+    """docs/integrations.md, "A session or a user through the authority service", as written
+    (only the two URLs pointed at this test's processes)."""
+    pytest.importorskip("langchain_core")
+    from saihm.integrations.langchain import SaihmChatMessageHistory
+
+    _, url, admin_url, credential = both
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    section = docs.split("### A session or a user through the authority service", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    example = example.replace("http://127.0.0.1:8090/", admin_url)
+    example = example.replace("http://127.0.0.1:8080/", url)
+    scope: dict = {"credential": credential}
+    exec(compile(example, "integrations.md", "exec"), scope)
+    scope["admin"].close()
+    assert list(scope["users"]) == ["alice"] and len(scope["sessions"]) == 1
+    with Admin(admin_url, credential) as admin:
+        again = SaihmChatMessageHistory(
+            url,
+            admin=admin,
+            user_id="alice",
+            session_id="chat-1",
+            users=scope["users"],
+            sessions=scope["sessions"],
+        )
+    assert [m.content for m in again.messages] == ["I like green tea"]
