@@ -6,6 +6,12 @@
   ``BaseStore`` whose items are memory cells.
 - ``saihm.integrations.llamaindex`` (``pip install 'saihm[llamaindex]'``): a LlamaIndex
   ``BaseMemory`` over the record and a ``BaseMemoryBlock`` over memory cells.
+- ``saihm.integrations.openai_agents`` (``pip install 'saihm[openai-agents]'``): an OpenAI
+  Agents SDK ``Session`` over the record.
+
+Each takes a token's ``Authorization`` value, or ``admin=`` (a :class:`saihm.client.Admin`)
+with a session and a holder or user, opened through the authority service
+(:mod:`saihm.integrations.identity`).
 
 Adapters hold no keys: they hold an endpoint and an ``Authorization`` value and call the
 operator through the client library (tests/test_layers.py). Nothing is imported

@@ -16,6 +16,9 @@ host's record (``saihm_record`` kind ``said``) of the session the token opens, i
 ``{"saihm-chat": 1, "at": <ns>, "message": message_to_dict(m)}``; ``messages`` recalls the
 session's ``said`` cells in that form, oldest first; ``clear()`` erases them (``saihm_forget``
 each, a FORGET receipt per message). Other cells and records are never read as messages.
+Given ``admin=``, ``session_id=`` and ``holder_id=`` or ``user_id=`` instead of a token, the
+history opens (or renews) that session through the authority service
+(:mod:`saihm.integrations.identity`): two session_ids are two histories.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import Field, SecretStr  # noqa: E402
 
 from saihm.client import AsyncClient, Client, RecalledCell  # noqa: E402
+from saihm.integrations.identity import resolve_auth  # noqa: E402
 
 __all__ = ["SaihmChatMessageHistory", "SaihmRetriever"]
 
@@ -114,13 +118,19 @@ class SaihmChatMessageHistory(BaseChatMessageHistory):
     def __init__(
         self,
         endpoint: str,
-        auth_header: str,
+        auth_header: str | None = None,
         *,
         ca_file: str | None = None,
         tls_pin_sha256: str | None = None,
+        **identity: Any,
     ) -> None:
+        """``auth_header`` (a token's ``Authorization`` value), or ``admin=`` (a
+        :class:`saihm.client.Admin`) with ``session_id=`` and ``holder_id=`` or ``user_id=``:
+        the session's token then comes from the authority service
+        (:mod:`saihm.integrations.identity`)."""
+        auth = resolve_auth(auth_header, identity)
         self._endpoint = endpoint
-        self._auth = SecretStr(auth_header)
+        self._auth = SecretStr(auth)
         self._ca_file = ca_file
         self._pin = tls_pin_sha256
 

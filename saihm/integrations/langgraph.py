@@ -59,6 +59,7 @@ from pydantic import SecretStr  # noqa: E402
 
 from saihm.client import AsyncClient, Client, RecalledCell  # noqa: E402
 from saihm.integrations import _storedoc as doc  # noqa: E402
+from saihm.integrations.identity import resolve_auth  # noqa: E402
 
 __all__ = ["SaihmStore"]
 
@@ -290,12 +291,19 @@ class SaihmStore(BaseStore):
     def __init__(
         self,
         endpoint: str,
-        auth_header: str,
+        auth_header: str | None = None,
         *,
         ca_file: str | None = None,
         tls_pin_sha256: str | None = None,
         timeout: float = 30.0,
+        **identity: Any,
     ) -> None:
+        """``auth_header`` (a token's ``Authorization`` value), or ``admin=`` (a
+        :class:`saihm.client.Admin`) with ``session_id=`` and ``holder_id=`` or ``user_id=``:
+        the session's token then comes from the authority service
+        (:mod:`saihm.integrations.identity`)."""
+        auth = resolve_auth(auth_header, identity)
+        auth_header = auth
         self._endpoint = endpoint
         self._auth = SecretStr(auth_header)
         self._kwargs: dict[str, Any] = {

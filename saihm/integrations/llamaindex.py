@@ -24,8 +24,11 @@ lines of text for the prompt.
 
 Both hold an endpoint and an ``Authorization`` value (a ``SecretStr``, hidden from ``repr``
 and left out of ``to_dict``/``to_json``: pass ``auth_header=`` again to ``from_dict``), never
-a key. A session token sees one session; a grant token (``saihm grant --sessions all``) sees
-every session's chats but writes into its own new session.
+a key; or ``admin=`` with ``session_id=`` and ``holder_id=`` or ``user_id=`` in place of
+``auth_header``, which opens (or renews) that session through the authority service
+(:mod:`saihm.integrations.identity`). A session token sees one session; a grant token
+(``saihm grant --sessions all``) sees every session's chats but writes into its own new
+session.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ require("llama_index.core", "llamaindex")
 from llama_index.core.base.llms.types import ChatMessage  # noqa: E402
 from llama_index.core.memory.memory import BaseMemoryBlock  # noqa: E402
 from llama_index.core.memory.types import BaseMemory  # noqa: E402
-from pydantic import Field, SecretStr, ValidationError  # noqa: E402
+from pydantic import Field, SecretStr, ValidationError, model_validator  # noqa: E402
 
 from saihm.client import AsyncClient, Client, RecalledCell  # noqa: E402
+from saihm.integrations.identity import IDENTITY_ARGS, take_identity  # noqa: E402
 
 __all__ = ["SaihmMemory", "SaihmMemoryBlock"]
 
@@ -65,6 +69,18 @@ def _entry(cell: RecalledCell, chat_key: str) -> tuple[int, str, ChatMessage] | 
         return None
 
 
+def _through_authority(data: Any) -> Any:
+    """Constructor arguments with ``admin=`` (and ``session_id=``, ``holder_id=`` or
+    ``user_id=``, ...) turned into ``auth_header`` (:mod:`saihm.integrations.identity`)."""
+    if not isinstance(data, dict) or not any(name in data for name in IDENTITY_ARGS):
+        return data
+    data = dict(data)
+    auth = take_identity(data)
+    if auth is not None:
+        data["auth_header"] = auth
+    return data
+
+
 class SaihmMemory(BaseMemory):
     """A LlamaIndex chat memory kept as the host's record in SAIHM (see the module)."""
 
@@ -74,6 +90,11 @@ class SaihmMemory(BaseMemory):
     message_limit: int | None = Field(default=None, ge=1)
     ca_file: str | None = None
     tls_pin_sha256: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _identity(cls, data: Any) -> Any:
+        return _through_authority(data)
 
     @classmethod
     def class_name(cls) -> str:
@@ -167,6 +188,11 @@ class SaihmMemoryBlock(BaseMemoryBlock[str]):
     top_k: int = Field(default=5, ge=1)
     ca_file: str | None = None
     tls_pin_sha256: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _identity(cls, data: Any) -> Any:
+        return _through_authority(data)
 
     def _client(self) -> AsyncClient:
         return AsyncClient(

@@ -47,7 +47,14 @@ CASES = [
 
 #: Extras that no command needs: the test toolchain and the framework adapters, which are
 #: libraries (tests/integrations/test_extras.py checks their one-line ImportError).
-NOT_COMMANDS = {"test", "integrations-test", "langchain", "langgraph", "llamaindex"}
+NOT_COMMANDS = {
+    "test",
+    "integrations-test",
+    "langchain",
+    "langgraph",
+    "llamaindex",
+    "openai-agents",
+}
 
 
 @pytest.fixture

@@ -30,6 +30,11 @@ from saihm.integrations import require
             "saihm.integrations.langchain",
             "ImportError: langchain_core is not installed: pip install 'saihm[langchain]'",
         ),
+        (
+            "agents",
+            "saihm.integrations.openai_agents",
+            "ImportError: agents is not installed: pip install 'saihm[openai-agents]'",
+        ),
     ],
 )
 def test_an_absent_framework_is_one_line_naming_its_extra(
