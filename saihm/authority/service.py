@@ -32,7 +32,6 @@ import hmac
 import json
 import logging
 import secrets
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -308,19 +307,9 @@ def _open(config: Config) -> tuple[AuthorityService, bool]:
 
 
 async def _serve(service: AuthorityService, sock: Any, context: Any) -> None:
-    from saihm.http.guard import GuardedAppRunner
+    from saihm.http.guard import serve_until_signalled
 
-    runner = GuardedAppRunner(create_authority_app(service), handle_signals=False)
-    await runner.setup()
-    try:
-        await web.SockSite(runner, sock, ssl_context=context).start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_until_signalled(create_authority_app(service), sock, context)
 
 
 def main(options: ServiceOptions) -> int:

@@ -16,8 +16,12 @@ writes method, path, status and duration, never a header.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import signal
+import socket
+import ssl
 from typing import Any
 
 from aiohttp import web
@@ -34,6 +38,7 @@ __all__ = [
     "GuardedRequestHandler",
     "GuardedServer",
     "parser_error_status",
+    "serve_until_signalled",
 ]
 
 #: Longest request line read. It differs from HEADER_FIELD_MAX so that the limit a
@@ -141,3 +146,21 @@ class GuardedAppRunner(web.AppRunner):
             loop=server._loop,
             **server._kwargs,
         )
+
+
+async def serve_until_signalled(
+    app: web.Application, sock: socket.socket, ssl_context: ssl.SSLContext | None
+) -> None:
+    """Serve ``app`` on the bound ``sock`` with a :class:`GuardedAppRunner` until SIGTERM or
+    SIGINT, then clean the runner up (the caller owns and closes ``sock``)."""
+    runner = GuardedAppRunner(app, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.SockSite(runner, sock, ssl_context=ssl_context).start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()

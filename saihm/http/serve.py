@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from saihm.errors import MalformedInput, SaihmError
 from saihm.http.listen import LOOPBACK, bind, tls_context
 
@@ -166,24 +164,12 @@ async def _serve(
 ) -> None:
     from saihm.compose import open_operator
     from saihm.http.app import create_app
-    from saihm.http.guard import GuardedAppRunner
+    from saihm.http.guard import serve_until_signalled
 
     operator = open_operator(config)
     try:
         # The guarded runner answers parser refusals with JSON and logs no header value.
-        runner = GuardedAppRunner(
-            create_app(operator, client_max_size=max_body), access_log=None, handle_signals=False
-        )
-        await runner.setup()
-        try:
-            await web.SockSite(runner, sock, ssl_context=context).start()
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
-            await stop.wait()
-        finally:
-            await runner.cleanup()
+        await serve_until_signalled(create_app(operator, client_max_size=max_body), sock, context)
     finally:
         operator.store.close()
 
