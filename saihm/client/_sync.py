@@ -9,9 +9,6 @@ connection pool until :meth:`Client.close`.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import weakref
 from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
@@ -19,22 +16,12 @@ from typing import Any, Literal, Self, TypeVar
 from saihm.client import _core, models
 from saihm.client._async import AsyncClient
 from saihm.client._core import RecordKind
+from saihm.client._loop import LoopThread
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 
 __all__ = ["Client"]
 
 T = TypeVar("T")
-
-
-def _shutdown(
-    client: AsyncClient, loop: asyncio.AbstractEventLoop, thread: threading.Thread
-) -> None:
-    """Close ``client``'s pool on ``loop``, then stop the loop and its thread."""
-    if loop.is_running():
-        asyncio.run_coroutine_threadsafe(client.aclose(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
-    thread.join()
-    loop.close()
 
 
 class Client:
@@ -72,9 +59,7 @@ class Client:
         # The async client is used for its checked target and connection pool only.
         self._async = transport
         self._holder_id: str | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._lock = threading.Lock()
+        self._thread = LoopThread(transport, "saihm-client")
 
     def __repr__(self) -> str:
         return f"Client({self._async.endpoint_for_display!r})"
@@ -98,24 +83,11 @@ class Client:
         return self._async.endpoint_for_display
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="saihm-client", daemon=True)
-                thread.start()
-                asyncio.run_coroutine_threadsafe(self._async.__aenter__(), loop).result()
-                # A client that is never closed is closed when collected or at exit.
-                self._finalizer = weakref.finalize(self, _shutdown, self._async, loop, thread)
-                self._loop = loop
-            loop = self._loop
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return self._thread.run(coro)
 
     def close(self) -> None:
         """Close the connection pool and stop the client's thread; idempotent."""
-        with self._lock:
-            finalizer, self._finalizer, self._loop = self._finalizer, None, None
-        if finalizer is not None:
-            finalizer()
+        self._thread.close()
 
     def __enter__(self) -> Self:
         return self

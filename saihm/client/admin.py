@@ -18,10 +18,7 @@ belongs to the application's back end: an agent gets only the tokens.
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
-import weakref
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from types import TracebackType
@@ -34,6 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from saihm.client._core import parse
 from saihm.client._endpoint import check_auth_header, parse_pin, validate_endpoint
+from saihm.client._loop import LoopThread
 from saihm.client._transport import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_RESPONSE_BYTES,
@@ -226,14 +224,6 @@ class AsyncAdmin:
         return await self._call("v1/grants/revoke", {"grantId": grant_id}, RevokedGrant)
 
 
-def _shutdown(admin: AsyncAdmin, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
-    if loop.is_running():
-        asyncio.run_coroutine_threadsafe(admin.aclose(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
-    thread.join()
-    loop.close()
-
-
 class Admin:
     """The synchronous face of :class:`AsyncAdmin`: same arguments, methods and answers. Each
     call runs on a private event loop in one daemon thread (as :class:`~saihm.client.Client`
@@ -257,31 +247,17 @@ class Admin:
             tls_pin_sha256=tls_pin_sha256,
             max_response_bytes=max_response_bytes,
         )
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._lock = threading.Lock()
+        self._thread = LoopThread(self._async, "saihm-admin")
 
     def __repr__(self) -> str:
         return f"Admin({self._async._target.where!r})"
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="saihm-admin", daemon=True)
-                thread.start()
-                asyncio.run_coroutine_threadsafe(self._async.__aenter__(), loop).result()
-                self._finalizer = weakref.finalize(self, _shutdown, self._async, loop, thread)
-                self._loop = loop
-            loop = self._loop
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return self._thread.run(coro)
 
     def close(self) -> None:
         """Close the connection pool and stop the thread; idempotent."""
-        with self._lock:
-            finalizer, self._finalizer, self._loop = self._finalizer, None, None
-        if finalizer is not None:
-            finalizer()
+        self._thread.close()
 
     def __enter__(self) -> Self:
         return self
