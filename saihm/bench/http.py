@@ -1,10 +1,13 @@
 """``saihm bench http``: remember throughput and recall latency over HTTP on loopback.
 
 Each HTTP figure is measured against the real ``saihm serve`` (plain HTTP on 127.0.0.1) with 1
-and with 2 workers, beside the same operation on an in-process :class:`Operator` in the same run:
-the ratio is the HTTP overhead (throughput: HTTP / in-process; latency: HTTP / in-process). A
-last figure is the 2-worker / 1-worker throughput ratio. Every phase uses a fresh holder whose
-session holds ``--cells`` cells, so recall answers the same amount in every phase.
+and with 2 workers (and with as many as the machine has cores), beside the same operation on an
+in-process :class:`Operator` in the same run: the ratio is the HTTP overhead (throughput: HTTP /
+in-process; latency: HTTP / in-process). Then come the 2-worker / 1-worker throughput ratio and
+remember/s with ``--workers`` equal to the core count against cores x the two-signature floor
+(``1 / (2 x ML-DSA-65 sign time)``, measured in the same run); the load generator shares those
+cores. Every phase uses a fresh holder whose session holds ``--cells`` cells, so recall answers
+the same amount in every phase.
 
 The bench's own ``saihm serve`` runs with ``--rate-limit 0``: the default per-token limit (50 per
 second, burst 200; docs/operations.md "Rate limit") would answer 429 long before a quiet
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import functools
 import json
+import os
 import secrets
 import socket
 import statistics
@@ -34,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from saihm.bench.store import sign_seconds as _sign_seconds
 from saihm.commands.helpformat import DefaultsFormatter
 
 __all__ = ["run"]
@@ -188,6 +193,8 @@ def run(args: list[str]) -> Iterator[dict]:
     from saihm.protocol import call as binding_call
 
     opts = _options(args)
+    cores = os.cpu_count() or 1
+    phases = sorted({1, 2, cores})
     with tempfile.TemporaryDirectory(prefix="saihm-bench-http-") as tmp:
         config = Config.for_data(Path(tmp) / "data")
         authority = initialise(config)
@@ -195,15 +202,16 @@ def run(args: list[str]) -> Iterator[dict]:
         try:
             tokens = {
                 phase: [_holder(operator, authority, opts.cells) for _ in range(2)]
-                for phase in ("in-process", 1, 2)
+                for phase in ("in-process", *phases)
             }
             local_rate, local_p50 = _in_process(
                 functools.partial(binding_call, operator), tokens["in-process"][0], opts
             )
         finally:
             operator.store.close()
+        floor = 1 / (2 * _sign_seconds(max(0.5, opts.seconds / 2)))
         measured = {}
-        for workers in (1, 2):
+        for workers in phases:
             with _server(Path(tmp), config.data_dir, workers) as url:
                 measured[workers] = asyncio.run(_over_http(url, tokens[workers], opts))
     for workers, (rate, p50) in measured.items():
@@ -221,3 +229,13 @@ def run(args: list[str]) -> Iterator[dict]:
         )
     rate1, rate2 = measured[1][0], measured[2][0]
     yield _figure("remember_per_s_2_workers_vs_1", rate2, "ops/s", "1 worker", rate1, rate2 / rate1)
+    ceiling, rate = cores * floor, measured[cores][0]
+    yield _figure(
+        f"remember_per_s_http_{cores}_workers_vs_floor",
+        rate,
+        "ops/s",
+        f"{cores} cores x the two-signature floor (1 / (2 x ML-DSA-65 sign time), this run); "
+        "the load generator shares the cores",
+        ceiling,
+        rate / ceiling,
+    )

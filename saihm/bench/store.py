@@ -49,7 +49,7 @@ from saihm.operator import Operator
 from saihm.protocol import call as binding_call
 from saihm.store import Change, Store
 
-__all__ = ["run"]
+__all__ = ["run", "sign_seconds"]
 
 REBUILD_TARGET = 100_000
 REBUILD_RUNS = 3
@@ -66,7 +66,7 @@ def _recall_figures(kind: str, lat: list[float], target: str, extra: dict) -> It
         yield _figure(name, value, "ms", target, RECALL_TARGET_MS, False, **extra)
 
 
-def _sign_seconds(seconds: float) -> float:
+def sign_seconds(seconds: float) -> float:
     """Mean seconds per ML-DSA-65 sign of a receipt-sized message (hedged, as in production)."""
     key = mldsa65_from_seed(os.urandom(32))
     message = os.urandom(160)
@@ -191,7 +191,7 @@ def run(args: list[str]) -> Iterator[dict]:
         from saihm.bench.storescale import run_scaling
         from saihm.storage.url import check_store_url
 
-        sign_s = _sign_seconds(max(0.5, opts.seconds / 2))
+        sign_s = sign_seconds(max(0.5, opts.seconds / 2))
         floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"
         url = check_store_url(opts.store)
         yield from run_scaling(url, opts, 1 / (2 * sign_s), floor_peer)
@@ -204,7 +204,7 @@ def run(args: list[str]) -> Iterator[dict]:
 
 
 def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
-    sign_s = _sign_seconds(max(0.5, opts.seconds / 2))
+    sign_s = sign_seconds(max(0.5, opts.seconds / 2))
     floor = 1 / (2 * sign_s)
     floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"
 

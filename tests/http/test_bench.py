@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 KEYS = {"bench", "figure", "value", "unit", "peer", "peer_value", "ratio", "server"}
@@ -13,13 +14,25 @@ def test_bench_http_small_run_yields_every_figure():
     from saihm.bench.http import SERVER, run
 
     figures = list(run(["--seconds", "0.3", "--n", "3", "--concurrency", "2", "--cells", "1"]))
-    assert [f["figure"] for f in figures] == [
-        "remember_per_s_http_1_worker",
-        "recall_p50_ms_http_1_worker",
-        "remember_per_s_http_2_workers",
-        "recall_p50_ms_http_2_workers",
-        "remember_per_s_2_workers_vs_1",
+    cores = os.cpu_count() or 1
+    per_phase = [
+        name
+        for workers in sorted({1, 2, cores})
+        for name in (
+            f"remember_per_s_http_{workers}_worker" + ("s" if workers > 1 else ""),
+            f"recall_p50_ms_http_{workers}_worker" + ("s" if workers > 1 else ""),
+        )
     ]
+    assert [f["figure"] for f in figures] == [
+        *per_phase,
+        "remember_per_s_2_workers_vs_1",
+        f"remember_per_s_http_{cores}_workers_vs_floor",
+    ]
+    floor = figures[-1]
+    assert "two-signature floor" in floor["peer"]
+    assert floor["value"] == next(
+        f["value"] for f in figures if f["figure"].startswith(f"remember_per_s_http_{cores}_")
+    )
     for figure in figures:
         assert set(figure) == KEYS and figure["bench"] == "http"
         assert figure["value"] > 0 and figure["peer_value"] > 0 and figure["ratio"] > 0
