@@ -116,3 +116,23 @@ def test_a_damaged_body_names_its_leaf_and_writes_nothing(tmp_path: Path) -> Non
             assert all(read.count(projections.db[name]) == 0 for name in P.DB_NAMES)
     finally:
         storage.close()
+
+
+def test_the_bench_peer_puts_exactly_the_rows_of_the_rebuild(tmp_path: Path) -> None:
+    """``saihm bench store`` compares the rebuild with raw LMDB doing the same puts: the peer
+    must write every row of the rebuilt storage, the same keys and values, and no other."""
+    from saihm.store.rebuild import raw_put_seconds
+
+    projections, storage = _bulk(tmp_path, LEAVES, [20])
+    want = _dump(projections, storage)
+    storage.close()
+    seconds, rows = raw_put_seconds(tmp_path / "bulk", tmp_path / "raw", len(LEAVES))
+    assert seconds > 0
+    assert rows == sum(len(pairs) for pairs in want.values())
+    raw = LmdbStorage(tmp_path / "raw", P.DB_NAMES, readonly=True)
+    try:
+        with raw.read() as txn:
+            got = {name: list(txn.scan(raw.namespace(name))) for name in P.DB_NAMES}
+    finally:
+        raw.close()
+    assert got == want
