@@ -16,6 +16,10 @@ Figures (each against a floor or target measured or stated in the same run):
   leaves: the REMEMBER and KEY receipts, padded with RECALL receipts signed in a process pool),
   without signature checks, against the 100,000 events/s target; the best of three runs, so
   that page faults of a cold scratch environment are not counted as rebuild work.
+- ``rebuild_events_per_s_vs_raw_lmdb``: the same rate against raw LMDB doing the rebuild's
+  puts in the same run (every row the rebuild wrote, one ``put`` each in key order, into a
+  fresh environment with the scratch storage's flags and the rebuild's commit size; the best
+  of three, each run right after a rebuild).
 
 With ``--store postgresql://...`` it measures the store's scaling figures instead, LMDB beside
 PostgreSQL in one run: remember/s of one and two operator processes on one store, and the cost
@@ -48,6 +52,7 @@ from saihm.mldsa import mldsa65_from_seed, mldsa65_sign
 from saihm.operator import Operator
 from saihm.protocol import call as binding_call
 from saihm.store import Change, Store
+from saihm.store.rebuild import raw_put_seconds
 
 __all__ = ["run", "sign_seconds"]
 
@@ -254,13 +259,28 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
         yield from _recall_figures("holder_wide", lat, target, extra)
 
         _pad(store, holder, opts.events, max(1, (os.cpu_count() or 2)))
-        rates = []
+        rates, peers = [], []
         for attempt in range(REBUILD_RUNS):
             report = store.rebuild_into(tmp / f"rebuilt-{attempt}")
             if not report["identical"]:
                 raise RuntimeError(f"rebuild differs from live: {report['difference']}")
             rates.append(report["events"] / report["seconds"])
+            # The peer right after each rebuild, so both run under the same load.
+            peer_s, puts = raw_put_seconds(
+                tmp / f"rebuilt-{attempt}", tmp / f"raw-{attempt}", report["events"]
+            )
+            peers.append(report["events"] / peer_s)
             shutil.rmtree(tmp / f"rebuilt-{attempt}")
+            shutil.rmtree(tmp / f"raw-{attempt}")
+        extra = {
+            "events": report["events"],
+            "remember_events": opts.cells,
+            "puts_per_event": round(puts / report["events"], 2),
+            "runs": [round(r) for r in rates],
+        }
+        note = (
+            "best of the runs; no signature checks; non-REMEMBER events are KEY and RECALL receipts"
+        )
         yield _figure(
             "rebuild_events_per_s",
             max(rates),
@@ -268,11 +288,20 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
             "target (DESIGN.md)",
             REBUILD_TARGET,
             True,
-            events=report["events"],
-            remember_events=opts.cells,
-            runs=[round(r) for r in rates],
-            note="best of the runs; no signature checks; non-REMEMBER events are KEY and RECALL "
-            "receipts",
+            **extra,
+            note=note,
+        )
+        yield _figure(
+            "rebuild_events_per_s_vs_raw_lmdb",
+            max(rates),
+            "events/s",
+            "raw LMDB doing the rebuild's puts (the same keys and values, one put each in key "
+            "order, same flags and commit size; best of the runs, each right after a rebuild)",
+            max(peers),
+            True,
+            **extra,
+            peer_runs=[round(r) for r in peers],
+            note=note,
         )
     finally:
         store.close()

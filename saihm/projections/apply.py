@@ -2,9 +2,10 @@
 
 Each projection is a module with its databases, its handlers and its typed queries
 (holders, cells, contracts, grants, governance, receipts, meta); :data:`REGISTRY` lists them
-and :class:`Projections` composes them over one environment. The live store and ``saihm
-rebuild`` run the same :meth:`Projections.apply` on the same inputs, so a rebuild into fresh
-databases is byte-identical to the live ones (tests/projections/test_rebuild_fixture.py pins
+and :class:`Projections` composes them over one environment. The live store runs
+:meth:`Projections.apply`; ``saihm rebuild`` runs the bulk apply over the same handlers and row
+functions (saihm/projections/bulk.py), so a rebuild into fresh databases is byte-identical to
+the live ones (tests/projections/test_rebuild_fixture.py pins
 the bytes against a log written before the records were typed).
 
 Every index key is a fixed-width concatenation of 32-byte ids and big-endian u64 leaf indexes,

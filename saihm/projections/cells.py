@@ -23,6 +23,29 @@ RECORD_HEADS = b"p_record_heads"  # sessionTag -> RecordHead
 ERASURES = b"p_erasures"  # cellId -> ErasureRecord (u64 index of the first FORGET)
 
 
+def remember_rows(index: int, body: Body | None) -> list[tuple[bytes, bytes, bytes]]:
+    """The (database, key, value) rows a REMEMBER at leaf ``index`` writes, values before
+    their record MAC: the cell record, its holder index entry and, for a cell with a session
+    tag, its session index entry and (record cells) its session's record head. It reads no
+    state, so the live apply and the bulk apply (saihm/projections/bulk.py) share it."""
+    if body is None:
+        raise ValueError(f"REMEMBER at leaf {index} has no stored cell")
+    cell = loads(body.object_cbor)
+    if not isinstance(cell, dict):
+        raise TypeError(f"the cell of the REMEMBER at leaf {index} is not a map")
+    cell_id, owner = cell[1], cell[2]
+    tag = body.session_tag or b""
+    record = CellRecord(owner, cell[4], cell[3], cell[8], index, tag)
+    idx = u64(index)
+    rows = [(CELLS, cell_id, record.encode()), (BY_HOLDER, owner + idx, cell_id)]
+    if tag:
+        rows.append((BY_SESSION, tag + idx, cell_id))
+        if body.record_seq is not None:
+            head = RecordHead(body.record_seq, cell_id, body.record_end)
+            rows.append((RECORD_HEADS, tag, head.encode()))
+    return rows
+
+
 class Cells(Projection):
     """Cell records, their holder and session indexes, record heads and the erasure list."""
 
@@ -35,22 +58,10 @@ class Cells(Projection):
 
     def apply_remember(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
         """File the cell of a REMEMBER under its holder and its session tag; a record cell
-        also moves its session's record head."""
-        if body is None:
-            raise ValueError(f"REMEMBER at leaf {index} has no stored cell")
-        cell = loads(body.object_cbor)
-        assert isinstance(cell, dict)
-        cell_id, owner = cell[1], cell[2]
-        tag = body.session_tag or b""
-        record = CellRecord(owner, cell[4], cell[3], cell[8], index, tag)
+        also moves its session's record head (the rows of :func:`remember_rows`)."""
         put = self.t.put
-        put(txn, CELLS, cell_id, record.encode())
-        put(txn, BY_HOLDER, owner + u64(index), cell_id)
-        if tag:
-            put(txn, BY_SESSION, tag + u64(index), cell_id)
-            if body.record_seq is not None:
-                head = RecordHead(body.record_seq, cell_id, body.record_end)
-                put(txn, RECORD_HEADS, tag, head.encode())
+        for name, key, value in remember_rows(index, body):
+            put(txn, name, key, value)
 
     def apply_forget(self, txn: Txn, index: int, leaf: LeafView, body: Body | None) -> None:
         """The first FORGET of a cell enters the erasure list (which matches the FORGET

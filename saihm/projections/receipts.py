@@ -26,6 +26,31 @@ def operation_key(operation: str) -> bytes:
     return OPERATION_KEYS.get(operation) or operation.encode() + b"\x00"
 
 
+_Row = tuple[bytes, bytes]
+
+
+def index_rows(
+    idx: bytes,
+    receipt_id: bytes,
+    subject_id: bytes,
+    holder_id: bytes,
+    timestamp: int,
+    operation: str,
+) -> tuple[_Row, _Row, _Row, _Row]:
+    """The (key, value) rows of the leaf at ``idx`` (its u64 index) in :data:`RECEIPT_IDS`,
+    :data:`BY_SUBJECT`, :data:`RX_BY_HOLDER` and :data:`BY_OPERATION`, shared by the live
+    apply and the bulk apply (saihm/projections/bulk.py). :class:`TypeError` for a receiptId
+    that is not bytes (every key must be)."""
+    if type(receipt_id) is not bytes:
+        raise TypeError("a receiptId is bytes")
+    return (
+        (receipt_id, idx),
+        (subject_id + idx, b""),
+        (holder_id + idx, u64(timestamp)),
+        (operation_key(operation) + idx, b""),
+    )
+
+
 class Receipts(Projection):
     """The four receipt indexes; :meth:`apply_every` runs for every leaf."""
 
@@ -35,14 +60,21 @@ class Receipts(Projection):
 
     def apply_every(self, txn: Txn, index: int, leaf: LeafView) -> None:
         """Index leaf ``index`` by its receiptId, subject, holder (with its timestamp) and
-        operation. Called directly by the registry (hot path of a rebuild)."""
+        operation (the rows of :func:`index_rows`). Called directly by the registry."""
         db = self.t.db
-        idx = u64(index)
         put = txn.put
-        put(leaf.receipt_id, idx, db=db[RECEIPT_IDS])
-        put(leaf.subject_id + idx, b"", db=db[BY_SUBJECT])
-        put(leaf.holder_id + idx, u64(leaf.timestamp), db=db[RX_BY_HOLDER])
-        put(operation_key(leaf.operation) + idx, b"", db=db[BY_OPERATION])
+        ids, subject, holder, operation = index_rows(
+            u64(index),
+            leaf.receipt_id,
+            leaf.subject_id,
+            leaf.holder_id,
+            leaf.timestamp,
+            leaf.operation,
+        )
+        put(ids[0], ids[1], db=db[RECEIPT_IDS])
+        put(subject[0], subject[1], db=db[BY_SUBJECT])
+        put(holder[0], holder[1], db=db[RX_BY_HOLDER])
+        put(operation[0], operation[1], db=db[BY_OPERATION])
 
     def timestamps_of_holder(self, txn: Txn, holder_id: bytes) -> Iterator[int]:
         """The timestamps of every receipt naming the holder, in log order."""

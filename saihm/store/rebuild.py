@@ -11,12 +11,13 @@ import time
 from collections.abc import Callable, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from saihm.errors import VerificationFailed
 from saihm.events.operations import BY_NAME
-from saihm.projections import Body, LeafView, Projections, RecordError
+from saihm.projections import Body, Projections
 from saihm.projections import apply as P
+from saihm.projections.bulk import LeafFailed, apply_leaves
 from saihm.storage import ReadTxn, WriteTxn
 from saihm.storage.lmdb import LmdbStorage
 from saihm.store.environment import BODIES, Environment
@@ -24,6 +25,9 @@ from saihm.store.environment import BODIES, Environment
 #: The operations whose private body the store keeps under the subjectId (from the registry).
 _BODY_OPERATIONS = frozenset(name for name, spec in BY_NAME.items() if spec.body)
 _COPY_CHUNK = 4096  # pairs per put_many when copying rebuilt projections into the live storage
+#: Leaves applied per transaction of a rebuild: their rows are held in memory and written
+#: sorted, one put_many per namespace (saihm/projections/bulk.py).
+LEAVES_PER_TXN = 16384
 
 
 class RebuildFailed(VerificationFailed):
@@ -163,31 +167,26 @@ class Rebuilder:
                 "inserted or deleted): run saihm verify --data DIR"
             )
         bodies = self.env.db[BODIES]
-        chunk = 16384
-        for first in range(start, size, chunk):
-            leaves = self.env.tree.leaves(live_txn, first, min(size, first + chunk))
+
+        def body_of(operation: str, subject_id: bytes) -> Body | None:
+            if operation not in _BODY_OPERATIONS:
+                return None
+            raw = live_txn.get(subject_id, db=bodies)
+            return None if raw is None else Body.decode(raw)
+
+        for first in range(start, size, LEAVES_PER_TXN):
+            leaves = self.env.tree.leaves(live_txn, first, min(size, first + LEAVES_PER_TXN))
             txn = live if live is not None else into.storage.write()
             try:
-                for offset, leaf in enumerate(leaves):
-                    try:
-                        view = LeafView.from_leaf(leaf)
-                        body = None
-                        if view.operation in _BODY_OPERATIONS:
-                            raw = live_txn.get(view.subject_id, db=bodies)
-                            body = None if raw is None else Body.decode(raw)
-                        into.apply(txn, first + offset, view, body, record_applied=False)
-                    except (
-                        RecordError,
-                        ValueError,
-                        KeyError,
-                        TypeError,
-                        IndexError,
-                        AttributeError,
-                    ) as err:
-                        # A damaged leaf or body (the public check names a damaged leaf).
-                        what = f"leaf {first + offset} cannot be applied: {type(err).__name__}"
-                        raise RebuildFailed(what) from err
-                into.mark_applied(txn, first + len(leaves))
+                apply_leaves(into, txn, first, leaves, body_of, count=first + len(leaves))
+            except LeafFailed as err:
+                if live is None:
+                    txn.abort()
+                # A damaged leaf or body (the public check names a damaged leaf).
+                cause = type(err.__cause__).__name__
+                raise RebuildFailed(
+                    f"leaf {err.index} cannot be applied: {cause}"
+                ) from err.__cause__
             except BaseException:
                 if live is None:
                     txn.abort()
@@ -196,3 +195,42 @@ class Rebuilder:
                 txn.commit()
             if progress is not None:
                 progress(len(leaves))
+
+
+def raw_put_seconds(rebuilt: Path, target: Path, events: int) -> tuple[float, int]:
+    """The peer of a rebuild for ``saihm bench store``: seconds raw LMDB takes to put every
+    projection row the scratch storage at ``rebuilt`` holds into a fresh environment at
+    ``target``, and how many rows. One ``put`` of the lmdb binding per row, namespace by
+    namespace in key order, with the flags of :meth:`Rebuilder.scratch_storage` and a commit
+    every as many rows as a rebuild of ``events`` leaves writes per transaction; reading the
+    rows out is not timed."""
+    names = Projections.DB_NAMES
+    source = LmdbStorage(rebuilt, names, readonly=True, lock=False)
+    try:
+        with source.read() as snapshot:
+            rows = [(name, list(snapshot.scan(source.namespace(name)))) for name in names]
+        map_size = source.map_size
+    finally:
+        source.close()
+    total = sum(len(pairs) for _, pairs in rows)
+    per_commit = max(1, total * LEAVES_PER_TXN // max(1, events))
+    target.mkdir(parents=True, exist_ok=False)
+    out = LmdbStorage(target, names, map_size=map_size, sync=False, writemap=True)
+    try:
+        env = out.env  # the binding itself, without the driver's wrappers
+        handles: dict[bytes, Any] = {name: out.namespace(name).handle for name in names}
+        started = time.perf_counter()
+        txn, in_txn = env.begin(write=True), 0
+        for name, pairs in rows:
+            db, put = handles[name], txn.put
+            for key, value in pairs:
+                put(key, value, db=db)
+                in_txn += 1
+                if in_txn == per_commit:
+                    txn.commit()
+                    txn, in_txn = env.begin(write=True), 0
+                    put = txn.put
+        txn.commit()
+        return time.perf_counter() - started, total
+    finally:
+        out.close()
