@@ -276,6 +276,7 @@ def test_a_transaction_the_server_never_committed_is_reported(url: str) -> None:
         main = storage.namespace(b"main")
         txn = storage.write()
         txn.put(b"lost", b"1", db=main)
+        assert txn.get(b"other", db=main) is None  # the first read begins it on the server
         xid = txn._txid  # type: ignore[attr-defined]
         assert xid and xid != "0"
         terminate_sessions(url)
@@ -328,9 +329,15 @@ def test_a_writer_waits_for_the_lock_at_most_lock_timeout(url: str) -> None:
     limit = float(dict(WRITE_TIMEOUTS)["lock_timeout"].removesuffix("s"))
     holder, waiter = PostgresStorage(url, NS), PostgresStorage(url, NS)
     txn = holder.write()
+
+    def take_a_turn() -> None:
+        with waiter.write() as other:  # the lock travels with the first read
+            other.get(b"held", db=waiter.namespace(b"main"))
+
     try:
         txn.put(b"held", b"1", db=holder.namespace(b"main"))
-        outcome, took = within(limit + 20, waiter.write)
+        assert txn.get(b"nothing", db=holder.namespace(b"main")) is None
+        outcome, took = within(limit + 20, take_a_turn)
         assert isinstance(outcome, StorageError), outcome
         assert "write lock was not granted within lock_timeout" in str(outcome)
         assert limit - 0.5 <= took < limit + 10
@@ -350,8 +357,8 @@ def test_a_writer_that_stops_mid_transaction_loses_the_lock_and_its_write(
     """A writer that stops talking mid-transaction (a paused node: its socket stays open) has
     its session ended by the server after ``idle_in_transaction_session_timeout``: its lock is
     released and another writer proceeds; the stopped one's commit then fails, nothing of it
-    written, and its next transaction works. ``last`` is what it sent before it stopped: a
-    queued write (no answer awaited) or a read."""
+    written, and its next transaction works. ``last`` is what it did before it stopped: a read
+    the server answered (the first read takes the lock), or a write buffered after it."""
     stopping = PostgresStorage(with_settings(url, idle_in_transaction_session_timeout="1s"), NS)
     other = PostgresStorage(url, NS)
     main = stopping.namespace(b"main")
@@ -360,6 +367,7 @@ def test_a_writer_that_stops_mid_transaction_loses_the_lock_and_its_write(
         txn.put(b"lost", b"1", db=main)
         if last == "get":
             assert txn.get(b"lost", db=main) == b"1"
+            assert txn.get(b"nothing", db=main) is None
         else:
             assert txn.get(b"nothing", db=main) is None
             txn.put(b"lost-too", b"1", db=main)
