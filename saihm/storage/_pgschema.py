@@ -39,26 +39,6 @@ class Statements:
         self.name = schema
         q = sql.SQL
         self.get = q("SELECT v FROM {} WHERE ns = %b AND k = %b").format(kv)
-        self.put = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) "
-            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
-        ).format(kv)
-        self.put_new = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) ON CONFLICT (ns, k) DO NOTHING "
-            "RETURNING 1"
-        ).format(kv)
-        self.put_many = q(
-            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
-            "AS t(k, v) ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
-        ).format(kv)
-        # The append fast path inserts only if nothing at or above its first key exists yet.
-        self.append = q(
-            "WITH added AS (INSERT INTO {} (ns, k, v) "
-            "SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) AS t(k, v) "
-            "WHERE NOT EXISTS (SELECT 1 FROM {} WHERE ns = %b AND k >= %b) RETURNING 1) "
-            "SELECT count(*) FROM added"
-        ).format(kv, kv)
-        self.delete = q("DELETE FROM {} WHERE ns = %b AND k = %b RETURNING 1").format(kv)
         # The write transaction's own statements (saihm.storage.postgres._Write): the lock with
         # the transaction id, a prefetch of keys and of namespace ends, and the buffered writes
         # of every namespace as one INSERT and one DELETE.

@@ -10,7 +10,8 @@ starting at once would otherwise race inside ``CREATE TABLE IF NOT EXISTS``).
 
 **One writer at a time: an advisory lock, not SERIALIZABLE.** The write transaction begins
 ``BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(K)`` (``K`` derived from
-the schema name, so each schema is its own storage), and the lock is held until the
+the schema name, so each schema is its own storage), sent with its first read (or with its
+writes when it reads nothing: see "Round trips"), and the lock is held until the
 transaction ends: committed, rolled back, or its connection gone (a node killed with ``kill -9``
 releases it when the server sees the socket close; server-side TCP keepalives bound the wait
 for a node that vanished silently). SERIALIZABLE with retry is not an option under this
@@ -36,9 +37,11 @@ the server end the session of a writer that has stopped talking to it mid-transa
 rolls that transaction back and releases its lock. The server arms the idle timer only when it
 is ready for a query, that is after a Sync message; a pipeline that never syncs until COMMIT
 would leave a stopped writer's session "active" for ever. So every statement of the write
-transaction is followed by a Sync (sent, not waited for: it costs no round trip). A node
-resumed after its session was ended finds its connection gone: that write fails (nothing of it
-was committed) and the pool replaces the connection. ``statement_timeout`` is not set: a
+transaction sent before its COMMIT is followed by a Sync (sent, not waited for: it costs no
+round trip). A node resumed after its session was ended finds its connection gone: that write
+fails (nothing of it was committed) and the pool replaces the connection. A node stopped after
+it sent its COMMIT holds nothing: the writes and the COMMIT are already in the server's hands,
+which finishes the transaction and releases the lock without it. ``statement_timeout`` is not set: a
 statement waiting for a lock is bounded by ``lock_timeout``, and the few long statements
 (clearing a large projection in a rebuild) are legitimate. Each limit may be set for the node
 in the URL's ``options`` (``?options=-c%20lock_timeout%3D2s``); a setting given there wins.
@@ -50,12 +53,23 @@ pagination (pages grow from 32 to 1024 rows), so memory stays bounded on any nam
 
 **Round trips.** Connections come from a ``psycopg_pool.ConnectionPool``; a transaction takes
 one for its life. Hot statements are prepared on each connection; parameters and results
-travel in binary; ``put_many`` sends a batch as two arrays to one ``INSERT ... unnest``
-statement. Beginning a transaction is one round trip, and so is each get, scan page, ``last``
-and ``count``. The write transaction runs in pipeline mode: a write whose answer is not needed
-(``put``, ``put_many``, ``clear``) is queued and travels with the next statement that answers,
-COMMIT included, so a run of writes costs no round trip of its own; its error is raised by
-that next statement, and a transaction with a failed statement cannot commit.
+travel in binary. Beginning a read snapshot is one round trip, and so is each get, scan page,
+``last`` and ``count`` in it. Every node's writes wait for the write lock in turn, so the
+write transaction keeps round trips out of the time it holds it (:class:`_Write`): nothing is
+sent at :meth:`PostgresStorage.write`; writes are buffered in memory, reads see the buffer
+first, and at commit every buffered write goes as one ``INSERT ... SELECT FROM unnest(...)
+ON CONFLICT DO UPDATE`` and one ``DELETE ... USING unnest(...)``, pipelined with the COMMIT
+(one round trip; a write's error, a full disk say, is raised by the commit, and nothing of the
+transaction is written). The first read sends BEGIN, the limits and the lock with itself, in
+one round trip, together with a prefetch of the keys and namespace ends that the storage's
+last two write transactions read; a key read or written once is answered from memory for the
+rest of the transaction. So a transaction that reads what the one before it read (a remember's
+counters, tree size and newest tile) holds the lock for two round trips: the answer to its
+first read, and the request of its COMMIT. A range read (scan, count, ``last`` of a prefix)
+first sends its namespace's buffered writes (queued before it: no round trip of its own), and
+so does a buffer past ``_FLUSH_ROWS`` rows, so memory stays bounded in a large transaction.
+:meth:`PostgresStorage.figures` counts statements, round trips, round trips under the lock and
+the time the lock was held, for ``saihm bench store``.
 
 **Errors.** Every psycopg error becomes :class:`StorageError`; disk full (SQLSTATE 53100)
 becomes :class:`StorageFull`, and :meth:`PostgresStorage.grow` returns False (the database
