@@ -43,6 +43,7 @@ from saihm.protocol import call as binding_call
 __all__ = ["run_scaling"]
 
 Figure = dict[str, object]
+_BUSY_BATCH = 8  # remembers per write transaction for the ceiling on paper
 _READY_SECONDS = 120.0
 
 
@@ -202,9 +203,19 @@ def ceiling(
 
 
 def _cost_figures(
-    nodes: int, count: int, spent: dict[str, float], loopback_ms: float, rtt_ms: float, **extra: Any
+    nodes: int,
+    count: int,
+    spent: dict[str, float],
+    loopback_ms: float,
+    rtt_ms: float,
+    floor_ms: float,
+    **extra: Any,
 ) -> Iterator[Figure]:
-    """Per remember, what PostgreSQL spent on it with ``nodes`` nodes, and the ceiling."""
+    """Per remember, what PostgreSQL spent on it with ``nodes`` nodes, and the ceiling: at the
+    batch measured, and on paper at a batch of :data:`_BUSY_BATCH` (the lock hold of a
+    transaction taken as ``floor_ms``, the commit of one put, plus what each remember added
+    to it in this run; the round trips under the lock as one plus those each remember added).
+    """
     txns = spent.get("write_transactions", 0.0)
     if not count or not txns:
         return
@@ -237,10 +248,17 @@ def _cost_figures(
         "lock_busy_fraction": round(spent["lock_seconds"] / spent["elapsed_seconds"], 3),
         **extra,
     }
+    marginal_ms = max(hold_ms - floor_ms, 0.0) / batch
+    busy_hold_ms = floor_ms + _BUSY_BATCH * marginal_ms
+    busy_locked = 1 + _BUSY_BATCH * max(locked - 1, 0.0) / batch
+    busy = ceiling(_BUSY_BATCH, busy_hold_ms, busy_locked, loopback_ms, rtt_ms)
     yield {
         "bench": "store",
         "figure": f"ceiling_remember_per_s_{label}",
         "value": round(ceiling(batch, hold_ms, locked, loopback_ms, rtt_ms), 1),
+        f"value_at_batch_{_BUSY_BATCH}": round(busy, 1),
+        f"lock_hold_ms_per_remember_at_batch_{_BUSY_BATCH}": round(busy_hold_ms / _BUSY_BATCH, 3),
+        "commit_floor_ms": round(floor_ms, 3),
         "unit": "remembers/s, all nodes together",
         "round_trip_ms": rtt_ms,
         "loopback_round_trip_ms": round(loopback_ms, 3),
@@ -367,15 +385,11 @@ def run_scaling(url: str, opts: Any, floor: float, floor_peer: str) -> Iterator[
                 **extra,
             )
 
-            loopback_ms = _round_trip_ms(probe_url, max(20, opts.commit_samples))
-            rtt_ms = float(getattr(opts, "round_trip_ms", 0.2))
-            for nodes, (count, spent) in costs.items():
-                yield from _cost_figures(nodes, count, spent, loopback_ms, rtt_ms, **extra)
-
             samples = max(20, opts.commit_samples)
+            floors: dict[str, float] = {}
             for name, put in (("empty", False), ("one_put", True)):
                 lmdb_ms = _p50(_commit_ms(tmp / f"probe-{name}", samples, put=put))
-                pg_ms = _p50(_commit_ms(probe_url, samples, put=put))
+                pg_ms = floors[name] = _p50(_commit_ms(probe_url, samples, put=put))
                 yield figure(
                     f"commit_ms_{name}_postgresql",
                     pg_ms,
@@ -385,6 +399,12 @@ def run_scaling(url: str, opts: Any, floor: float, floor_peer: str) -> Iterator[
                     False,
                     samples=samples,
                     commits_per_s_bound=round(1000 / pg_ms, 1),
+                )
+            loopback_ms = _round_trip_ms(probe_url, samples)
+            rtt_ms = float(getattr(opts, "round_trip_ms", 0.2))
+            for nodes, (count, spent) in costs.items():
+                yield from _cost_figures(
+                    nodes, count, spent, loopback_ms, rtt_ms, floors["one_put"], **extra
                 )
             lmdb_ms = _p50(_remember_txn_ms(tmp / "lmdb" / "data", None, samples))
             pg_ms = _p50(_remember_txn_ms(tmp / "postgresql" / "data", store_url, samples))
