@@ -441,7 +441,9 @@ class _Write(_Read):
         for ns, k, v in found:
             self._known[Int4(ns), bytes(k)] = bytes(v)
         for ns, k, v in tops:
-            self._ends[Int4(ns)] = None if k is None else (bytes(k), bytes(v))
+            # A namespace written before this first read has an end the server cannot know.
+            if Int4(ns) not in self._pending:
+                self._ends[Int4(ns)] = None if k is None else (bytes(k), bytes(v))
 
     def _started(self) -> None:
         if self._txid is None:
