@@ -124,6 +124,7 @@ _MAX_PAGE = 1024
 _BATCH = 2000  # rows per INSERT or DELETE statement
 _FLUSH_ROWS = 4096  # buffered writes sent before the commit once this many wait
 _HOT_KEYS = 64  # keys a write transaction's reads teach the next one to prefetch
+_KNOWN_MAX = 65_536  # values a write transaction keeps of what it read (then starts afresh)
 _POOL_TIMEOUT = 15.0  # seconds to wait for a free connection
 _DISK_FULL = "53100"
 _LOCK_NOT_AVAILABLE = "55P03"
@@ -616,10 +617,15 @@ class _Write(_Read):
         slot = (ns, key)
         if self._txid is None:
             self._start(key=slot)
-        self._used[slot] = None
+        if len(self._used) < _HOT_KEYS:
+            self._used[slot] = None
         if slot in self._known:
             return self._known[slot]
         value = super().get(key, db=db)
+        if len(self._known) >= _KNOWN_MAX:
+            # Memory stays bounded in a large transaction: what was read is a cache (the
+            # buffer and the server hold every write), so forgetting it loses nothing.
+            self._known.clear()
         self._known[slot] = value
         return value
 
