@@ -7,9 +7,13 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
+import psycopg
+import pytest
+
 from saihm.authority import Authority
 from saihm.compose import initialise
 from saihm.config import Config
+from saihm.errors import Unavailable
 from saihm.events import CapabilityScope
 from saihm.operator import Operator
 from saihm.protocol import call as binding_call
@@ -53,5 +57,45 @@ def test_one_remember_makes_at_most_two_round_trips_under_the_write_lock(
             # statistics) goes as one INSERT with the COMMIT.
             assert cost["rows_written"] >= 10, cost
             assert cost["write_statements"] <= 10, cost
+    finally:
+        operator.store.close()
+
+
+def test_a_remember_whose_commit_fails_is_refused_and_leaves_nothing(
+    tmp_path: Path, postgres_location: str
+) -> None:
+    """The writes travel with the COMMIT, so the server refuses them there: the remember is
+    answered ``operator_storage_unavailable`` (saihm-protocol "Order of effect and receipt":
+    the group commit looks its receipts up first), nothing of it is stored, and the next
+    remember commits at the next leaf index."""
+    data = tmp_path / "data"
+    initialise(Config.for_data(data, store=postgres_location))
+    config = Config.for_data(data, store=postgres_location, checkpoint_interval=3600.0)
+    operator = Operator(Store(config), config)
+    try:
+        authority = Authority.open(config.authority_dir)
+        holder = operator.admin.create_holder()
+        token = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
+        binding_call(operator, token.to_token(), "saihm_remember", {"content": "before"})
+        size = operator.store.size()
+        with psycopg.connect(postgres_location, autocommit=True) as conn:
+            conn.execute(
+                """
+                CREATE FUNCTION saihm_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+                CREATE TRIGGER saihm_test_refuse BEFORE INSERT OR UPDATE ON saihm_kv
+                  FOR EACH STATEMENT EXECUTE FUNCTION saihm_test_refuse();
+                """
+            )
+            with pytest.raises(Unavailable) as refused:
+                binding_call(operator, token.to_token(), "saihm_remember", {"content": "lost"})
+            assert refused.value.code == "operator_storage_unavailable"
+            assert operator.store.size() == size
+            conn.execute("DROP TRIGGER saihm_test_refuse ON saihm_kv")
+        binding_call(operator, token.to_token(), "saihm_remember", {"content": "after"})
+        assert operator.store.size() == size + 1
+        cells = binding_call(operator, token.to_token(), "saihm_recall", {})
+        texts = sorted(c["plaintext"] for c in cells)  # type: ignore[attr-defined, union-attr]
+        assert texts == ["after", "before"]
     finally:
         operator.store.close()
