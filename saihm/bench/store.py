@@ -191,6 +191,12 @@ def run(args: list[str]) -> Iterator[dict]:
     parser.add_argument(
         "--commit-samples", type=int, default=200, help="with --store: commits timed per figure"
     )
+    parser.add_argument(
+        "--round-trip-ms",
+        type=float,
+        default=0.2,
+        help="with --store: the network round trip to the database the ceiling is computed for",
+    )
     opts = parser.parse_args(args)
     if opts.store is not None:
         from saihm.bench.storescale import run_scaling

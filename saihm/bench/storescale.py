@@ -43,6 +43,7 @@ from saihm.protocol import call as binding_call
 __all__ = ["run_scaling"]
 
 Figure = dict[str, object]
+_BUSY_BATCH = 8  # remembers per write transaction for the ceiling on paper
 _READY_SECONDS = 120.0
 
 
@@ -108,7 +109,7 @@ def _node(
             binding_call(operator, token, "saihm_remember", {"content": "warm-up"})
         ready.put(os.getpid())
         if not start.wait(_READY_SECONDS):
-            results.put((0, 0.0))
+            results.put((0, 0.0, {}))
             return
         counts = [0] * threads
         deadline = time.perf_counter() + seconds
@@ -119,21 +120,32 @@ def _node(
                 binding_call(operator, tokens[i], "saihm_remember", params)
                 counts[i] += 1
 
+        before = _costs(operator)
         began = time.perf_counter()
         pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
         for t in pool:
             t.start()
         for t in pool:
             t.join()
-        results.put((sum(counts), time.perf_counter() - began))
+        elapsed = time.perf_counter() - began
+        after = _costs(operator)
+        spent = {name: after[name] - before[name] for name in after}
+        results.put((sum(counts), elapsed, spent))
     finally:
         operator.store.close()
 
 
+def _costs(operator: Any) -> dict[str, float]:
+    """The storage's running cost counters (PostgreSQL's ``figures``; none for LMDB)."""
+    figures = getattr(operator.store.env.storage, "figures", None)
+    return figures() if figures is not None else {}
+
+
 def _remember_rate(
     data: Path, store: str | None, nodes: int, seconds: float, threads: int
-) -> float:
-    """Remembers per second of ``nodes`` operator processes on one store, started together."""
+) -> tuple[float, int, dict[str, float]]:
+    """Remembers per second of ``nodes`` operator processes on one store, started together;
+    also the remembers made and what their storage spent (summed over the nodes)."""
     ctx = mp.get_context("spawn")  # never fork a process holding LMDB or a connection pool
     ready, results, start = ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [
@@ -152,11 +164,108 @@ def _remember_rate(
             p.join(timeout=60)
             if p.is_alive():
                 p.kill()
-    count = sum(c for c, _ in done)
-    elapsed = max(e for _, e in done)
+    count = sum(c for c, _, _ in done)
+    elapsed = max(e for _, e, _ in done)
     if any(p.exitcode for p in procs) or elapsed <= 0:
         raise RuntimeError("a bench node failed")
-    return count / elapsed
+    spent: dict[str, float] = {}
+    for _, _, costs in done:
+        for name, amount in costs.items():
+            spent[name] = spent.get(name, 0.0) + amount
+    spent["elapsed_seconds"] = elapsed
+    return count / elapsed, count, spent
+
+
+def _round_trip_ms(url: str, samples: int) -> float:
+    """The median time of one round trip to the database (a prepared ``SELECT 1``), in ms:
+    what this machine's loopback adds to every round trip counted under the lock."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        out = []
+        for i in range(samples + 5):
+            began = time.perf_counter()
+            conn.execute("SELECT 1", prepare=True).fetchone()
+            if i >= 5:
+                out.append((time.perf_counter() - began) * 1000)
+    return _p50(out)
+
+
+def ceiling(
+    batch: float, hold_ms: float, locked_round_trips: float, loopback_ms: float, rtt_ms: float
+) -> float:
+    """Remembers per second every node together can commit, at most: the write lock admits
+    one transaction at a time, so ``batch / hold``, where the hold is the measured one with
+    its round trips under the lock moved from this machine's loopback (``loopback_ms``) to a
+    network of ``rtt_ms`` (docs/scaling.md "How throughput grows with nodes")."""
+    hold = max(hold_ms - locked_round_trips * loopback_ms, 0.0) + locked_round_trips * rtt_ms
+    return float("inf") if hold <= 0 else batch * 1000 / hold
+
+
+def _cost_figures(
+    nodes: int,
+    count: int,
+    spent: dict[str, float],
+    loopback_ms: float,
+    rtt_ms: float,
+    floor_ms: float,
+    **extra: Any,
+) -> Iterator[Figure]:
+    """Per remember, what PostgreSQL spent on it with ``nodes`` nodes, and the ceiling: at the
+    batch measured, and on paper at a batch of :data:`_BUSY_BATCH` (the lock hold of a
+    transaction taken as ``floor_ms``, the commit of one put, plus what each remember added
+    to it in this run; the round trips under the lock as one plus those each remember added).
+    """
+    txns = spent.get("write_transactions", 0.0)
+    if not count or not txns:
+        return
+    batch = count / txns
+    hold_ms = spent["lock_seconds"] * 1000 / txns
+    locked = spent["locked_round_trips"] / txns
+    label = f"postgresql_{nodes}_node{'s' if nodes > 1 else ''}"
+    per = {
+        "statements": spent["statements"] / count,
+        "round_trips": spent["round_trips"] / count,
+        "write_statements": spent["write_statements"] / count,
+        "locked_round_trips": spent["locked_round_trips"] / count,
+        "lock_hold_ms": spent["lock_seconds"] * 1000 / count,
+    }
+    for name, value in per.items():
+        yield {
+            "bench": "store",
+            "figure": f"{name}_per_remember_{label}",
+            "value": round(value, 3),
+            "unit": "ms" if name.endswith("_ms") else "per remember",
+            **extra,
+        }
+    yield {
+        "bench": "store",
+        "figure": f"batch_{label}",
+        "value": round(batch, 2),
+        "unit": "remembers per write transaction",
+        "lock_hold_ms_per_transaction": round(hold_ms, 3),
+        "locked_round_trips_per_transaction": round(locked, 2),
+        "lock_busy_fraction": round(spent["lock_seconds"] / spent["elapsed_seconds"], 3),
+        **extra,
+    }
+    marginal_ms = max(hold_ms - floor_ms, 0.0) / batch
+    busy_hold_ms = floor_ms + _BUSY_BATCH * marginal_ms
+    busy_locked = 1 + _BUSY_BATCH * max(locked - 1, 0.0) / batch
+    busy = ceiling(_BUSY_BATCH, busy_hold_ms, busy_locked, loopback_ms, rtt_ms)
+    yield {
+        "bench": "store",
+        "figure": f"ceiling_remember_per_s_{label}",
+        "value": round(ceiling(batch, hold_ms, locked, loopback_ms, rtt_ms), 1),
+        f"value_at_batch_{_BUSY_BATCH}": round(busy, 1),
+        f"lock_hold_ms_per_remember_at_batch_{_BUSY_BATCH}": round(busy_hold_ms / _BUSY_BATCH, 3),
+        "commit_floor_ms": round(floor_ms, 3),
+        "unit": "remembers/s, all nodes together",
+        "round_trip_ms": rtt_ms,
+        "loopback_round_trip_ms": round(loopback_ms, 3),
+        "formula": "batch * 1000 / (hold_ms - locked_round_trips * loopback_ms "
+        "+ locked_round_trips * round_trip_ms)",
+        **extra,
+    }
 
 
 def _commit_ms(location: str | Path, samples: int, *, put: bool) -> list[float]:
@@ -233,14 +342,24 @@ def run_scaling(url: str, opts: Any, floor: float, floor_peer: str) -> Iterator[
         tmp = Path(tmp_name)
         with _scratch(url) as store_url, _scratch(url) as probe_url:
             rates: dict[tuple[str, int], float] = {}
+            costs: dict[int, tuple[int, dict[str, float]]] = {}
             stores: dict[str, str | None] = {"lmdb": None, "postgresql": store_url}
             for backend, store in stores.items():
                 data = tmp / backend / "data"
                 initialise(Config.for_data(data, store=store))
                 for nodes in (1, 2):
-                    rates[backend, nodes] = _remember_rate(data, store, nodes, seconds, threads)
+                    rate, count, spent = _remember_rate(data, store, nodes, seconds, threads)
+                    rates[backend, nodes] = rate
+                    if backend == "postgresql":
+                        costs[nodes] = (count, spent)
             unit = "remembers/s"
-            extra = {"node_threads": threads, "seconds": seconds, "postgresql": shown}
+            extra = {
+                "node_threads": threads,
+                "seconds": seconds,
+                "postgresql": shown,
+                "cores": os.cpu_count(),
+                "load_average_1m": round(os.getloadavg()[0], 2),
+            }
             lmdb1 = "remember_per_s_lmdb_1_process (this run)"
             pg1 = "remember_per_s_postgresql_1_node (this run)"
             rows = [
@@ -267,9 +386,10 @@ def run_scaling(url: str, opts: Any, floor: float, floor_peer: str) -> Iterator[
             )
 
             samples = max(20, opts.commit_samples)
+            floors: dict[str, float] = {}
             for name, put in (("empty", False), ("one_put", True)):
                 lmdb_ms = _p50(_commit_ms(tmp / f"probe-{name}", samples, put=put))
-                pg_ms = _p50(_commit_ms(probe_url, samples, put=put))
+                pg_ms = floors[name] = _p50(_commit_ms(probe_url, samples, put=put))
                 yield figure(
                     f"commit_ms_{name}_postgresql",
                     pg_ms,
@@ -279,6 +399,12 @@ def run_scaling(url: str, opts: Any, floor: float, floor_peer: str) -> Iterator[
                     False,
                     samples=samples,
                     commits_per_s_bound=round(1000 / pg_ms, 1),
+                )
+            loopback_ms = _round_trip_ms(probe_url, samples)
+            rtt_ms = float(getattr(opts, "round_trip_ms", 0.2))
+            for nodes, (count, spent) in costs.items():
+                yield from _cost_figures(
+                    nodes, count, spent, loopback_ms, rtt_ms, floors["one_put"], **extra
                 )
             lmdb_ms = _p50(_remember_txn_ms(tmp / "lmdb" / "data", None, samples))
             pg_ms = _p50(_remember_txn_ms(tmp / "postgresql" / "data", store_url, samples))

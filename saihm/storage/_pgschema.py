@@ -39,26 +39,27 @@ class Statements:
         self.name = schema
         q = sql.SQL
         self.get = q("SELECT v FROM {} WHERE ns = %b AND k = %b").format(kv)
-        self.put = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) "
+        # The write transaction's own statements (saihm.storage.postgres._Write): the lock with
+        # the transaction id, a prefetch of keys and of namespace ends, and the buffered writes
+        # of every namespace as one INSERT and one DELETE.
+        self.lock = q("SELECT pg_advisory_xact_lock(%b), pg_current_xact_id()::text")
+        self.limits = q("SELECT set_config(%b, %b, true)")
+        self.get_many = q(
+            "SELECT t.ns, t.k, t.v FROM unnest(%b::int4[], %b::bytea[]) AS d(ns, k) "
+            "JOIN {} AS t ON t.ns = d.ns AND t.k = d.k"
+        ).format(kv)
+        self.ends = q(
+            "SELECT d.ns, l.k, l.v FROM unnest(%b::int4[]) AS d(ns) LEFT JOIN LATERAL "
+            "(SELECT k, v FROM {} WHERE ns = d.ns ORDER BY k DESC LIMIT 1) AS l ON true"
+        ).format(kv)
+        self.put_rows = q(
+            "INSERT INTO {} (ns, k, v) SELECT * FROM unnest(%b::int4[], %b::bytea[], %b::bytea[]) "
             "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
         ).format(kv)
-        self.put_new = q(
-            "INSERT INTO {} (ns, k, v) VALUES (%b, %b, %b) ON CONFLICT (ns, k) DO NOTHING "
-            "RETURNING 1"
+        self.delete_rows = q(
+            "DELETE FROM {} AS t USING unnest(%b::int4[], %b::bytea[]) AS d(ns, k) "
+            "WHERE t.ns = d.ns AND t.k = d.k"
         ).format(kv)
-        self.put_many = q(
-            "INSERT INTO {} (ns, k, v) SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) "
-            "AS t(k, v) ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
-        ).format(kv)
-        # The append fast path inserts only if nothing at or above its first key exists yet.
-        self.append = q(
-            "WITH added AS (INSERT INTO {} (ns, k, v) "
-            "SELECT %b, k, v FROM unnest(%b::bytea[], %b::bytea[]) AS t(k, v) "
-            "WHERE NOT EXISTS (SELECT 1 FROM {} WHERE ns = %b AND k >= %b) RETURNING 1) "
-            "SELECT count(*) FROM added"
-        ).format(kv, kv)
-        self.delete = q("DELETE FROM {} WHERE ns = %b AND k = %b RETURNING 1").format(kv)
         self.clear = q("DELETE FROM {} WHERE ns = %b").format(kv)
         self.count = q("SELECT count(*) FROM {} WHERE ns = %b").format(kv)
         self.scans: dict[tuple[bool, bool, bool], sql.Composed] = {}

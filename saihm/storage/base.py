@@ -13,7 +13,10 @@ The semantics are pinned by the contract tests in ``tests/storage/`` that every 
   committed moment, unchanged by writes committed after it began, in this process or another.
   Any number may be open at once, in any threads and processes.
 - :meth:`Storage.write` begins the **write transaction**: at most one is open at a time across
-  every process and node sharing the storage (a second waits). It sees its own writes; nothing
+  every process and node sharing the storage (a second waits). A driver may take its turn
+  only at the transaction's first read, or at its commit if it reads nothing (PostgreSQL does:
+  the lock travels with that read): what a transaction reads and writes is still as of one
+  moment, after every write transaction that had its turn before. It sees its own writes; nothing
   of it is visible to anyone else until it commits, and all of it is visible after. Leaving its
   ``with`` block normally commits; leaving it by an exception aborts (nothing written) and the
   exception propagates.
@@ -198,7 +201,8 @@ class Storage(Protocol):
         ...
 
     def write(self) -> WriteTxn:
-        """Begin the write transaction, waiting while another process or node holds it."""
+        """Begin the write transaction, waiting while another process or node holds it (by
+        the transaction's first read at the latest: see the module docstring)."""
         ...
 
     def grow(self) -> bool:

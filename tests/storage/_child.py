@@ -5,7 +5,7 @@
 - ``put KEY VALUE``: commit one put (hex key and value).
 - ``get KEY``: print the value (hex) or ``-`` from a new snapshot.
 - ``increment N``: after a ``go`` line on stdin, N times read ``counter``, write it plus one.
-- ``hold KEY``: begin the write transaction, put KEY, print ``holding``, and wait forever
+- ``hold KEY``: begin the write transaction, put KEY, read, print ``holding``, and wait forever
   (the test kills it with SIGKILL).
 - ``hold-until-line KEY``: the same, but commit when a line arrives on stdin.
 """
@@ -45,6 +45,9 @@ def main(argv: list[str]) -> int:
     elif action in ("hold", "hold-until-line"):
         with storage.write() as txn:
             txn.put(bytes.fromhex(args[0]), b"held", db=main_ns)
+            # A read: a driver may take the one-writer lock only with a transaction's first
+            # read (base.py), and this transaction must hold it.
+            txn.count(main_ns)
             print("holding", flush=True)
             if action == "hold":
                 threading.Event().wait()

@@ -276,6 +276,7 @@ def test_a_transaction_the_server_never_committed_is_reported(url: str) -> None:
         main = storage.namespace(b"main")
         txn = storage.write()
         txn.put(b"lost", b"1", db=main)
+        assert txn.get(b"other", db=main) is None  # the first read begins it on the server
         xid = txn._txid  # type: ignore[attr-defined]
         assert xid and xid != "0"
         terminate_sessions(url)
@@ -328,9 +329,15 @@ def test_a_writer_waits_for_the_lock_at_most_lock_timeout(url: str) -> None:
     limit = float(dict(WRITE_TIMEOUTS)["lock_timeout"].removesuffix("s"))
     holder, waiter = PostgresStorage(url, NS), PostgresStorage(url, NS)
     txn = holder.write()
+
+    def take_a_turn() -> None:
+        with waiter.write() as other:  # the lock travels with the first read
+            other.get(b"held", db=waiter.namespace(b"main"))
+
     try:
         txn.put(b"held", b"1", db=holder.namespace(b"main"))
-        outcome, took = within(limit + 20, waiter.write)
+        assert txn.get(b"nothing", db=holder.namespace(b"main")) is None
+        outcome, took = within(limit + 20, take_a_turn)
         assert isinstance(outcome, StorageError), outcome
         assert "write lock was not granted within lock_timeout" in str(outcome)
         assert limit - 0.5 <= took < limit + 10
@@ -350,8 +357,8 @@ def test_a_writer_that_stops_mid_transaction_loses_the_lock_and_its_write(
     """A writer that stops talking mid-transaction (a paused node: its socket stays open) has
     its session ended by the server after ``idle_in_transaction_session_timeout``: its lock is
     released and another writer proceeds; the stopped one's commit then fails, nothing of it
-    written, and its next transaction works. ``last`` is what it sent before it stopped: a
-    queued write (no answer awaited) or a read."""
+    written, and its next transaction works. ``last`` is what it did before it stopped: a read
+    the server answered (the first read takes the lock), or a write buffered after it."""
     stopping = PostgresStorage(with_settings(url, idle_in_transaction_session_timeout="1s"), NS)
     other = PostgresStorage(url, NS)
     main = stopping.namespace(b"main")
@@ -360,6 +367,7 @@ def test_a_writer_that_stops_mid_transaction_loses_the_lock_and_its_write(
         txn.put(b"lost", b"1", db=main)
         if last == "get":
             assert txn.get(b"lost", db=main) == b"1"
+            assert txn.get(b"nothing", db=main) is None
         else:
             assert txn.get(b"nothing", db=main) is None
             txn.put(b"lost-too", b"1", db=main)
@@ -386,3 +394,52 @@ def test_a_writer_that_stops_mid_transaction_loses_the_lock_and_its_write(
         txn.abort()
         stopping.close()
         other.close()
+
+
+def test_a_write_transaction_sends_its_writes_with_the_commit(url: str) -> None:
+    """Writes are buffered and go with the COMMIT; the lock goes with the first read; a key
+    read or written once is answered from memory (module docstring, "Round trips")."""
+    storage = PostgresStorage(url, NS)
+    try:
+        main = storage.namespace(b"main")
+        with storage.write() as txn:
+            txn.put_many([(b"a", b"1"), (b"b", b"2")], db=main)
+        before = storage.figures()
+        with storage.write() as txn:
+            assert txn.get(b"a", db=main) == b"1"  # round trip 1: BEGIN, lock, this read
+            txn.put(b"c", b"3", db=main)
+            assert txn.get(b"c", db=main) == b"3"  # from the buffer
+            assert txn.get(b"a", db=main) == b"1"  # from memory
+            assert txn.delete(b"c", db=main) is True
+            assert txn.get(b"c", db=main) is None
+            assert txn.put(b"a", b"x", db=main, overwrite=False) is False
+            # Round trip 2: the namespace's newest key, which the append must exceed.
+            txn.put_many([(b"d", b"4"), (b"e", b"5")], db=main, append=True)
+            assert txn.last(main) == (b"e", b"5")  # known from the buffer
+        cost = {name: value - before[name] for name, value in storage.figures().items()}
+        assert cost["round_trips"] == 3  # ... and round trip 3: every write, then COMMIT
+        assert cost["locked_round_trips"] == 2
+        assert cost["rows_written"] == 3  # d and e, and c deleted (the server may hold one)
+        assert 0 < cost["lock_seconds"] < 60
+        with storage.read() as snap:
+            assert list(snap.scan(main)) == [(b"a", b"1"), (b"b", b"2"), (b"d", b"4"), (b"e", b"5")]
+    finally:
+        storage.close()
+
+
+def test_a_write_transaction_prefetches_what_the_previous_ones_read(url: str) -> None:
+    storage = PostgresStorage(url, NS)
+    try:
+        main = storage.namespace(b"main")
+        with storage.write() as txn:
+            txn.put_many([(b"a", b"1"), (b"b", b"2")], db=main)
+        for expected in (2, 1, 1):  # the first learns that b is read after a
+            before = storage.figures()
+            with storage.write() as txn:
+                assert txn.get(b"a", db=main) == b"1"
+                assert txn.get(b"b", db=main) == b"2"
+                assert txn.last(main) == (b"b", b"2")
+            locked = storage.figures()["locked_round_trips"] - before["locked_round_trips"]
+            assert locked == expected + (expected == 2)  # the first also asks for the end
+    finally:
+        storage.close()
