@@ -63,6 +63,13 @@ class GroupCommit:
     ``after_commit`` runs once a batch has committed, before any of its changes is
     acknowledged, in order; the first that raises is logged (its class or errno name only) and
     ends the post-commit work of that batch: it never turns a committed change into an error.
+
+    One batch at a time holds the write transaction (the commit slot). Its committer gives the
+    slot up as soon as the transaction has committed, so the next batch can gather and commit
+    while this one's post-commit work runs; the post-commit work of successive batches runs one
+    batch at a time, in commit order (the callbacks need not be thread-safe), and a change is
+    acknowledged only after its own batch's post-commit work (read-your-writes: a read right
+    after a commit sees it in the cache too).
     """
 
     def __init__(self, env: Environment, after_commit: Sequence[Callable[[], None]] = ()) -> None:
@@ -71,6 +78,9 @@ class GroupCommit:
         self._cv = threading.Condition()
         self._queue: list[Change] = []
         self._committing = False
+        #: Held from a batch's commit until its post-commit work ends: the post-commit work of
+        #: successive batches runs one at a time, in commit order.
+        self._after_lock = threading.Lock()
 
     def commit(self, change: Change) -> Change:
         """Apply ``change`` atomically with any others waiting; return it with its outcome.
@@ -81,7 +91,8 @@ class GroupCommit:
         with self._cv:
             self._queue.append(change)
             while not change.done:
-                if self._committing:
+                if self._committing or change not in self._queue:
+                    # Another thread commits now, or has taken this change into its batch.
                     self._cv.wait()
                     continue
                 self._committing = True
@@ -91,14 +102,19 @@ class GroupCommit:
                     self._write_batch(batch)
                 finally:
                     self._cv.acquire()
-                    self._committing = False
-                    self._cv.notify_all()
         if change.error is not None:
             raise change.error
         return change
 
+    def _release_slot(self) -> None:
+        """Let the next batch take the write transaction."""
+        with self._cv:
+            self._committing = False
+            self._cv.notify_all()
+
     def _write_batch(self, batch: list[Change]) -> None:
-        """Commit ``batch`` in one write transaction, then run the post-commit work.
+        """Commit ``batch`` in one write transaction, give up the commit slot, run the
+        post-commit work, then acknowledge the batch's changes.
 
         Refuses the whole batch (``Unavailable``, nothing written) when the data volume is
         below the free-disk floor. A batch that does not fit (``StorageFull``: the LMDB map is
@@ -107,17 +123,31 @@ class GroupCommit:
         the commit (the fault hook, the checkpoint) is logged and recorded, never raised: a
         committed change is answered as committed.
         """
+        slot_held = True
         try:
             refusal = self._storage_refusal()
             applied = [] if refusal else self._commit_batch(batch)
             if refusal:
                 for change in batch:
                     change.error = refusal
+            if applied:
+                # Taken before the slot is given up, so the post-commit work of the batches
+                # runs in the order they committed.
+                self._after_lock.acquire()
+            self._release_slot()
+            slot_held = False
+            if applied:
+                try:
+                    self._after_commit()
+                finally:
+                    self._after_lock.release()
         finally:
-            for change in batch:
-                change.done = True
-        if applied:
-            self._after_commit()
+            if slot_held:
+                self._release_slot()
+            with self._cv:
+                for change in batch:
+                    change.done = True
+                self._cv.notify_all()
 
     def _storage_refusal(self) -> Unavailable | None:
         """``Unavailable`` when the data volume has less than ``min_free_disk`` bytes free."""

@@ -7,12 +7,13 @@ order of a batch's commit, its post-commit work and its acknowledgement.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
 
 from saihm.keyring import Keyring, kekdir
-from tests.support.world import World
+from tests.support.world import Holder, World
 
 
 def _state_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -55,3 +56,66 @@ def test_the_checked_copy_follows_another_process_rotation(world: World):
     assert result["kekVersion"] == 2  # type: ignore[index]
     with store.read_txn() as txn:
         assert store.keyring.versions_in_use(txn) == {2: 3}
+
+
+WAIT = 30.0  # seconds an event may take on a loaded machine; a pass never waits this long
+
+
+def test_post_commit_work_precedes_the_answer_and_does_not_hold_the_next_batch(world: World):
+    """A batch's post-commit work runs before its change is acknowledged (and a recall right
+    after sees the new cell), while the next batch already commits; the post-commit work of
+    the two batches never runs at the same time, and runs in commit order."""
+    store = world.store
+    a, b = world.holder(), world.holder()
+    world.call(a, "saihm_remember", content="warm up")
+    first_blocked, release, b_committing = (threading.Event() for _ in range(3))
+    events: list[str] = []
+    running = [0]
+    seen_running: list[int] = []  # how many were running at each entry (a failure is logged)
+
+    def blocking_callback() -> None:
+        running[0] += 1
+        seen_running.append(running[0])
+        try:
+            if not first_blocked.is_set():
+                first_blocked.set()
+                assert release.wait(WAIT)
+            events.append(f"after_commit {threading.current_thread().name}")
+        finally:
+            running[0] -= 1
+
+    def fault(step: str) -> None:
+        if step == "before_commit" and threading.current_thread().name == "b":
+            b_committing.set()
+
+    store.commits.after_commit.append(blocking_callback)
+    store.env.fault_hook = fault
+    results: dict[str, bool] = {}
+
+    def remember(name: str, holder: Holder) -> None:
+        cell = world.call(holder, "saihm_remember", content=f"from {name}")
+        events.append(f"answered {name}")
+        # Read-your-writes: the first recall after the answer finds the new cell.
+        recalled = world.call(holder, "saihm_recall")
+        results[name] = cell["cellId"] in [item["cellId"] for item in recalled]  # type: ignore
+
+    size = store.size()
+    ta = threading.Thread(target=remember, args=("a", a), name="a")
+    ta.start()
+    assert first_blocked.wait(WAIT)
+    assert "answered a" not in events  # a's change committed, but its post-commit work runs
+    assert store.size() == size + 1
+    tb = threading.Thread(target=remember, args=("b", b), name="b")
+    tb.start()
+    try:
+        assert b_committing.wait(WAIT), "the next batch could not start its transaction"
+    finally:
+        release.set()
+        ta.join(WAIT)
+        tb.join(WAIT)
+    # Each answer follows its own batch's post-commit work (later entries are the recalls').
+    assert events[0] == "after_commit a" and "answered a" in events
+    assert events.index("after_commit b") < events.index("answered b")
+    assert store.size() == size + 4  # two REMEMBER and two RECALL receipts
+    assert results == {"a": True, "b": True}
+    assert set(seen_running) == {1}
