@@ -30,6 +30,12 @@ from saihm.store.jobs import error_code
 
 log = logging.getLogger("saihm.store")
 
+#: How long a committer lets its batch gather company when other writers are signing (s).
+BATCH_WINDOW = 300e-6
+#: An announced writer (:meth:`GroupCommit.announce`) counts as still signing for this long
+#: (s): one that announced and then failed before queueing stops holding batches after it.
+SIGNING_TTL = 0.05
+
 
 @dataclass(eq=False)
 class Change:
@@ -70,14 +76,25 @@ class GroupCommit:
     batch at a time, in commit order (the callbacks need not be thread-safe), and a change is
     acknowledged only after its own batch's post-commit work (read-your-writes: a read right
     after a commit sees it in the cache too).
+
+    A writer announces itself (:meth:`announce`) before it signs; a committer whose batch would
+    leave an announced writer behind waits up to :attr:`window` seconds for it to queue, and
+    never waits when no other writer is signing.
     """
 
     def __init__(self, env: Environment, after_commit: Sequence[Callable[[], None]] = ()) -> None:
         self.env = env
         self.after_commit = list(after_commit)
-        self._cv = threading.Condition()
+        self._lock = threading.RLock()
+        self._cv = threading.Condition(self._lock)
+        #: Wakes a committer gathering its batch when a change is queued.
+        self._arrived = threading.Condition(self._lock)
         self._queue: list[Change] = []
         self._committing = False
+        #: Threads that announced a change and have not queued it yet: ident -> when (monotonic).
+        self._signing: dict[int, float] = {}
+        #: The longest a batch waits for announced writers (s); 0 turns the window off.
+        self.window = BATCH_WINDOW
         #: Held from a batch's commit until its post-commit work ends: the post-commit work of
         #: successive batches runs one at a time, in commit order.
         self._after_lock = threading.Lock()
@@ -89,13 +106,16 @@ class GroupCommit:
         transaction could not commit, in which case nothing of it took effect.
         """
         with self._cv:
+            self._signing.pop(threading.get_ident(), None)
             self._queue.append(change)
+            self._arrived.notify()
             while not change.done:
                 if self._committing or change not in self._queue:
                     # Another thread commits now, or has taken this change into its batch.
                     self._cv.wait()
                     continue
                 self._committing = True
+                self._gather()
                 batch, self._queue = self._queue, []
                 self._cv.release()
                 try:
@@ -105,6 +125,30 @@ class GroupCommit:
         if change.error is not None:
             raise change.error
         return change
+
+    def announce(self) -> None:
+        """Say that this thread is about to build a change (sign its receipts) and commit it:
+        until it does (or :data:`SIGNING_TTL` passes), a committer may wait up to
+        :attr:`window` for it, so that its change shares a batch (and an fsync)."""
+        with self._lock:
+            self._signing[threading.get_ident()] = time.monotonic()
+
+    def _gather(self) -> None:
+        """Holding the slot (and the lock), wait up to :attr:`window` while announced writers
+        have yet to queue; return at once when none is signing."""
+        deadline = None
+        while True:
+            now = time.monotonic()
+            signing = [t for t, at in self._signing.items() if now - at <= SIGNING_TTL]
+            if len(signing) != len(self._signing):
+                self._signing = {t: self._signing[t] for t in signing}
+            if not signing or self.window <= 0:
+                return
+            if deadline is None:
+                deadline = now + self.window
+            elif now >= deadline:
+                return
+            self._arrived.wait(deadline - now)
 
     def _release_slot(self) -> None:
         """Let the next batch take the write transaction."""

@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
+from saihm.events import Operation
+from saihm.events.signing import sign_receipt
 from saihm.keyring import Keyring, kekdir
+from saihm.store import Change, Store
 from tests.support.world import Holder, World
 
 
@@ -119,3 +122,68 @@ def test_post_commit_work_precedes_the_answer_and_does_not_hold_the_next_batch(w
     assert store.size() == size + 4  # two REMEMBER and two RECALL receipts
     assert results == {"a": True, "b": True}
     assert set(seen_running) == {1}
+
+
+def _recall_receipt(world: World, holder: Holder) -> Change:
+    """A change logging one RECALL receipt of ``holder``, signed with its custodied key (which
+    announces the change to the group commit, as every operation's signing does)."""
+    key = world.store.holder_key(holder.holder_id)
+    receipt = sign_receipt(
+        key, subject_id=holder.holder_id, operation=Operation.RECALL, timestamp=int(world.clock())
+    )
+    return Change(receipts=[receipt])
+
+
+def _batch_sizes(store: Store) -> list[int]:
+    """Record the size of every batch that commits from now on."""
+    sizes: list[int] = []
+    write_batch = store.commits._write_batch
+
+    def recording(batch: list[Change]) -> None:
+        sizes.append(len(batch))
+        write_batch(batch)
+
+    store.commits._write_batch = recording  # type: ignore[method-assign]
+    return sizes
+
+
+def test_a_lone_writer_never_waits_for_company(world: World):
+    """With no other writer signing, a commit does not wait, however long the window: here
+    an hour, while the test allows the commit far less."""
+    holder = world.holder()
+    store = world.store
+    store.commits.window = 3600.0
+    sizes = _batch_sizes(store)
+    done = threading.Event()
+
+    def remember() -> None:
+        world.call(holder, "saihm_remember", content="alone")
+        done.set()
+
+    threading.Thread(target=remember, daemon=True).start()
+    assert done.wait(WAIT)
+    assert sizes == [1]
+
+
+def test_a_batch_waits_for_writers_that_are_signing(world: World):
+    """Two writers that have both begun (announced) before either queues share one batch,
+    whichever queues first: the first committer waits for the other within the window."""
+    a, b = world.holder(), world.holder()
+    store = world.store
+    store.commits.window = 3600.0
+    sizes = _batch_sizes(store)
+    both_signing = threading.Barrier(2, timeout=WAIT)
+    indexes: dict[str, list[int]] = {}
+
+    def write(name: str, holder: Holder) -> None:
+        change = _recall_receipt(world, holder)
+        both_signing.wait()
+        indexes[name] = store.commit(change).indexes
+
+    threads = [threading.Thread(target=write, args=(n, h)) for n, h in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert sizes == [2]
+    assert sorted(indexes["a"] + indexes["b"]) == [world.store.size() - 2, world.store.size() - 1]
