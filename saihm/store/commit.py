@@ -277,6 +277,9 @@ class GroupCommit:
                 appended_at = self.env.tree.append(txn, leaves)
                 if appended_at != first:
                     raise RuntimeError("the tree grew inside this write transaction")
+                # The applied count (with the revocation count it carries) once per batch, as
+                # a rebuild writes it once per chunk: the same bytes as one write per leaf.
+                self.env.projections.mark_applied(txn, first + len(leaves))
                 self._count_calls(txn, applied)
             self.env.fault("before_commit")
         return applied
@@ -326,7 +329,9 @@ class GroupCommit:
         for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
             leaf_body = change.bodies.get(receipt.subject_id)
             # The same input a rebuild reads: the leaf as stored, not the model it came from.
-            self.env.projections.apply(txn, first + offset, LeafView.from_leaf(leaf), leaf_body)
+            self.env.projections.apply(
+                txn, first + offset, LeafView.from_leaf(leaf), leaf_body, record_applied=False
+            )
             change.indexes.append(first + offset)
         return leaves
 

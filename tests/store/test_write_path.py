@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from saihm.events import Operation
 from saihm.events.signing import sign_receipt
 from saihm.keyring import Keyring, kekdir
+from saihm.projections.grants import revocation_subject
 from saihm.store import Change, Store
 from tests.support.world import Holder, World
 
@@ -187,3 +189,50 @@ def test_a_batch_waits_for_writers_that_are_signing(world: World):
         t.join(WAIT)
     assert sizes == [2]
     assert sorted(indexes["a"] + indexes["b"]) == [world.store.size() - 2, world.store.size() - 1]
+
+
+def test_a_batch_leaves_the_projections_a_rebuild_makes(world: World, tmp_path: Path):
+    """A batch of three changes (two RECALLs around a session revocation) writes the applied
+    count, with the revocation count it carries, once for the batch: the projections are
+    byte-identical to a rebuild's, and the revocation is counted once."""
+    a, b = world.holder(), world.holder()
+    store = world.store
+    store.commits.window = 3600.0
+    now = int(world.clock())
+    subject = revocation_subject(a.holder_id, a.session_id)
+
+    def signed(holder: Holder, subject_id: bytes, operation: Operation) -> Change:
+        key = store.holder_keys.get(holder.holder_id)  # not announcing: the writers do
+        receipt = sign_receipt(key, subject_id=subject_id, operation=operation, timestamp=now)
+        return Change(receipts=[receipt])
+
+    changes = [
+        signed(a, a.holder_id, Operation.RECALL),
+        signed(a, subject, Operation.UNGRANT),
+        signed(b, b.holder_id, Operation.RECALL),
+    ]
+    with store.read_txn() as txn:
+        before = store.projections.meta.revocations(txn)
+    assert before is not None
+    sizes = _batch_sizes(store)
+    all_signing = threading.Barrier(len(changes), timeout=WAIT)
+
+    def write(change: Change) -> None:
+        store.commits.announce()
+        all_signing.wait()
+        store.commit(change)
+
+    threads = [threading.Thread(target=write, args=(c,)) for c in changes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert sizes == [3]
+    with store.read_txn() as txn:
+        after = store.projections.meta.revocations(txn)
+        assert store.projections.grants.revocation(txn, subject) is not None
+        assert store.projections.applied(txn) == store.size()
+    assert after is not None
+    assert (after.applied, after.count) == (store.size(), before.count + 1)
+    report = store.rebuild_into(tmp_path / "rebuilt")
+    assert report["identical"], report["difference"]
