@@ -1,7 +1,10 @@
-"""The write path's shape (issue 24, item 1): what one remember reads and when it is answered.
+"""The write path's shape (issue 24, Build 1): what one remember reads, which changes share a
+batch, and when a change is answered.
 
-Behaviour only, never timing: how often the KEK state file is read for one remember, and the
-order of a batch's commit, its post-commit work and its acknowledgement.
+Behaviour only, never timing: how often the KEK state file is read for one remember; the order
+of a batch's commit, its post-commit work and its acknowledgement; which writers a batch waits
+for (an hour-long window makes "waits" and "does not wait" unmistakable); and that a batch
+leaves the projections a rebuild makes.
 """
 
 from __future__ import annotations
