@@ -95,6 +95,8 @@ class GroupCommit:
         self._signing: dict[int, float] = {}
         #: The longest a batch waits for announced writers (s); 0 turns the window off.
         self.window = BATCH_WINDOW
+        #: How long an announcement counts (s) if its change is never queued.
+        self.signing_ttl = SIGNING_TTL
         #: Held from a batch's commit until its post-commit work ends: the post-commit work of
         #: successive batches runs one at a time, in commit order.
         self._after_lock = threading.Lock()
@@ -128,7 +130,7 @@ class GroupCommit:
 
     def announce(self) -> None:
         """Say that this thread is about to build a change (sign its receipts) and commit it:
-        until it does (or :data:`SIGNING_TTL` passes), a committer may wait up to
+        until it does (or :attr:`signing_ttl` passes), a committer may wait up to
         :attr:`window` for it, so that its change shares a batch (and an fsync)."""
         with self._lock:
             self._signing[threading.get_ident()] = time.monotonic()
@@ -139,7 +141,7 @@ class GroupCommit:
         deadline = None
         while True:
             now = time.monotonic()
-            signing = [t for t, at in self._signing.items() if now - at <= SIGNING_TTL]
+            signing = [t for t, at in self._signing.items() if now - at <= self.signing_ttl]
             if len(signing) != len(self._signing):
                 self._signing = {t: self._signing[t] for t in signing}
             if not signing or self.window <= 0:

@@ -157,7 +157,7 @@ def test_a_lone_writer_never_waits_for_company(world: World):
     an hour, while the test allows the commit far less."""
     holder = world.holder()
     store = world.store
-    store.commits.window = 3600.0
+    store.commits.window = store.commits.signing_ttl = 3600.0
     sizes = _batch_sizes(store)
     done = threading.Event()
 
@@ -175,7 +175,7 @@ def test_a_batch_waits_for_writers_that_are_signing(world: World):
     whichever queues first: the first committer waits for the other within the window."""
     a, b = world.holder(), world.holder()
     store = world.store
-    store.commits.window = 3600.0
+    store.commits.window = store.commits.signing_ttl = 3600.0
     sizes = _batch_sizes(store)
     both_signing = threading.Barrier(2, timeout=WAIT)
     indexes: dict[str, list[int]] = {}
@@ -200,7 +200,7 @@ def test_a_batch_leaves_the_projections_a_rebuild_makes(world: World, tmp_path: 
     byte-identical to a rebuild's, and the revocation is counted once."""
     a, b = world.holder(), world.holder()
     store = world.store
-    store.commits.window = 3600.0
+    store.commits.window = store.commits.signing_ttl = 3600.0
     now = int(world.clock())
     subject = revocation_subject(a.holder_id, a.session_id)
 
