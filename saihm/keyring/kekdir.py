@@ -28,7 +28,7 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from saihm.keyring.errors import KekUnavailable, KeyringError
 from saihm.keyring.wrap import KEK_BYTES
@@ -56,8 +56,10 @@ class KekDirectory:
         self._state_path = str(self.path / _STATE)
         self._keks: dict[int, bytes] = {}
         self._memo: bytes | None = None
-        self._state_sig: tuple[int, int, int] | None = None
-        self._state: dict[str, Any] = {}  # the state file's JSON object
+        #: The checked copy: the state file's (inode, mtime_ns, size) when read, and its JSON
+        #: object; one attribute, replaced whole, so threads never pair one's sig with
+        #: another's state.
+        self._checked: tuple[tuple[int, int, int] | None, dict[str, Any]] = (None, {})
         fresh = not (self.path / _STATE).exists()
         if fresh:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -110,30 +112,35 @@ class KekDirectory:
 
     def _write_state(self, state: dict[str, Any]) -> None:
         self._write_file(_STATE, json.dumps(state, sort_keys=True).encode())
-        self._state_sig = None
+        self._checked = (None, state)
 
     def _read_state(self, *, fresh: bool = False) -> dict[str, Any]:
         """The state file, re-read whenever it has been replaced (another process may rotate).
 
         ``fresh`` re-reads it unconditionally: a replaced file can, in principle, reuse an inode
         with the same size and a coarse timestamp, so what decides which generation wraps a key
-        never trusts the cached copy.
+        never trusts the cached copy. A fresh read opens the file once and takes its signature
+        from the open file, so the copy it leaves is keyed on what was read.
         """
         path = self._state_path
         try:
-            st = os.stat(path)
-            sig = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if fresh or sig != self._state_sig:
-                state = json.loads(Path(path).read_bytes())
-                if state.get("format") != 1:
-                    raise KeyringError("unknown KEK state format")
-                self._state = state
-                self._state_sig = sig
-                for v in state["retired"]:
-                    self._keks.pop(v, None)
+            if not fresh:
+                st = os.stat(path)
+                sig, state = self._checked
+                if sig == (st.st_ino, st.st_mtime_ns, st.st_size):
+                    return state
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                loaded = json.loads(f.read())
+            if not isinstance(loaded, dict) or loaded.get("format") != 1:
+                raise KeyringError("unknown KEK state format")
+            state = cast(dict[str, Any], loaded)
+            for v in state["retired"]:
+                self._keks.pop(v, None)
+            self._checked = ((st.st_ino, st.st_mtime_ns, st.st_size), state)
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise KeyringError("KEK state file is missing or unreadable") from err
-        return self._state
+        return state
 
     def _shred(self, version: int) -> None:
         path = self.path / _kek_name(version)
@@ -158,7 +165,15 @@ class KekDirectory:
 
     @property
     def current_version(self) -> int:
-        """The generation in force: new wraps use it. Re-read from disk on every access."""
+        """The generation in force, as a label (a new cell's kekVersion, the cache's
+        generation, the metrics): from the checked copy of the state file, re-read whenever
+        the file's (inode, mtime, size) changed. Nothing that wraps a key or retires a
+        generation uses it: those read the state afresh (:meth:`current_kek`,
+        :meth:`fresh_current_version`)."""
+        return int(self._read_state()["current"])
+
+    def fresh_current_version(self) -> int:
+        """The generation in force, from a fresh read of the state file (a rotation's check)."""
         return int(self._read_state(fresh=True)["current"])
 
     def current_kek(self) -> tuple[int, bytes]:
@@ -168,11 +183,11 @@ class KekDirectory:
         names a new generation before any rotation re-wraps, a writer that reads it inside its
         LMDB write transaction either wraps under the new generation or commits before the
         re-wrap transaction starts and is re-wrapped by it; it never wraps under a generation
-        that a rotation has checked and retired.
+        that a rotation has checked and retired. The one read of the state file per wrap.
         """
         state = self._read_state(fresh=True)
         version = int(state["current"])
-        return version, self.kek(version)
+        return version, self._kek_of(state, version)
 
     def live_versions(self) -> list[int]:
         """Issued, unretired generations whose KEK file exists, ascending."""
@@ -194,7 +209,10 @@ class KekDirectory:
         Raises ``KekUnavailable`` for a generation never issued, retired, or whose file is gone;
         there is no fallback to another generation.
         """
-        state = self._read_state()
+        return self._kek_of(self._read_state(), version)
+
+    def _kek_of(self, state: dict[str, Any], version: int) -> bytes:
+        """The KEK of ``version`` as ``state`` (a state file read just now) allows it."""
         if not 1 <= version <= state["highest"] or version in state["retired"]:
             raise KekUnavailable(f"KEK generation {version} is not available")
         key = self._keks.get(version)

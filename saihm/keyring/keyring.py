@@ -237,7 +237,7 @@ class Keyring:
         """
         with self._storage.write() as txn:
             in_use = self.versions_in_use(txn)
-            current = self.kek_dir.current_version
+            current = self.kek_dir.fresh_current_version()
             live = self.kek_dir.live_versions()
             # Only a live generation can still unwrap anything; a value naming a retired or
             # never-issued one is unreadable whatever is retired.

@@ -309,7 +309,9 @@ class Store:
         return self.kek_dir.current_version
 
     def holder_key(self, holder_id: bytes) -> HolderKey:
-        """The custodied signing key of ``holder_id`` (:meth:`HolderKeys.get`)."""
+        """The custodied signing key of ``holder_id`` (:meth:`HolderKeys.get`). Taking it
+        announces a change about to be signed to the group commit (:meth:`GroupCommit.announce`)."""
+        self.commits.announce()
         return self.holder_keys.get(holder_id)
 
     def read_txn(self) -> ReadTxn:

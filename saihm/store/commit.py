@@ -30,6 +30,12 @@ from saihm.store.jobs import error_code
 
 log = logging.getLogger("saihm.store")
 
+#: How long a committer lets its batch gather company when other writers are signing (s).
+BATCH_WINDOW = 300e-6
+#: An announced writer (:meth:`GroupCommit.announce`) counts as still signing for this long
+#: (s): one that announced and then failed before queueing stops holding batches after it.
+SIGNING_TTL = 0.05
+
 
 @dataclass(eq=False)
 class Change:
@@ -63,14 +69,37 @@ class GroupCommit:
     ``after_commit`` runs once a batch has committed, before any of its changes is
     acknowledged, in order; the first that raises is logged (its class or errno name only) and
     ends the post-commit work of that batch: it never turns a committed change into an error.
+
+    One batch at a time holds the write transaction (the commit slot). Its committer gives the
+    slot up as soon as the transaction has committed, so the next batch can gather and commit
+    while this one's post-commit work runs; the post-commit work of successive batches runs one
+    batch at a time, in commit order (the callbacks need not be thread-safe), and a change is
+    acknowledged only after its own batch's post-commit work (read-your-writes: a read right
+    after a commit sees it in the cache too).
+
+    A writer announces itself (:meth:`announce`) before it signs; a committer whose batch would
+    leave an announced writer behind waits up to :attr:`window` seconds for it to queue, and
+    never waits when no other writer is signing.
     """
 
     def __init__(self, env: Environment, after_commit: Sequence[Callable[[], None]] = ()) -> None:
         self.env = env
         self.after_commit = list(after_commit)
-        self._cv = threading.Condition()
+        self._lock = threading.RLock()
+        self._cv = threading.Condition(self._lock)
+        #: Wakes a committer gathering its batch when a change is queued.
+        self._arrived = threading.Condition(self._lock)
         self._queue: list[Change] = []
         self._committing = False
+        #: Threads that announced a change and have not queued it yet: ident -> when (monotonic).
+        self._signing: dict[int, float] = {}
+        #: The longest a batch waits for announced writers (s); 0 turns the window off.
+        self.window = BATCH_WINDOW
+        #: How long an announcement counts (s) if its change is never queued.
+        self.signing_ttl = SIGNING_TTL
+        #: Held from a batch's commit until its post-commit work ends: the post-commit work of
+        #: successive batches runs one at a time, in commit order.
+        self._after_lock = threading.Lock()
 
     def commit(self, change: Change) -> Change:
         """Apply ``change`` atomically with any others waiting; return it with its outcome.
@@ -79,26 +108,59 @@ class GroupCommit:
         transaction could not commit, in which case nothing of it took effect.
         """
         with self._cv:
+            self._signing.pop(threading.get_ident(), None)
             self._queue.append(change)
+            self._arrived.notify()
             while not change.done:
-                if self._committing:
+                if self._committing or change not in self._queue:
+                    # Another thread commits now, or has taken this change into its batch.
                     self._cv.wait()
                     continue
                 self._committing = True
+                self._gather()
                 batch, self._queue = self._queue, []
                 self._cv.release()
                 try:
                     self._write_batch(batch)
                 finally:
                     self._cv.acquire()
-                    self._committing = False
-                    self._cv.notify_all()
         if change.error is not None:
             raise change.error
         return change
 
+    def announce(self) -> None:
+        """Say that this thread is about to build a change (sign its receipts) and commit it:
+        until it does (or :attr:`signing_ttl` passes), a committer may wait up to
+        :attr:`window` for it, so that its change shares a batch (and an fsync)."""
+        with self._lock:
+            self._signing[threading.get_ident()] = time.monotonic()
+
+    def _gather(self) -> None:
+        """Holding the slot (and the lock), wait up to :attr:`window` while announced writers
+        have yet to queue; return at once when none is signing."""
+        deadline = None
+        while True:
+            now = time.monotonic()
+            signing = [t for t, at in self._signing.items() if now - at <= self.signing_ttl]
+            if len(signing) != len(self._signing):
+                self._signing = {t: self._signing[t] for t in signing}
+            if not signing or self.window <= 0:
+                return
+            if deadline is None:
+                deadline = now + self.window
+            elif now >= deadline:
+                return
+            self._arrived.wait(deadline - now)
+
+    def _release_slot(self) -> None:
+        """Let the next batch take the write transaction."""
+        with self._cv:
+            self._committing = False
+            self._cv.notify_all()
+
     def _write_batch(self, batch: list[Change]) -> None:
-        """Commit ``batch`` in one write transaction, then run the post-commit work.
+        """Commit ``batch`` in one write transaction, give up the commit slot, run the
+        post-commit work, then acknowledge the batch's changes.
 
         Refuses the whole batch (``Unavailable``, nothing written) when the data volume is
         below the free-disk floor. A batch that does not fit (``StorageFull``: the LMDB map is
@@ -107,17 +169,31 @@ class GroupCommit:
         the commit (the fault hook, the checkpoint) is logged and recorded, never raised: a
         committed change is answered as committed.
         """
+        slot_held = True
         try:
             refusal = self._storage_refusal()
             applied = [] if refusal else self._commit_batch(batch)
             if refusal:
                 for change in batch:
                     change.error = refusal
+            if applied:
+                # Taken before the slot is given up, so the post-commit work of the batches
+                # runs in the order they committed.
+                self._after_lock.acquire()
+            self._release_slot()
+            slot_held = False
+            if applied:
+                try:
+                    self._after_commit()
+                finally:
+                    self._after_lock.release()
         finally:
-            for change in batch:
-                change.done = True
-        if applied:
-            self._after_commit()
+            if slot_held:
+                self._release_slot()
+            with self._cv:
+                for change in batch:
+                    change.done = True
+                self._cv.notify_all()
 
     def _storage_refusal(self) -> Unavailable | None:
         """``Unavailable`` when the data volume has less than ``min_free_disk`` bytes free."""
@@ -203,6 +279,9 @@ class GroupCommit:
                 appended_at = self.env.tree.append(txn, leaves)
                 if appended_at != first:
                     raise RuntimeError("the tree grew inside this write transaction")
+                # The applied count (with the revocation count it carries) once per batch, as
+                # a rebuild writes it once per chunk: the same bytes as one write per leaf.
+                self.env.projections.mark_applied(txn, first + len(leaves))
                 self._count_calls(txn, applied)
             self.env.fault("before_commit")
         return applied
@@ -252,7 +331,9 @@ class GroupCommit:
         for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
             leaf_body = change.bodies.get(receipt.subject_id)
             # The same input a rebuild reads: the leaf as stored, not the model it came from.
-            self.env.projections.apply(txn, first + offset, LeafView.from_leaf(leaf), leaf_body)
+            self.env.projections.apply(
+                txn, first + offset, LeafView.from_leaf(leaf), leaf_body, record_applied=False
+            )
             change.indexes.append(first + offset)
         return leaves
 

@@ -106,11 +106,11 @@ def test_a_writer_with_a_stale_cached_state_wraps_under_the_new_generation(env, 
     writer_dir = KekDirectory(tmp_path / "kek")
     writer = Keyring(env, writer_dir)
     assert writer_dir.current_version == 1
-    old_state = dict(writer_dir._state)
+    old_state = dict(writer_dir._checked[1])
     Keyring(env, rotator).rotate()
     st = os.stat(writer_dir._state_path)
-    writer_dir._state = old_state  # the cache says generation 1 is in force and live
-    writer_dir._state_sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+    # The cache says generation 1 is in force and live, keyed on the new file's signature.
+    writer_dir._checked = ((st.st_ino, st.st_mtime_ns, st.st_size), old_state)
     cell_id, dek = os.urandom(32), new_dek()
     with env.write() as txn:
         writer.put_dek(txn, cell_id, dek)

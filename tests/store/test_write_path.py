@@ -1,0 +1,241 @@
+"""The write path's shape (issue 24, Build 1): what one remember reads, which changes share a
+batch, and when a change is answered.
+
+Behaviour only, never timing: how often the KEK state file is read for one remember; the order
+of a batch's commit, its post-commit work and its acknowledgement; which writers a batch waits
+for (an hour-long window makes "waits" and "does not wait" unmistakable); and that a batch
+leaves the projections a rebuild makes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from saihm.events import Operation
+from saihm.events.signing import sign_receipt
+from saihm.keyring import Keyring, kekdir
+from saihm.projections.grants import revocation_subject
+from saihm.store import Change, Store
+from tests.support.world import Holder, World
+
+
+def _state_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the KEK state file's JSON parses (each fresh read or re-read parses it once)."""
+    reads: list[int] = []
+    loads = json.loads
+
+    def counting(data: Any, *args: Any, **kwargs: Any) -> Any:
+        value = loads(data, *args, **kwargs)
+        if isinstance(value, dict) and {"current", "highest", "retired"} <= value.keys():
+            reads.append(value["current"])
+        return value
+
+    monkeypatch.setattr(kekdir.json, "loads", counting)
+    return reads
+
+
+def test_one_remember_reads_the_kek_state_once(world: World, monkeypatch: pytest.MonkeyPatch):
+    """The state file is read afresh once, inside the write transaction, for the wrap; the
+    cell's kekVersion and the cache's generation come from the checked copy."""
+    holder = world.holder()
+    world.call(holder, "saihm_remember", content="warm up")
+    reads = _state_reads(monkeypatch)
+    result = world.call(holder, "saihm_remember", content="one more")
+    assert reads == [1]
+    assert result["kekVersion"] == 1  # type: ignore[index]
+
+
+def test_the_checked_copy_follows_another_process_rotation(world: World):
+    """A rotation through another KekDirectory (another process's) replaces the state file;
+    the next remember here labels its cell with the new generation and wraps under it."""
+    holder = world.holder()
+    world.call(holder, "saihm_remember", content="before")
+    store = world.store
+    assert store.kek_dir.current_version == 1
+    other = kekdir.KekDirectory(store.kek_dir.path)
+    Keyring(store.storage, other).rotate()
+    assert store.kek_dir.current_version == 2
+    result = world.call(holder, "saihm_remember", content="after")
+    assert result["kekVersion"] == 2  # type: ignore[index]
+    with store.read_txn() as txn:
+        assert store.keyring.versions_in_use(txn) == {2: 3}
+
+
+WAIT = 30.0  # seconds an event may take on a loaded machine; a pass never waits this long
+
+
+def test_post_commit_work_precedes_the_answer_and_does_not_hold_the_next_batch(world: World):
+    """A batch's post-commit work runs before its change is acknowledged (and a recall right
+    after sees the new cell), while the next batch already commits; the post-commit work of
+    the two batches never runs at the same time, and runs in commit order."""
+    store = world.store
+    a, b = world.holder(), world.holder()
+    world.call(a, "saihm_remember", content="warm up")
+    first_blocked, release, b_committing = (threading.Event() for _ in range(3))
+    events: list[str] = []
+    running = [0]
+    seen_running: list[int] = []  # how many were running at each entry (a failure is logged)
+
+    def blocking_callback() -> None:
+        running[0] += 1
+        seen_running.append(running[0])
+        try:
+            if not first_blocked.is_set():
+                first_blocked.set()
+                assert release.wait(WAIT)
+            events.append(f"after_commit {threading.current_thread().name}")
+        finally:
+            running[0] -= 1
+
+    def fault(step: str) -> None:
+        if step == "before_commit" and threading.current_thread().name == "b":
+            b_committing.set()
+
+    store.commits.after_commit.append(blocking_callback)
+    store.env.fault_hook = fault
+    results: dict[str, bool] = {}
+
+    def remember(name: str, holder: Holder) -> None:
+        cell = world.call(holder, "saihm_remember", content=f"from {name}")
+        events.append(f"answered {name}")
+        # Read-your-writes: the first recall after the answer finds the new cell.
+        recalled = world.call(holder, "saihm_recall")
+        results[name] = cell["cellId"] in [item["cellId"] for item in recalled]  # type: ignore
+
+    size = store.size()
+    ta = threading.Thread(target=remember, args=("a", a), name="a")
+    ta.start()
+    assert first_blocked.wait(WAIT)
+    assert "answered a" not in events  # a's change committed, but its post-commit work runs
+    assert store.size() == size + 1
+    tb = threading.Thread(target=remember, args=("b", b), name="b")
+    tb.start()
+    try:
+        assert b_committing.wait(WAIT), "the next batch could not start its transaction"
+    finally:
+        release.set()
+        ta.join(WAIT)
+        tb.join(WAIT)
+    # Each answer follows its own batch's post-commit work (later entries are the recalls').
+    assert events[0] == "after_commit a" and "answered a" in events
+    assert events.index("after_commit b") < events.index("answered b")
+    assert store.size() == size + 4  # two REMEMBER and two RECALL receipts
+    assert results == {"a": True, "b": True}
+    assert set(seen_running) == {1}
+
+
+def _recall_receipt(world: World, holder: Holder) -> Change:
+    """A change logging one RECALL receipt of ``holder``, signed with its custodied key (which
+    announces the change to the group commit, as every operation's signing does)."""
+    key = world.store.holder_key(holder.holder_id)
+    receipt = sign_receipt(
+        key, subject_id=holder.holder_id, operation=Operation.RECALL, timestamp=int(world.clock())
+    )
+    return Change(receipts=[receipt])
+
+
+def _batch_sizes(store: Store) -> list[int]:
+    """Record the size of every batch that commits from now on."""
+    sizes: list[int] = []
+    write_batch = store.commits._write_batch
+
+    def recording(batch: list[Change]) -> None:
+        sizes.append(len(batch))
+        write_batch(batch)
+
+    store.commits._write_batch = recording  # type: ignore[method-assign]
+    return sizes
+
+
+def test_a_lone_writer_never_waits_for_company(world: World):
+    """With no other writer signing, a commit does not wait, however long the window: here
+    an hour, while the test allows the commit far less."""
+    holder = world.holder()
+    store = world.store
+    store.commits.window = store.commits.signing_ttl = 3600.0
+    sizes = _batch_sizes(store)
+    done = threading.Event()
+
+    def remember() -> None:
+        world.call(holder, "saihm_remember", content="alone")
+        done.set()
+
+    threading.Thread(target=remember, daemon=True).start()
+    assert done.wait(WAIT)
+    assert sizes == [1]
+
+
+def test_a_batch_waits_for_writers_that_are_signing(world: World):
+    """Two writers that have both begun (announced) before either queues share one batch,
+    whichever queues first: the first committer waits for the other within the window."""
+    a, b = world.holder(), world.holder()
+    store = world.store
+    store.commits.window = store.commits.signing_ttl = 3600.0
+    sizes = _batch_sizes(store)
+    both_signing = threading.Barrier(2, timeout=WAIT)
+    indexes: dict[str, list[int]] = {}
+
+    def write(name: str, holder: Holder) -> None:
+        change = _recall_receipt(world, holder)
+        both_signing.wait()
+        indexes[name] = store.commit(change).indexes
+
+    threads = [threading.Thread(target=write, args=(n, h)) for n, h in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert sizes == [2]
+    assert sorted(indexes["a"] + indexes["b"]) == [world.store.size() - 2, world.store.size() - 1]
+
+
+def test_a_batch_leaves_the_projections_a_rebuild_makes(world: World, tmp_path: Path):
+    """A batch of three changes (two RECALLs around a session revocation) writes the applied
+    count, with the revocation count it carries, once for the batch: the projections are
+    byte-identical to a rebuild's, and the revocation is counted once."""
+    a, b = world.holder(), world.holder()
+    store = world.store
+    store.commits.window = store.commits.signing_ttl = 3600.0
+    now = int(world.clock())
+    subject = revocation_subject(a.holder_id, a.session_id)
+
+    def signed(holder: Holder, subject_id: bytes, operation: Operation) -> Change:
+        key = store.holder_keys.get(holder.holder_id)  # not announcing: the writers do
+        receipt = sign_receipt(key, subject_id=subject_id, operation=operation, timestamp=now)
+        return Change(receipts=[receipt])
+
+    changes = [
+        signed(a, a.holder_id, Operation.RECALL),
+        signed(a, subject, Operation.UNGRANT),
+        signed(b, b.holder_id, Operation.RECALL),
+    ]
+    with store.read_txn() as txn:
+        before = store.projections.meta.revocations(txn)
+    assert before is not None
+    sizes = _batch_sizes(store)
+    all_signing = threading.Barrier(len(changes), timeout=WAIT)
+
+    def write(change: Change) -> None:
+        store.commits.announce()
+        all_signing.wait()
+        store.commit(change)
+
+    threads = [threading.Thread(target=write, args=(c,)) for c in changes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert sizes == [3]
+    with store.read_txn() as txn:
+        after = store.projections.meta.revocations(txn)
+        assert store.projections.grants.revocation(txn, subject) is not None
+        assert store.projections.applied(txn) == store.size()
+    assert after is not None
+    assert (after.applied, after.count) == (store.size(), before.count + 1)
+    report = store.rebuild_into(tmp_path / "rebuilt")
+    assert report["identical"], report["difference"]
