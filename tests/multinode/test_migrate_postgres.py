@@ -20,7 +20,13 @@ from saihm.store import Store
 from saihm.store.migrate import store_namespaces
 from tests.cli.test_migrate import populate
 from tests.support.cli import run_saihm
+from tests.support.postgres import lmdb_only
 from tests.support.serve import post, serving
+
+pytestmark = lmdb_only(
+    "the source of `saihm migrate` is an LMDB data directory, and the PostgreSQL pass "
+    "would put populate()'s store in PostgreSQL"
+)
 
 
 def _saihm(*argv: str) -> subprocess.CompletedProcess[str]:
