@@ -145,8 +145,10 @@ def _check_store(config: Config) -> None:
     if config.store is None:
         return
     from saihm.storage import open_storage
+    from saihm.storage.url import refuse_other_store
     from saihm.store import STORAGE_NAMES
 
+    refuse_other_store(config.data_dir, config.store)  # before it creates any table there
     open_storage(config.store, STORAGE_NAMES).close()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from saihm.errors import Conflict, MalformedInput
 
@@ -23,6 +23,7 @@ __all__ = [
     "record_store_elsewhere",
     "redact",
     "refuse_migrated",
+    "refuse_other_store",
     "scrub",
 ]
 
@@ -123,3 +124,58 @@ def refuse_migrated(data_dir: str | Path) -> None:
             f"{data_dir} holds the node-local files of the store at {where}: "
             "use --store URL (or $SAIHM_STORE)"
         )
+
+
+# A ``search_path`` setting in libpq's ``options`` (``-c search_path=S``, ``-csearch_path=S`` or
+# ``--search-path=S``); the last one given wins, as on the server.
+_SEARCH_PATH = re.compile(r"(?:^|(?<=\s))(?:-c\s*|--)search[-_]path=(\S*)", re.IGNORECASE)
+
+
+def _store_identity(url: str) -> tuple[str, str] | None:
+    """What names a store's data in a URL: ``(database, search_path)``, or None when the URL
+    does not parse. The user, password, host, port and every other setting may differ
+    between the nodes of one store (a node's own ``lock_timeout``, another host name for the
+    same server) and are not compared."""
+    try:
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+    except ValueError:
+        return None
+    database = query.get("dbname") or unquote(parts.path.lstrip("/"))
+    paths = _SEARCH_PATH.findall(query.get("options", ""))
+    return database, paths[-1] if paths else ""
+
+
+def _recorded_store(data_dir: Path) -> tuple[str, str] | None:
+    """The store URL (without its password) that ``data_dir``'s markers record: the one its
+    store opened on first (:data:`ELSEWHERE`), else the target of ``saihm migrate``."""
+    for name in (ELSEWHERE, MARKER):
+        marker = data_dir / name
+        if marker.is_file():
+            try:
+                where = json.loads(marker.read_text()).get("to")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(where, str):
+                return where, name
+    return None
+
+
+def refuse_other_store(data_dir: str | Path, url: str) -> None:
+    """Refuse to open the store at ``url`` with ``data_dir`` when the directory is the
+    node-local half of another store (another database, or another schema by its
+    ``search_path``): the keys of the KEK directory wrap that store's DEKs, and a KEK
+    rotation over a store that holds none of them would retire every generation. Raises
+    :class:`Conflict` naming ``--store`` and the recorded store (without its password)."""
+    recorded = _recorded_store(Path(data_dir))
+    if recorded is None:
+        return
+    where, name = recorded
+    expected, given = _store_identity(where), _store_identity(url)
+    if expected is None or given is None or expected == given:
+        return
+    raise Conflict(
+        f"{data_dir} holds the node-local files of the store at {where}, not {redact(url)}: "
+        f"use --store with that store's URL (remove {Path(data_dir) / name} only if the "
+        "directory now belongs to the other store)"
+    )

@@ -17,7 +17,7 @@ from saihm.config import Config
 from saihm.keyring import KekDirectory, Keyring
 from saihm.projections import Projections, RecordSeal, derive_record_key
 from saihm.storage import Namespace, Storage, open_storage
-from saihm.storage.url import record_store_elsewhere, refuse_migrated
+from saihm.storage.url import record_store_elsewhere, refuse_migrated, refuse_other_store
 from saihm.store.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 from saihm.translog import LogKeys, TreeStorage
 
@@ -67,6 +67,8 @@ class Environment:
         self.kek_dir = KekDirectory(config.kek_dir)
         if config.store is None:
             refuse_migrated(config.data_dir)  # its store is in PostgreSQL: never an empty LMDB
+        else:
+            refuse_other_store(config.data_dir, config.store)  # nor another PostgreSQL store
         self.storage: Storage = open_storage(
             config.storage_location,
             STORAGE_NAMES,

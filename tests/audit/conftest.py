@@ -26,6 +26,7 @@ from saihm.compose import initialise, open_operator
 from saihm.config import Config
 from saihm.events import CapabilityScope
 from saihm.protocol import call as binding_call
+from tests.support.postgres import copy_test_store
 
 
 @dataclass
@@ -128,6 +129,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def world(template: dict, tmp_path: Path) -> World:
     root = tmp_path / "w"
     shutil.copytree(template["root"], root)
+    copy_test_store(template["root"] / "data", root / "data")  # SAIHM_TEST_STORE=postgresql
     tok = template["tokens"]
     return World(
         root=root,
@@ -148,6 +150,7 @@ GROWN = 600  # receipts added to the template's 12: two full bundles and a parti
 def grown(template: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("grown") / "w"
     shutil.copytree(template["root"], root)
+    copy_test_store(template["root"] / "data", root / "data")
     op = World(root, Config.for_data(root / "data"), *[None] * 6).operator()
     try:
         for i in range(GROWN):
@@ -162,6 +165,7 @@ def grown(template: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def big(grown: Path, template: dict, tmp_path: Path) -> World:
     root = tmp_path / "big"
     shutil.copytree(grown, root)
+    copy_test_store(grown / "data", root / "data")
     tok = template["tokens"]
     return World(
         root,

@@ -31,6 +31,12 @@ from saihm.storage.url import MARKER
 from saihm.store import Store
 from saihm.store.migrate import migrate_storage, store_namespaces
 from tests.support.cli import one_line_refusal, run_saihm
+from tests.support.postgres import lmdb_only
+
+pytestmark = lmdb_only(
+    "the source of `saihm migrate` is an LMDB data directory, and the PostgreSQL pass "
+    "would put populate()'s store in PostgreSQL"
+)
 
 
 def populate(data: Path, remembers: int = 12) -> tuple[bytes, int, str]:

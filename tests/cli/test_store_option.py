@@ -115,3 +115,31 @@ def test_redaction_removes_every_form_of_the_password() -> None:
     assert check_store_url("postgresql:///saihm?host=/run/postgresql") == (
         "postgresql:///saihm?host=/run/postgresql"
     )
+
+
+def test_a_data_directory_names_its_store_by_database_and_search_path(tmp_path: Path) -> None:
+    """saihm/storage/url.py ``refuse_other_store``: the recorded store (the marker holds its
+    URL without the password) is the same store under any user, password, host, port, scheme
+    spelling or other setting; another database or ``search_path`` is another store."""
+    from saihm.errors import Conflict
+    from saihm.storage.url import record_store_elsewhere, refuse_other_store
+
+    recorded = "postgresql://u:pw@db.internal:5432/saihm?options=-c%20search_path%3Dlog"
+    record_store_elsewhere(tmp_path, recorded)
+    assert "pw" not in (tmp_path / "store-elsewhere").read_text()
+    for same in (
+        recorded,
+        "postgres://other:secret@10.0.0.7/saihm?options=-c%20search_path%3Dlog",
+        "postgresql:///saihm?host=/run/postgresql&options=-csearch_path%3Dlog%20-c%20lock_timeout%3D2s",
+        "postgresql://u@h/ignored?dbname=saihm&options=--search-path%3Dlog&sslmode=require",
+    ):
+        refuse_other_store(tmp_path, same)
+    for other in (
+        "postgresql://u:pw@db.internal:5432/saihm",  # the database's default schema
+        "postgresql://u:pw@db.internal:5432/saihm?options=-c%20search_path%3Dlog2",
+        "postgresql://u:pw@db.internal:5432/saihm2?options=-c%20search_path%3Dlog",
+        f"postgresql://u:{SECRET}@db.internal/other",
+    ):
+        with pytest.raises(Conflict, match="--store") as refused:
+            refuse_other_store(tmp_path, other)
+        assert SECRET not in str(refused.value) and ":pw@" not in str(refused.value)

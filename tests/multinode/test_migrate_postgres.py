@@ -20,7 +20,13 @@ from saihm.store import Store
 from saihm.store.migrate import store_namespaces
 from tests.cli.test_migrate import populate
 from tests.support.cli import run_saihm
+from tests.support.postgres import fresh_location, lmdb_only
 from tests.support.serve import post, serving
+
+pytestmark = lmdb_only(
+    "the source of `saihm migrate` is an LMDB data directory, and the PostgreSQL pass "
+    "would put populate()'s store in PostgreSQL"
+)
 
 
 def _saihm(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -114,3 +120,26 @@ def test_a_migrate_killed_mid_copy_leaves_the_target_empty(
     done = _saihm("migrate", "--from", str(data), "--to", url, "--no-progress")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["treeSize"] == size
+
+
+def test_a_migrated_directory_opens_only_the_store_it_was_migrated_to(
+    tmp_path: Path, postgres_location: str
+) -> None:
+    """The first --store after a migrate must be its target: another schema would be an empty
+    store whose `kek rotate` retires the KEKs the migrated DEKs are wrapped under."""
+    url = postgres_location
+    data = tmp_path / "data"
+    populate(data, remembers=2)
+    done = _saihm("migrate", "--from", str(data), "--to", url, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    kek = sorted(p.name for p in Config.for_data(data, store=url).kek_dir.rglob("*"))
+    with fresh_location() as other:
+        refused = _saihm("kek", "rotate", "--data", str(data), "--store", other)
+        assert refused.returncode != 0 and refused.stdout == ""
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--store" in lines[0] and "Traceback" not in refused.stderr
+        assert _keys_in(other) == 0
+    assert sorted(p.name for p in Config.for_data(data, store=url).kek_dir.rglob("*")) == kek
+    rotated = _saihm("kek", "rotate", "--data", str(data), "--store", url)
+    assert rotated.returncode == 0, rotated.stderr
+    assert _saihm("verify", "--data", str(data), "--store", url, "--no-progress").returncode == 0

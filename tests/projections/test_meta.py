@@ -13,7 +13,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import lmdb
 import pytest
 
 from saihm.compose import initialise
@@ -40,14 +39,15 @@ def data(tmp_path: Path) -> Iterator[tuple[Config, bytes]]:
 
 
 def _put_meta(config: Config, key: bytes, value: bytes) -> None:
-    """A raw edit of ``p_meta``, as a careless operator or an old version would leave it."""
-    env = lmdb.open(str(config.lmdb_dir), max_dbs=64, map_size=config.map_size)
+    """A raw edit of ``p_meta``, as a careless operator or an old version would leave it,
+    written through the storage itself so it lands in whichever store the data directory
+    has (LMDB, or PostgreSQL under ``SAIHM_TEST_STORE=postgresql``)."""
+    store = Store(config, check_applied=False)
     try:
-        meta = env.open_db(P.META)  # outside the write txn: open_db begins its own
-        with env.begin(write=True) as txn:
-            txn.put(key, value, db=meta)
+        with store.storage.write() as txn:
+            txn.put(key, value, db=store.storage.namespace(P.META))
     finally:
-        env.close()
+        store.close()
 
 
 def _refused_in_another_process(config: Config, holder: bytes) -> str:

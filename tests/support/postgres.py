@@ -220,10 +220,21 @@ def drop_run_schemas() -> None:
 def copy_test_store(source_dir: str | Path, target_dir: str | Path) -> None:
     """Under ``SAIHM_TEST_STORE=postgresql``: make ``target_dir``'s store a copy of
     ``source_dir``'s (a test that copies a data directory copies its store with it; the
-    source must be closed). Nothing happens on ``lmdb``: the copy of the directory is enough."""
+    source must be closed). Nothing happens on ``lmdb``: the copy of the directory is enough.
+
+    The copy's ``store-elsewhere`` marker, copied with the directory, names the source's
+    store; it is made to name the copy's, as an operator who moves a directory to another
+    store does (the store refuses a directory that names another store)."""
     if store_driver() != "postgresql":
         return
     import psycopg
+
+    from saihm.storage.url import ELSEWHERE, record_store_elsewhere
+
+    marker = Path(target_dir) / ELSEWHERE
+    if marker.is_file():
+        marker.unlink()
+        record_store_elsewhere(target_dir, store_url_for(target_dir))
 
     source, target = (
         dict(parse_qsl(urlsplit(store_url_for(d)).query))["options"].split("=", 1)[1]
