@@ -481,3 +481,17 @@ def test_a_write_transaction_prefetches_what_the_previous_ones_read(url: str) ->
     finally:
         storage.close()
 
+
+def test_usage_after_the_server_ended_every_session_is_answered(url: str) -> None:
+    """A pooled connection the server closed fails no later operation: ``usage`` (the
+    health endpoint's and the rebuild's) gets a working connection, as reads and writes do."""
+    storage = PostgresStorage(url, NS, pool_size=2)
+    try:
+        with storage.write() as txn:
+            txn.put(b"k", b"v" * 1000, db=storage.namespace(b"main"))
+        before = storage.usage().used
+        assert before > 0
+        assert terminate_sessions(url) >= 1  # the pooled connection is gone
+        assert storage.usage().used == before
+    finally:
+        storage.close()
