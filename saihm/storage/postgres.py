@@ -852,15 +852,18 @@ class PostgresStorage:
             log.debug("PostgreSQL connection not returned: %s", type(err).__name__)
             conn.close()
 
-    def _begin(self, statement: str) -> tuple[psycopg.Connection[Any], str]:
-        """A connection inside a new transaction begun by ``statement`` (its last result row
-        is returned). A pooled connection found broken (the server restarted, or ended the
-        session) is replaced: nothing had been done on it. Every pooled connection may be
-        broken, so up to one more attempt than the pool holds."""
+    def _begin(
+        self, statement: str, params: Sequence[object] | None = None
+    ) -> tuple[psycopg.Connection[Any], str]:
+        """A connection inside a new transaction begun by ``statement`` (or, for a statement
+        that begins none, after it), and the last value of its last result row. A pooled
+        connection found broken (the server restarted, or ended the session) is replaced:
+        nothing had been done on it. Every pooled connection may be broken, so up to one more
+        attempt than the pool holds."""
         for attempt in range(self._pool_size + 1):
             conn = self._connect()
             try:
-                cur = conn.execute(statement, prepare=False)
+                cur = conn.execute(statement, params, prepare=False)
                 while cur.nextset():
                     pass
                 row = cur.fetchone()
@@ -963,19 +966,14 @@ class PostgresStorage:
         return False
 
     def usage(self) -> Usage:
-        conn = self._connect()
-        try:
-            s = self._sql
-            row = conn.execute(
-                "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0)"
-                " FROM unnest(%s::text[]) AS t",
-                ([name.as_string(conn) for name in (s.kv, s.namespace, s.meta)],),
-            ).fetchone()
-        except psycopg.Error as err:
-            raise self._error(err) from None
-        finally:
-            self._release(conn)
-        return Usage(used=int(row[0]) if row else 0, capacity=None, limit=None)
+        s = self._sql
+        conn, used = self._begin(
+            "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0)"
+            " FROM unnest(%s::text[]) AS t",
+            ([name.as_string() for name in (s.kv, s.namespace, s.meta)],),
+        )
+        self._release(conn)  # autocommit: the query began no transaction
+        return Usage(used=int(used or 0), capacity=None, limit=None)
 
     def close(self) -> None:
         if self._closed:

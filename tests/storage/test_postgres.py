@@ -5,6 +5,7 @@ write lock's limits (a writer that waits too long, a writer that stops mid-trans
 from __future__ import annotations
 
 import logging
+import secrets
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from saihm.storage import StorageError, open_storage
 from saihm.storage._pgurl import options_settings, safe_location
@@ -26,8 +28,16 @@ SECRET = "s3cr3t-Pa55word"
 
 @pytest.fixture
 def url() -> Iterator[str]:
+    """A fresh schema, whose sessions carry an application name of their own: the test server
+    is shared (other runs, other checkouts), and :func:`terminate_sessions` must end this
+    test's sessions only."""
     with fresh_location() as location:
-        yield location
+        yield own_sessions(location)
+
+
+def own_sessions(url: str) -> str:
+    """``url`` naming its sessions ``saihm-test-HEX`` (libpq's ``application_name``)."""
+    return f"{url}&application_name=saihm-test-{secrets.token_hex(6)}"
 
 
 def admin(url: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple]:
@@ -206,14 +216,41 @@ def test_two_schemas_are_two_storages_with_their_own_write_lock(url: str) -> Non
 
 
 def terminate_sessions(url: str) -> int:
-    """End every session of the driver (application_name saihm) as a server restart would."""
+    """End every session opened with ``url`` (its own ``application_name``, see
+    :func:`own_sessions`), as a server restart would. Never every ``saihm`` session of the
+    database: on a shared test server that fails whatever other runs have in flight."""
+    name = conninfo_to_dict(url).get("application_name")
+    assert name and str(name).startswith("saihm-test-"), "the url fixture names its sessions"
     rows = admin(
         url,
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-        "WHERE application_name = 'saihm' AND datname = current_database() "
+        "WHERE application_name = %s AND datname = current_database() "
         "AND pid <> pg_backend_pid()",
+        (str(name),),
     )
     return int(rows[0][0])
+
+
+def test_ending_a_tests_sessions_spares_other_storages_on_the_server(url: str) -> None:
+    """Another run's storage on the same server (default application name, its own schema)
+    keeps its sessions when this test ends its own."""
+    with fresh_location() as elsewhere:
+        bystander = PostgresStorage(elsewhere, NS)
+        storage = PostgresStorage(url, NS)
+        try:
+            for each in (bystander, storage):
+                with each.write() as txn:
+                    txn.put(b"k", b"v", db=each.namespace(b"main"))
+            theirs, ours = bystander.read(), storage.read()
+            assert terminate_sessions(url) >= 1
+            with pytest.raises(StorageError):
+                ours.get(b"k", db=storage.namespace(b"main"))
+            assert theirs.get(b"k", db=bystander.namespace(b"main")) == b"v"
+            theirs.close()
+            ours.close()
+        finally:
+            storage.close()
+            bystander.close()
 
 
 def test_sessions_the_server_ends_become_storage_errors_then_are_replaced(url: str) -> None:
@@ -441,5 +478,20 @@ def test_a_write_transaction_prefetches_what_the_previous_ones_read(url: str) ->
                 assert txn.last(main) == (b"b", b"2")
             locked = storage.figures()["locked_round_trips"] - before["locked_round_trips"]
             assert locked == expected + (expected == 2)  # the first also asks for the end
+    finally:
+        storage.close()
+
+
+def test_usage_after_the_server_ended_every_session_is_answered(url: str) -> None:
+    """A pooled connection the server closed fails no later operation: ``usage`` (the
+    health endpoint's and the rebuild's) gets a working connection, as reads and writes do."""
+    storage = PostgresStorage(url, NS, pool_size=2)
+    try:
+        with storage.write() as txn:
+            txn.put(b"k", b"v" * 1000, db=storage.namespace(b"main"))
+        before = storage.usage().used
+        assert before > 0
+        assert terminate_sessions(url) >= 1  # the pooled connection is gone
+        assert storage.usage().used == before
     finally:
         storage.close()
