@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import ChainMap, OrderedDict, deque
 from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from saihm.storage.base import ReadTxn
     from saihm.translog import TreeStorage
 
-__all__ = ["CacheEntry", "CacheView", "CellCache", "HolderIndex", "context_item"]
+__all__ = ["CacheEntry", "CacheView", "CellCache", "HolderIndex", "VisibleList", "context_item"]
 
 log = logging.getLogger("saihm.store")
 
@@ -63,7 +63,9 @@ ENTRY_OVERHEAD = 2_048
 PER_TERM = 160  # a term of a cell: its tf entry and its posting entry
 PER_INDEX_TERM = 600  # a term new to a holder's index: its posting dict and prefix entry
 PER_CANDIDATE = 240  # a holder's live cell listed (cellId, index, the "missing" set)
-PER_ITEM = 200  # an indexed cell's place in its session's order (retrieval.context.Item)
+#: An indexed cell's place in its session's order (retrieval.context.Item) and in the kept
+#: visible list (four list slots).
+PER_ITEM = 300
 #: Cells written since the embedding worker last looked that it is told about (the newest).
 WRITTEN_MAX = 4_096
 
@@ -87,6 +89,47 @@ class CacheEntry:
         return self.as_shared
 
 
+class VisibleList:
+    """A holder's indexed cells in log order, as parallel lists (so that a holder-wide read
+    checks every item in a few C-level passes: saihm/store/holderwide.py ``allowed_own``):
+    ``ids`` the cellIds, ``owners`` the verified owners, ``opened`` the verified opened cells,
+    ``orders`` their leaf indexes. Leaf indexes are hints from the projections, so cells
+    with equal ones are told apart by cellId."""
+
+    __slots__ = ("ids", "opened", "orders", "owners")
+
+    def __init__(self) -> None:
+        self.ids: list[bytes] = []
+        self.owners: list[bytes] = []
+        self.opened: list[OpenedCell] = []
+        self.orders: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def insert(self, cell_id: bytes, order: int, owner: bytes, opened: OpenedCell) -> None:
+        orders = self.orders
+        p = len(orders) if not orders or order >= orders[-1] else bisect_right(orders, order)
+        orders.insert(p, order)
+        self.ids.insert(p, cell_id)
+        self.owners.insert(p, owner)
+        self.opened.insert(p, opened)
+
+    def replace(self, cell_id: bytes, order: int, owner: bytes, opened: OpenedCell) -> None:
+        p = self._at(cell_id, order)
+        self.owners[p], self.opened[p] = owner, opened
+
+    def remove(self, cell_id: bytes, order: int) -> None:
+        p = self._at(cell_id, order)
+        del self.orders[p], self.ids[p], self.owners[p], self.opened[p]
+
+    def _at(self, cell_id: bytes, order: int) -> int:
+        p = bisect_left(self.orders, order)
+        while self.ids[p] != cell_id:
+            p += 1
+        return p
+
+
 @dataclass(slots=True)
 class HolderIndex:
     """One holder's live cells (cellId -> leaf index, log order) and the index over the ones
@@ -102,6 +145,13 @@ class HolderIndex:
     sessions: dict[object, tuple[list[int], list[Item]]] = field(default_factory=dict)
     #: The indexed cells' vectors stacked for the semantic stage; None after any change.
     table: VectorTable | None = None
+    #: The kept visible list: the indexed (unerased, verified) cells in log order, kept by
+    #: add and remove, so a holder-wide read walks it instead of re-filtering the cache (and
+    #: still checks each item against its caller: saihm/store/holderwide.py ``allowed_own``).
+    visible: VisibleList = field(default_factory=VisibleList)
+    #: The holder this index is for: an owner equal to it is kept as this very object, so
+    #: the per-call owner comparison mostly ends at identity.
+    owner: bytes | None = None
 
     def add(self, cell_id: bytes, entry: CacheEntry) -> int:
         """Index a cached cell; returns the bytes the index grew by (estimated)."""
@@ -111,13 +161,20 @@ class HolderIndex:
         self.texts[cell_id] = analysis.folded
         self.missing.discard(cell_id)
         grown = PER_INDEX_TERM * new
-        if cell_id not in self.items:
+        owner = entry.own.cell.holder_id
+        owner = self.owner if owner == self.owner and self.owner is not None else owner
+        old = self.items.get(cell_id)
+        if old is not None:
+            # The same cell cached again (a new verified entry): its place holds the new one.
+            self.visible.replace(cell_id, old.order, owner, entry.own)
+        else:
             item = context_item(cell_id, entry, shared=False)
             self.items[cell_id] = item
             orders, members = self.sessions.setdefault(item.group, ([], []))
             p = bisect_left(orders, item.order)
             orders.insert(p, item.order)
             members.insert(p, item)
+            self.visible.insert(cell_id, item.order, owner, entry.own)
             grown += PER_ITEM
         return grown
 
@@ -134,6 +191,7 @@ class HolderIndex:
                 del orders[p], members[p]
             if not orders:
                 del self.sessions[item.group]
+            self.visible.remove(cell_id, item.order)
             shrunk += PER_ITEM
         return shrunk
 
@@ -320,7 +378,9 @@ class CellCache:
         return self._erased
 
     def _holder_cells(self, txn: ReadTxn, holder_id: bytes) -> HolderIndex:
-        holder = self._holders.setdefault(holder_id, HolderIndex())
+        holder = self._holders.get(holder_id)
+        if holder is None:
+            holder = self._holders[holder_id] = HolderIndex(owner=holder_id)
         if holder.cells is None:
             cells: dict[bytes, int] = {
                 cell_id: index
