@@ -92,9 +92,9 @@ class CacheEntry:
 class VisibleList:
     """A holder's indexed cells in log order, as parallel lists (so that a holder-wide read
     checks every item in a few C-level passes: saihm/store/holderwide.py ``allowed_own``):
-    ``ids`` the cellIds, ``owners`` the verified owners, ``opened`` the verified opened cells,
-    ``orders`` their leaf indexes. Leaf indexes are hints from the projections, so cells
-    with equal ones are told apart by cellId."""
+    ``opened`` the verified opened cells, ``ids`` and ``owners`` their verified cells' own
+    cellId and owner fields (the very objects), ``orders`` their leaf indexes. Leaf indexes
+    are hints from the projections, so cells with equal ones are told apart by cellId."""
 
     __slots__ = ("ids", "opened", "orders", "owners")
 
@@ -107,19 +107,23 @@ class VisibleList:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def insert(self, cell_id: bytes, order: int, owner: bytes, opened: OpenedCell) -> None:
+    def insert(self, order: int, opened: OpenedCell) -> None:
+        """Keep ``opened`` (not kept yet) at its place in log order."""
         orders = self.orders
         p = len(orders) if not orders or order >= orders[-1] else bisect_right(orders, order)
         orders.insert(p, order)
-        self.ids.insert(p, cell_id)
-        self.owners.insert(p, owner)
+        self.ids.insert(p, opened.cell.cell_id)
+        self.owners.insert(p, opened.cell.holder_id)
         self.opened.insert(p, opened)
 
-    def replace(self, cell_id: bytes, order: int, owner: bytes, opened: OpenedCell) -> None:
-        p = self._at(cell_id, order)
-        self.owners[p], self.opened[p] = owner, opened
+    def replace(self, order: int, opened: OpenedCell) -> None:
+        """Keep ``opened`` in the place of the kept cell with its cellId."""
+        p = self._at(opened.cell.cell_id, order)
+        self.ids[p], self.owners[p] = opened.cell.cell_id, opened.cell.holder_id
+        self.opened[p] = opened
 
     def remove(self, cell_id: bytes, order: int) -> None:
+        """Let go of the kept cell ``cell_id`` (kept at leaf index ``order``)."""
         p = self._at(cell_id, order)
         del self.orders[p], self.ids[p], self.owners[p], self.opened[p]
 
@@ -149,9 +153,6 @@ class HolderIndex:
     #: add and remove, so a holder-wide read walks it instead of re-filtering the cache (and
     #: still checks each item against its caller: saihm/store/holderwide.py ``allowed_own``).
     visible: VisibleList = field(default_factory=VisibleList)
-    #: The holder this index is for: an owner equal to it is kept as this very object, so
-    #: the per-call owner comparison mostly ends at identity.
-    owner: bytes | None = None
 
     def add(self, cell_id: bytes, entry: CacheEntry) -> int:
         """Index a cached cell; returns the bytes the index grew by (estimated)."""
@@ -161,12 +162,10 @@ class HolderIndex:
         self.texts[cell_id] = analysis.folded
         self.missing.discard(cell_id)
         grown = PER_INDEX_TERM * new
-        owner = entry.own.cell.holder_id
-        owner = self.owner if owner == self.owner and self.owner is not None else owner
         old = self.items.get(cell_id)
         if old is not None:
             # The same cell cached again (a new verified entry): its place holds the new one.
-            self.visible.replace(cell_id, old.order, owner, entry.own)
+            self.visible.replace(old.order, entry.own)
         else:
             item = context_item(cell_id, entry, shared=False)
             self.items[cell_id] = item
@@ -174,7 +173,7 @@ class HolderIndex:
             p = bisect_left(orders, item.order)
             orders.insert(p, item.order)
             members.insert(p, item)
-            self.visible.insert(cell_id, item.order, owner, entry.own)
+            self.visible.insert(item.order, entry.own)
             grown += PER_ITEM
         return grown
 
@@ -378,9 +377,7 @@ class CellCache:
         return self._erased
 
     def _holder_cells(self, txn: ReadTxn, holder_id: bytes) -> HolderIndex:
-        holder = self._holders.get(holder_id)
-        if holder is None:
-            holder = self._holders[holder_id] = HolderIndex(owner=holder_id)
+        holder = self._holders.setdefault(holder_id, HolderIndex())
         if holder.cells is None:
             cells: dict[bytes, int] = {
                 cell_id: index
