@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import ChainMap, OrderedDict, deque
 from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -94,44 +94,82 @@ class VisibleList:
     checks every item in a few C-level passes: saihm/store/holderwide.py ``allowed_own``):
     ``opened`` the verified opened cells, ``ids`` and ``owners`` their verified cells' own
     cellId and owner fields (the very objects), ``orders`` their leaf indexes. Leaf indexes
-    are hints from the projections, so cells with equal ones are told apart by cellId."""
+    are hints from the projections, so cells with equal ones are told apart by cellId.
 
-    __slots__ = ("ids", "opened", "orders", "owners")
+    A cell kept out of log order (a cold read opens the missing cells in any order) is
+    appended and the lists are sorted once, when next read, rather than shifted per insert.
+    """
+
+    __slots__ = ("_ids", "_opened", "_orders", "_owners", "_sorted")
 
     def __init__(self) -> None:
-        self.ids: list[bytes] = []
-        self.owners: list[bytes] = []
-        self.opened: list[OpenedCell] = []
-        self.orders: list[int] = []
+        self._ids: list[bytes] = []
+        self._owners: list[bytes] = []
+        self._opened: list[OpenedCell] = []
+        self._orders: list[int] = []
+        self._sorted = True
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._ids)
+
+    @property
+    def ids(self) -> list[bytes]:
+        self._settle()
+        return self._ids
+
+    @property
+    def owners(self) -> list[bytes]:
+        self._settle()
+        return self._owners
+
+    @property
+    def opened(self) -> list[OpenedCell]:
+        self._settle()
+        return self._opened
+
+    @property
+    def orders(self) -> list[int]:
+        self._settle()
+        return self._orders
 
     def insert(self, order: int, opened: OpenedCell) -> None:
         """Keep ``opened`` (not kept yet) at its place in log order."""
-        orders = self.orders
-        p = len(orders) if not orders or order >= orders[-1] else bisect_right(orders, order)
-        orders.insert(p, order)
-        self.ids.insert(p, opened.cell.cell_id)
-        self.owners.insert(p, opened.cell.holder_id)
-        self.opened.insert(p, opened)
+        if self._orders and order < self._orders[-1]:
+            self._sorted = False
+        self._orders.append(order)
+        self._ids.append(opened.cell.cell_id)
+        self._owners.append(opened.cell.holder_id)
+        self._opened.append(opened)
 
     def replace(self, order: int, opened: OpenedCell) -> None:
         """Keep ``opened`` in the place of the kept cell with its cellId."""
         p = self._at(opened.cell.cell_id, order)
-        self.ids[p], self.owners[p] = opened.cell.cell_id, opened.cell.holder_id
-        self.opened[p] = opened
+        self._ids[p], self._owners[p] = opened.cell.cell_id, opened.cell.holder_id
+        self._opened[p] = opened
 
     def remove(self, cell_id: bytes, order: int) -> None:
         """Let go of the kept cell ``cell_id`` (kept at leaf index ``order``)."""
         p = self._at(cell_id, order)
-        del self.orders[p], self.ids[p], self.owners[p], self.opened[p]
+        del self._orders[p], self._ids[p], self._owners[p], self._opened[p]
 
     def _at(self, cell_id: bytes, order: int) -> int:
-        p = bisect_left(self.orders, order)
-        while self.ids[p] != cell_id:
+        self._settle()
+        p = bisect_left(self._orders, order)
+        while self._ids[p] != cell_id:
             p += 1
         return p
+
+    def _settle(self) -> None:
+        """Sort the lists by leaf index (stable: equal ones keep the order they came in)."""
+        if self._sorted:
+            return
+        orders = self._orders
+        perm = sorted(range(len(orders)), key=orders.__getitem__)
+        self._orders = [orders[i] for i in perm]
+        self._ids = [self._ids[i] for i in perm]
+        self._owners = [self._owners[i] for i in perm]
+        self._opened = [self._opened[i] for i in perm]
+        self._sorted = True
 
 
 @dataclass(slots=True)

@@ -16,6 +16,8 @@ import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -273,3 +275,44 @@ def test_a_replaced_entry_takes_its_place_in_the_kept_list(tmp_path: Path) -> No
         assert ids(world, wide) == cells
     finally:
         world.operator.store.close()
+
+
+# -- the list itself, against a model ------------------------------------------------------
+
+
+def _cell(n: int) -> OpenedCell:
+    """A stand-in opened cell: only its header's cellId and owner are read by the list."""
+    header = SimpleNamespace(cell_id=n.to_bytes(32, "big"), holder_id=b"h" * 32)
+    return cast(OpenedCell, SimpleNamespace(cell=header, index=n))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["insert", "remove", "replace"]), st.integers(0, 40), pick),
+        max_size=60,
+    )
+)
+def test_the_kept_list_is_in_log_order_whatever_order_cells_come_in(steps) -> None:
+    """Cells kept in any order (a cold read opens missing cells in set order), removed and
+    replaced: the lists read back sorted by leaf index (cellId apart for equal ones, in the
+    order they came), parallel, and holding exactly the model's cells."""
+    kept = VisibleList()
+    model: dict[int, tuple[int, int, OpenedCell]] = {}  # cell -> (order, arrival, opened)
+    for arrival, (op, n, order_pick) in enumerate(steps):
+        if op == "insert" and n not in model:
+            order = order_pick % 20  # equal leaf indexes happen (hints)
+            model[n] = (order, arrival, _cell(n))
+            kept.insert(order, model[n][2])
+        elif op == "remove" and n in model:
+            kept.remove(_cell(n).cell.cell_id, model.pop(n)[0])
+        elif op == "replace" and n in model:
+            order, came, _old = model[n]
+            model[n] = (order, came, _cell(n))
+            kept.replace(order, model[n][2])
+    want = sorted(model.values(), key=lambda t: (t[0], t[1]))
+    assert kept.orders == [t[0] for t in want]
+    assert kept.opened == [t[2] for t in want]
+    assert kept.ids == [o.cell.cell_id for o in kept.opened]
+    assert kept.owners == [o.cell.holder_id for o in kept.opened]
+    assert len(kept) == len(model)
