@@ -96,21 +96,25 @@ class VisibleList:
     cellId and owner fields (the very objects), ``orders`` their leaf indexes. Leaf indexes
     are hints from the projections, so cells with equal ones are told apart by cellId.
 
-    A cell kept out of log order (a cold read opens the missing cells in any order) is
-    appended and the lists are sorted once, when next read, rather than shifted per insert.
+    Every change is O(1), so the bound's evictions stay cheap: a cell is appended (kept out
+    of log order when a cold read opens missing cells in any order, or again when replaced),
+    and a removed or replaced cell's old place is only forgotten in ``_live``; the lists are
+    compacted and sorted once, when next read (or when they hold twice the live cells).
     """
 
-    __slots__ = ("_ids", "_opened", "_orders", "_owners", "_sorted")
+    __slots__ = ("_clean", "_ids", "_live", "_opened", "_orders", "_owners")
 
     def __init__(self) -> None:
         self._ids: list[bytes] = []
         self._owners: list[bytes] = []
         self._opened: list[OpenedCell] = []
         self._orders: list[int] = []
-        self._sorted = True
+        #: The kept cell of each cellId; a list place holding another object is stale.
+        self._live: dict[bytes, OpenedCell] = {}
+        self._clean = True
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._live)
 
     @property
     def ids(self) -> list[bytes]:
@@ -133,43 +137,43 @@ class VisibleList:
         return self._orders
 
     def insert(self, order: int, opened: OpenedCell) -> None:
-        """Keep ``opened`` (not kept yet) at its place in log order."""
-        if self._orders and order < self._orders[-1]:
-            self._sorted = False
+        """Keep ``opened`` at its place in log order (in place of a kept cell of its id)."""
+        cell_id = opened.cell.cell_id
+        if cell_id in self._live or (self._orders and order < self._orders[-1]):
+            self._clean = False
+        self._live[cell_id] = opened
         self._orders.append(order)
-        self._ids.append(opened.cell.cell_id)
+        self._ids.append(cell_id)
         self._owners.append(opened.cell.holder_id)
         self._opened.append(opened)
+        self._compact_if_sparse()
 
     def replace(self, order: int, opened: OpenedCell) -> None:
         """Keep ``opened`` in the place of the kept cell with its cellId."""
-        p = self._at(opened.cell.cell_id, order)
-        self._ids[p], self._owners[p] = opened.cell.cell_id, opened.cell.holder_id
-        self._opened[p] = opened
+        self.insert(order, opened)
 
     def remove(self, cell_id: bytes, order: int) -> None:
         """Let go of the kept cell ``cell_id`` (kept at leaf index ``order``)."""
-        p = self._at(cell_id, order)
-        del self._orders[p], self._ids[p], self._owners[p], self._opened[p]
+        if self._live.pop(cell_id, None) is not None:
+            self._clean = False
+            self._compact_if_sparse()
 
-    def _at(self, cell_id: bytes, order: int) -> int:
-        self._settle()
-        p = bisect_left(self._orders, order)
-        while self._ids[p] != cell_id:
-            p += 1
-        return p
+    def _compact_if_sparse(self) -> None:
+        if len(self._ids) > 2 * len(self._live) + 64:
+            self._settle()
 
     def _settle(self) -> None:
-        """Sort the lists by leaf index (stable: equal ones keep the order they came in)."""
-        if self._sorted:
+        """Drop stale places and sort by leaf index (stable: equal ones in arrival order)."""
+        if self._clean:
             return
-        orders = self._orders
-        perm = sorted(range(len(orders)), key=orders.__getitem__)
-        self._orders = [orders[i] for i in perm]
-        self._ids = [self._ids[i] for i in perm]
-        self._owners = [self._owners[i] for i in perm]
-        self._opened = [self._opened[i] for i in perm]
-        self._sorted = True
+        live, ids, opened, orders = self._live, self._ids, self._opened, self._orders
+        keep = [i for i, k in enumerate(ids) if live.get(k) is opened[i]]
+        keep.sort(key=orders.__getitem__)
+        self._orders = [orders[i] for i in keep]
+        self._ids = [ids[i] for i in keep]
+        self._owners = [self._owners[i] for i in keep]
+        self._opened = [opened[i] for i in keep]
+        self._clean = True
 
 
 @dataclass(slots=True)

@@ -307,8 +307,8 @@ def test_the_kept_list_is_in_log_order_whatever_order_cells_come_in(steps) -> No
         elif op == "remove" and n in model:
             kept.remove(_cell(n).cell.cell_id, model.pop(n)[0])
         elif op == "replace" and n in model:
-            order, came, _old = model[n]
-            model[n] = (order, came, _cell(n))
+            order, _came, _old = model[n]
+            model[n] = (order, arrival, _cell(n))  # kept again: after equal leaf indexes
             kept.replace(order, model[n][2])
     want = sorted(model.values(), key=lambda t: (t[0], t[1]))
     assert kept.orders == [t[0] for t in want]
