@@ -1,8 +1,23 @@
-"""The figure record every benchmark yields, and the percentile they report (saihm.bench)."""
+"""The figure record every benchmark yields, and the percentile they report (saihm.bench).
+
+Each record carries its floor or peer measured (or stated) in the same run and the machine's
+load average when it was made: on a shared machine absolute figures move with the load, so a
+figure is read as its ratio to its peer, beside the load it was measured under.
+"""
 
 from __future__ import annotations
 
+import os
 import statistics
+
+
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages now (``os.getloadavg``), rounded to 0.01; empty
+    where the platform reports none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return []
 
 
 def figure(
@@ -15,7 +30,8 @@ def figure(
     higher_is_better: bool,
     **extra: object,
 ) -> dict:
-    """One JSON-ready figure: ``value`` against ``peer_value`` measured in the same run.
+    """One JSON-ready figure: ``value`` against ``peer_value`` measured in the same run, with
+    the :func:`load_average` at the time (``load_average``).
 
     ``ratio`` is above 1 when ``value`` is the better of the two. A zero ``value`` gives the
     limit rather than a division error: 0 when higher is better, infinity when lower is; so
@@ -35,6 +51,7 @@ def figure(
         "peer": peer,
         "peer_value": round(peer_value, 3),
         "ratio": round(ratio, 3),
+        "load_average": load_average(),
         **extra,
     }
 

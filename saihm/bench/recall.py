@@ -26,7 +26,8 @@ Figures (each beside a peer measured in the same run, docs/retrieval.md "Measure
 
 Building N cells costs two ML-DSA-65 signatures each: the store is built once, with the
 signing spread over a process pool, into ``--cache-dir`` (default
-``~/.cache/saihm/bench-recall``) and reused by later runs; nothing about the cells is faked.
+``~/.cache/saihm/bench-recall``) and reused by later runs (the latency figures carry the
+seconds it took, ``build_s``); nothing about the cells is faked.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ def _build(root: Path, cells: int, workers: int) -> dict:
         if info.get("cells") == cells and info.get("format") == _CACHE_FORMAT:
             return info
     shutil.rmtree(root, ignore_errors=True)
+    started = time.perf_counter()
     config = Config.for_data(root / "data", checkpoint_interval=3600.0, recall_cache_mb=0)
     initialise(config)
     from saihm.events import Receipt
@@ -170,7 +172,12 @@ def _build(root: Path, cells: int, workers: int) -> dict:
                     change.deks.append((cell_id, dek))
                     change.memo.append((cell_id, cell_bytes))
                 store.commit(change)
-    info = {"format": _CACHE_FORMAT, "cells": cells, "holder": holder.hex()}
+    info = {
+        "format": _CACHE_FORMAT,
+        "cells": cells,
+        "holder": holder.hex(),
+        "build_s": round(time.perf_counter() - started, 1),
+    }
     manifest.write_text(json.dumps(info))
     return info
 
@@ -600,7 +607,9 @@ def _latency_figures(root: Path, n: int, opts: argparse.Namespace) -> Iterator[d
             "returned_first": returned,
             "samples": len(warm),
             "warm_cpu_p50_ms": round(percentile(warm_cpu, 50), 3),
-            "load_average_1m": round(os.getloadavg()[0], 2),
+            # Seconds the store took to build (once; kept in --cache-dir), with this many
+            # signing processes; None for a store built before this was recorded.
+            "build_s": info.get("build_s"),
         }
         for name, values in (("warm", warm), ("cold", cold)):
             for q in (50, 99):

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from saihm.storage.base import ReadTxn
     from saihm.translog import TreeStorage
 
-__all__ = ["CacheEntry", "CacheView", "CellCache", "HolderIndex", "context_item"]
+__all__ = ["CacheEntry", "CacheView", "CellCache", "HolderIndex", "VisibleList", "context_item"]
 
 log = logging.getLogger("saihm.store")
 
@@ -63,7 +63,9 @@ ENTRY_OVERHEAD = 2_048
 PER_TERM = 160  # a term of a cell: its tf entry and its posting entry
 PER_INDEX_TERM = 600  # a term new to a holder's index: its posting dict and prefix entry
 PER_CANDIDATE = 240  # a holder's live cell listed (cellId, index, the "missing" set)
-PER_ITEM = 200  # an indexed cell's place in its session's order (retrieval.context.Item)
+#: An indexed cell's place in its session's order (retrieval.context.Item) and in the kept
+#: visible list (four list slots).
+PER_ITEM = 300
 #: Cells written since the embedding worker last looked that it is told about (the newest).
 WRITTEN_MAX = 4_096
 
@@ -87,6 +89,93 @@ class CacheEntry:
         return self.as_shared
 
 
+class VisibleList:
+    """A holder's indexed cells in log order, as parallel lists (so that a holder-wide read
+    checks every item in a few C-level passes: saihm/store/holderwide.py ``allowed_own``):
+    ``opened`` the verified opened cells, ``ids`` and ``owners`` their verified cells' own
+    cellId and owner fields (the very objects), ``orders`` their leaf indexes. Leaf indexes
+    are hints from the projections, so cells with equal ones are told apart by cellId.
+
+    Every change is O(1), so the bound's evictions stay cheap: a cell is appended (kept out
+    of log order when a cold read opens missing cells in any order, or again when replaced),
+    and a removed or replaced cell's old place is only forgotten in ``_live``; the lists are
+    compacted and sorted once, when next read (or when they hold twice the live cells).
+    """
+
+    __slots__ = ("_clean", "_ids", "_live", "_opened", "_orders", "_owners")
+
+    def __init__(self) -> None:
+        self._ids: list[bytes] = []
+        self._owners: list[bytes] = []
+        self._opened: list[OpenedCell] = []
+        self._orders: list[int] = []
+        #: The kept cell of each cellId; a list place holding another object is stale.
+        self._live: dict[bytes, OpenedCell] = {}
+        self._clean = True
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    @property
+    def ids(self) -> list[bytes]:
+        self._settle()
+        return self._ids
+
+    @property
+    def owners(self) -> list[bytes]:
+        self._settle()
+        return self._owners
+
+    @property
+    def opened(self) -> list[OpenedCell]:
+        self._settle()
+        return self._opened
+
+    @property
+    def orders(self) -> list[int]:
+        self._settle()
+        return self._orders
+
+    def insert(self, order: int, opened: OpenedCell) -> None:
+        """Keep ``opened`` at its place in log order (in place of a kept cell of its id)."""
+        cell_id = opened.cell.cell_id
+        if cell_id in self._live or (self._orders and order < self._orders[-1]):
+            self._clean = False
+        self._live[cell_id] = opened
+        self._orders.append(order)
+        self._ids.append(cell_id)
+        self._owners.append(opened.cell.holder_id)
+        self._opened.append(opened)
+        self._compact_if_sparse()
+
+    def replace(self, order: int, opened: OpenedCell) -> None:
+        """Keep ``opened`` in the place of the kept cell with its cellId."""
+        self.insert(order, opened)
+
+    def remove(self, cell_id: bytes, order: int) -> None:
+        """Let go of the kept cell ``cell_id`` (kept at leaf index ``order``)."""
+        if self._live.pop(cell_id, None) is not None:
+            self._clean = False
+            self._compact_if_sparse()
+
+    def _compact_if_sparse(self) -> None:
+        if len(self._ids) > 2 * len(self._live) + 64:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Drop stale places and sort by leaf index (stable: equal ones in arrival order)."""
+        if self._clean:
+            return
+        live, ids, opened, orders = self._live, self._ids, self._opened, self._orders
+        keep = [i for i, k in enumerate(ids) if live.get(k) is opened[i]]
+        keep.sort(key=orders.__getitem__)
+        self._orders = [orders[i] for i in keep]
+        self._ids = [ids[i] for i in keep]
+        self._owners = [self._owners[i] for i in keep]
+        self._opened = [opened[i] for i in keep]
+        self._clean = True
+
+
 @dataclass(slots=True)
 class HolderIndex:
     """One holder's live cells (cellId -> leaf index, log order) and the index over the ones
@@ -102,6 +191,10 @@ class HolderIndex:
     sessions: dict[object, tuple[list[int], list[Item]]] = field(default_factory=dict)
     #: The indexed cells' vectors stacked for the semantic stage; None after any change.
     table: VectorTable | None = None
+    #: The kept visible list: the indexed (unerased, verified) cells in log order, kept by
+    #: add and remove, so a holder-wide read walks it instead of re-filtering the cache (and
+    #: still checks each item against its caller: saihm/store/holderwide.py ``allowed_own``).
+    visible: VisibleList = field(default_factory=VisibleList)
 
     def add(self, cell_id: bytes, entry: CacheEntry) -> int:
         """Index a cached cell; returns the bytes the index grew by (estimated)."""
@@ -111,13 +204,18 @@ class HolderIndex:
         self.texts[cell_id] = analysis.folded
         self.missing.discard(cell_id)
         grown = PER_INDEX_TERM * new
-        if cell_id not in self.items:
+        old = self.items.get(cell_id)
+        if old is not None:
+            # The same cell cached again (a new verified entry): its place holds the new one.
+            self.visible.replace(old.order, entry.own)
+        else:
             item = context_item(cell_id, entry, shared=False)
             self.items[cell_id] = item
             orders, members = self.sessions.setdefault(item.group, ([], []))
             p = bisect_left(orders, item.order)
             orders.insert(p, item.order)
             members.insert(p, item)
+            self.visible.insert(item.order, entry.own)
             grown += PER_ITEM
         return grown
 
@@ -134,6 +232,7 @@ class HolderIndex:
                 del orders[p], members[p]
             if not orders:
                 del self.sessions[item.group]
+            self.visible.remove(cell_id, item.order)
             shrunk += PER_ITEM
         return shrunk
 

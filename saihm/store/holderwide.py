@@ -8,7 +8,7 @@ Nothing here decrypts: a cell not yet in the cache is opened by the reader's ``o
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -17,7 +17,7 @@ from saihm.projections import Projections
 from saihm.retrieval import Query
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, label_allows
-from saihm.store.cache import CacheEntry, CacheView, HolderIndex
+from saihm.store.cache import CacheEntry, CacheView, HolderIndex, VisibleList
 from saihm.store.candidates import covered_cells
 from saihm.store.views import OpenedCell, Page
 
@@ -59,6 +59,32 @@ def still_allowed(
         and label_allows(access, cell, entry.own.payload, is_shared)
         and (not is_shared or cell.holder_id == sharer)
     )
+
+
+def allowed_own(kept: VisibleList, erased: set[bytes], access: Access) -> list[OpenedCell]:
+    """The cells of a holder's kept visible list (saihm/store/cache.py) that
+    :func:`still_allowed` lets through to ``access`` as its own on this call: not erased, the
+    label allowed, the verified owner the caller's; in the list's order.
+
+    The same rule, every item checked: for a holder-wide access (every session, no namespace
+    scope) the label check is the owner's, so the common answer (every owner the caller, no
+    cell erased) is found by two C-level passes over the owners and the cellIds.
+    """
+    ids, owners, opened = kept.ids, kept.owners, kept.opened
+    if access.all_sessions and access.namespaces is None:
+        holder_id = access.holder_id
+        if owners.count(holder_id) == len(owners) and erased.isdisjoint(ids):
+            return list(opened)
+        return [
+            o
+            for k, h, o in zip(ids, owners, opened, strict=True)
+            if h == holder_id and k not in erased
+        ]
+    return [
+        o
+        for k, o in zip(ids, opened, strict=True)
+        if k not in erased and label_allows(access, o.cell, o.payload, False)
+    ]
 
 
 def read_holder_wide(
@@ -120,7 +146,7 @@ def read_holder_wide(
         return None
     holder_id = access.holder_id
     if q.everything:
-        return _all_cells(view, holder, request, shared, erased, failed)
+        return _all_cells(holder, request, shared, erased, failed)
     first = request.start or 0
     need = None
     if limit is not None and view.cache.embedder is None and narrow is None:
@@ -162,7 +188,6 @@ def _put_all(view: CacheView, batch: list[OpenedCell]) -> None:
 
 
 def _all_cells(
-    view: CacheView,
     holder: HolderIndex,
     request: ReadRequest,
     shared: list[tuple[bytes, CacheEntry]],
@@ -170,36 +195,31 @@ def _all_cells(
     failed: set[bytes],
 ) -> Page:
     """Every cell of a holder-wide caller in log order, each checked on this call; none erased
-    and none of the caller's own that ``failed`` to open on this call."""
-    holder_id, narrow = request.access.holder_id, request.narrow
-    limit, start = request.limit, request.start
-    entries = view.cache.entries
-    cells = holder.cells
-    assert cells is not None  # the caller returned early otherwise
+    and none of the caller's own that ``failed`` to open on this call. The ``shared`` cells
+    were checked by the caller (:func:`still_allowed`)."""
+    narrow, limit, start = request.narrow, request.limit, request.start
+    # The holder's kept visible list (its cached live cells in log order), each item checked
+    # against the caller on this call; a cell that failed to open is not cached, so not kept.
+    own = allowed_own(holder.visible, erased, request.access)
+    if failed:
+        own = [o for o in own if o.cell.cell_id not in failed]
     if not shared and narrow is None and limit is None and start is None:
-        # The common case, kept tight: the holder's own cells in log order, each checked.
-        out = [entries[k].own for k in cells if k not in erased and k not in failed]
-        return Page([o for o in out if o.cell.holder_id == holder_id], False)
-    own = ((i, k, False) for k, i in cells.items() if k not in failed)
-    items: Iterator[tuple[int, bytes, bool]]
-    by_key: dict[bytes, CacheEntry]
+        return Page(own, False)  # the common case, kept tight
+    items: Iterable[OpenedCell] = own
     if shared:
-        extra = sorted((e.own.index, k, True) for k, e in shared)
-        items = heapq.merge(own, extra)
-        by_key = dict(shared)
-    else:
-        items, by_key = own, {}
+        extra = sorted((e.opened(True) for _k, e in shared), key=_index)
+        items = heapq.merge(own, extra, key=_index)
     found: list[OpenedCell] = []
-    for index, cell_id, is_shared in items:
-        if (start is not None and index <= start) or cell_id in erased:
-            continue
-        entry = by_key[cell_id] if is_shared else entries[cell_id]
-        opened = entry.own
-        if not is_shared and opened.cell.holder_id != holder_id:
+    for opened in items:
+        if start is not None and opened.index <= start:
             continue
         if narrow is not None and not narrow(opened.payload):
             continue
         if limit is not None and len(found) >= limit:
             return Page(found, True)
-        found.append(entry.opened(True) if is_shared else opened)
+        found.append(opened)
     return Page(found, False)
+
+
+def _index(opened: OpenedCell) -> int:
+    return opened.index

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saihm.bench.figures import figure, percentile
+from saihm.bench.figures import figure, load_average, percentile
 
 positive = st.floats(min_value=1e-6, max_value=1e9, allow_nan=False)
 
@@ -27,7 +28,8 @@ def test_a_zero_value_gives_the_limit_not_a_division_error() -> None:
     assert figure("recall", "f", 0, "x/s", "p", 5, True)["ratio"] == 0.0
 
 
-def test_the_record_names_its_bench_and_keeps_the_extras() -> None:
+def test_the_record_names_its_bench_and_keeps_the_extras(monkeypatch) -> None:
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.234, 0.5, 0.0))
     fig = figure("store", "remember_per_s", 12.34567, "1/s", "floor", 2.0, True, cells=9)
     assert fig == {
         "bench": "store",
@@ -37,8 +39,28 @@ def test_the_record_names_its_bench_and_keeps_the_extras() -> None:
         "peer": "floor",
         "peer_value": 2.0,
         "ratio": 6.173,
+        "load_average": [1.23, 0.5, 0.0],
         "cells": 9,
     }
+
+
+def test_every_record_carries_the_load_average_when_it_was_made(monkeypatch) -> None:
+    """Issue 24 item 5: a figure is read beside the load it was measured under."""
+    loads = iter([(3.5, 2.0, 1.0), (7.25, 4.0, 2.0)])
+    monkeypatch.setattr(os, "getloadavg", lambda: next(loads))
+    first = figure("recall", "a", 1.0, "ms", "p", 2.0, False)
+    second = figure("recall", "b", 1.0, "ms", "p", 2.0, False)
+    assert first["load_average"] == [3.5, 2.0, 1.0]
+    assert second["load_average"] == [7.25, 4.0, 2.0]
+
+
+def test_a_platform_without_a_load_average_gives_an_empty_one(monkeypatch) -> None:
+    def unavailable() -> tuple[float, float, float]:
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    assert load_average() == []
+    assert figure("store", "f", 1.0, "x/s", "p", 1.0, True)["load_average"] == []
 
 
 @given(st.lists(st.floats(min_value=-1e6, max_value=1e6), min_size=1, max_size=200))

@@ -108,3 +108,24 @@ def test_the_cache_keeps_at_most_its_bound_oldest_first_out() -> None:
     assert len(items) == 2
     assert cells[0].cell.cell_id not in items
     assert all(o.cell.cell_id in items for o in cells[1:])
+
+
+def test_rendering_many_at_once_is_rendering_each_in_turn() -> None:
+    """``items`` (one loop over a whole answer) serves exactly what ``item`` would, in order:
+    a kept element for the very cell it was rendered from or its shared view, a fresh one
+    for another cell under the same id, and each new one kept."""
+    ids = [secrets.token_bytes(32) for _ in range(4)]
+    cells = [_opened(cell_id, f"note {n}") for n, cell_id in enumerate(ids)]
+    one, many = RecallItems(), RecallItems()
+    for cell in cells[:2]:
+        one.item(cell)
+        many.item(cell)
+    kept = many.item(cells[1])
+    replaced = _opened(ids[0], "another cell, same id")
+    shared = OpenedCell(cell=cells[1].cell, payload=cells[1].payload, shared=True, index=0)
+    batch = [replaced, shared, cells[2], cells[3], cells[2]]
+    got = many.items(batch)
+    assert [dict(x) for x in got] == [dict(one.item(c)) for c in batch]
+    assert got[0]["plaintext"] == "another cell, same id"
+    assert got[1] is kept and got[2] is got[4] is many.item(cells[2])
+    assert all(cell_id in many for cell_id in ids)
