@@ -32,8 +32,9 @@ def test_a_figure_far_below_its_target_still_exits_zero(
     def run(args: list[str]) -> Iterator[dict]:
         yield figure("stub", "far_too_slow_ms", 900.0, "ms", "target 10 ms", 10.0, False)
         yield figure("stub", "far_too_few_per_s", 1.0, "1/s", "floor", 1000.0, True)
-        yield {"bench": "stub", "figure": "by_hand", "value": 0.0, "unit": "x", "peer": "p",
-               "peer_value": 1.0, "ratio": 0.0}  # fmt: skip
+        yield dict(
+            bench="stub", figure="by_hand", value=0.0, unit="x", peer="p", peer_value=1.0, ratio=0.0
+        )
 
     stub = types.SimpleNamespace(run=run)
     monkeypatch.setattr(bench_command.importlib, "import_module", lambda name: stub)
@@ -51,11 +52,8 @@ def test_bench_store_prints_its_recall_figures_with_peers_and_load_and_exits_zer
     """A small real run: every line has its peer and the load average, the holder-wide
     figures are the warm ones (with the cold call reported beside them) and top-20 is
     measured; some figures are below their floor (one thread never reaches it), exit 0."""
-    done = run_saihm(
-        "bench", "store", "--cells", "60", "--sessions", "3", "--events", "100",
-        "--seconds", "0.2", "--threads", "1", "--samples", "10", "--top-cells", "80",
-        timeout=600,
-    )  # fmt: skip
+    small = "--cells 60 --sessions 3 --events 100 --seconds 0.2 --threads 1 --samples 10"
+    done = run_saihm("bench", "store", *small.split(), "--top-cells", "80", timeout=600)
     assert done.returncode == 0, done.stderr
     printed = _lines(done.stdout)
     by_name = {f["figure"]: f for f in printed}
