@@ -204,7 +204,11 @@ def _all_cells(
     if failed:
         own = [o for o in own if o.cell.cell_id not in failed]
     if not shared and narrow is None and limit is None and start is None:
-        return Page(own, False)  # the common case, kept tight
+        # The common case, kept tight: every kept cell allowed (cellIds are unique in the
+        # list, so an answer as long as it is the whole list) carries the list's generation.
+        visible = holder.visible
+        whole = visible.generation if len(own) == len(visible) else None
+        return Page(own, False, generation=whole)
     items: Iterable[OpenedCell] = own
     if shared:
         extra = sorted((e.opened(True) for _k, e in shared), key=_index)
