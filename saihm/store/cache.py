@@ -29,6 +29,7 @@ import threading
 from bisect import bisect_left
 from collections import ChainMap, OrderedDict, deque
 from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -149,6 +150,11 @@ class VisibleList:
     def orders(self) -> list[int]:
         self._settle()
         return self._orders
+
+    def holds_any(self, cell_ids: AbstractSet[bytes]) -> bool:
+        """Whether any kept cell's cellId is one of ``cell_ids`` (the same answer as a pass
+        over :attr:`ids`, found by walking the smaller side: usually ``cell_ids``)."""
+        return not self._live.keys().isdisjoint(cell_ids)
 
     def insert(self, order: int, opened: OpenedCell) -> None:
         """Keep ``opened`` at its place in log order (in place of a kept cell of its id)."""
