@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -35,6 +35,7 @@ from saihm.protocol.window import encode_cursor
 
 if TYPE_CHECKING:
     from saihm.store import OpenedCell
+    from saihm.store.views import Page
 
 __all__ = [
     "MAX_RECALL_ITEMS",
@@ -126,6 +127,11 @@ class RecallItems:
     payload objects the store's cache holds), and is dropped when that cell leaves the store's
     cache: an erased cell's rendering goes with it, and a cell id read again after erasure or
     eviction is rendered afresh. At most ``bound`` elements are kept (oldest dropped first).
+
+    A page that is a holder's whole kept visible list (``Page.generation`` set) is rendered
+    once per generation of that list: the elements are kept, weakly keyed to the generation,
+    until the list changes (any cell kept, replaced or let go, as by an erasure or an
+    eviction, gives it a new generation and the old one is dropped with its elements).
     """
 
     def __init__(self, bound: int = MAX_RECALL_ITEMS) -> None:
@@ -133,6 +139,9 @@ class RecallItems:
             raise ValueError("a rendering cache holds at least one element")
         self.bound = bound
         self._entries: dict[bytes, _Rendered] = {}
+        self._wholes: weakref.WeakKeyDictionary[object, tuple[RecallItem, ...]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -177,6 +186,20 @@ class RecallItems:
                     continue
             append(self.item(opened))
         return out
+
+    def page_items(self, page: Page) -> Sequence[RecallItem]:
+        """:meth:`items` of ``page.cells``; for a whole kept visible list, rendered once per
+        generation of that list (the same cells, the same objects, the same elements)."""
+        generation = page.generation
+        if generation is None:
+            return self.items(page.cells)
+        kept = self._wholes.get(generation)
+        if kept is not None and len(kept) == len(page.cells):
+            return kept
+        rendered = tuple(self.items(page.cells))
+        with self._lock:
+            self._wholes[generation] = rendered
+        return rendered
 
     def _keep(self, cell_id: bytes, opened: OpenedCell, item: RecallItem) -> None:
         entries = self._entries
@@ -223,7 +246,7 @@ def render_recalled(r: Recalled, items: RecallItems | None = None) -> RecallAnsw
     from ``items`` (rendered afresh without it)."""
     page, window = r.page, r.window
     cells = page.cells
-    answer = RecallAnswer(map(recall_item, cells) if items is None else items.items(cells))
+    answer = RecallAnswer(map(recall_item, cells) if items is None else items.page_items(page))
     if page.scores is not None:
         scored = zip(answer, page.scores, strict=True)
         answer[:] = [{**item, "score": round(score, 6)} for item, score in scored]

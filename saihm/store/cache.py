@@ -29,6 +29,7 @@ import threading
 from bisect import bisect_left
 from collections import ChainMap, OrderedDict, deque
 from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -89,6 +90,12 @@ class CacheEntry:
         return self.as_shared
 
 
+class Generation:
+    """One generation of a :class:`VisibleList`: compared by identity, weakly referable."""
+
+    __slots__ = ("__weakref__",)
+
+
 class VisibleList:
     """A holder's indexed cells in log order, as parallel lists (so that a holder-wide read
     checks every item in a few C-level passes: saihm/store/holderwide.py ``allowed_own``):
@@ -102,7 +109,7 @@ class VisibleList:
     compacted and sorted once, when next read (or when they hold twice the live cells).
     """
 
-    __slots__ = ("_clean", "_ids", "_live", "_opened", "_orders", "_owners")
+    __slots__ = ("_clean", "_generation", "_ids", "_live", "_opened", "_orders", "_owners")
 
     def __init__(self) -> None:
         self._ids: list[bytes] = []
@@ -112,9 +119,17 @@ class VisibleList:
         #: The kept cell of each cellId; a list place holding another object is stale.
         self._live: dict[bytes, OpenedCell] = {}
         self._clean = True
+        self._generation = Generation()
 
     def __len__(self) -> int:
         return len(self._live)
+
+    @property
+    def generation(self) -> Generation:
+        """This list's contents as of now: a new object on every change (a cell kept,
+        replaced or let go), so an edge may key a derived form of the whole list to it
+        (weakly: :class:`saihm.protocol.RecallItems`), and it is dropped with its list."""
+        return self._generation
 
     @property
     def ids(self) -> list[bytes]:
@@ -136,12 +151,18 @@ class VisibleList:
         self._settle()
         return self._orders
 
+    def holds_any(self, cell_ids: AbstractSet[bytes]) -> bool:
+        """Whether any kept cell's cellId is one of ``cell_ids`` (the same answer as a pass
+        over :attr:`ids`, found by walking the smaller side: usually ``cell_ids``)."""
+        return not self._live.keys().isdisjoint(cell_ids)
+
     def insert(self, order: int, opened: OpenedCell) -> None:
         """Keep ``opened`` at its place in log order (in place of a kept cell of its id)."""
         cell_id = opened.cell.cell_id
         if cell_id in self._live or (self._orders and order < self._orders[-1]):
             self._clean = False
         self._live[cell_id] = opened
+        self._generation = Generation()
         self._orders.append(order)
         self._ids.append(cell_id)
         self._owners.append(opened.cell.holder_id)
@@ -155,6 +176,7 @@ class VisibleList:
     def remove(self, cell_id: bytes, order: int) -> None:
         """Let go of the kept cell ``cell_id`` (kept at leaf index ``order``)."""
         if self._live.pop(cell_id, None) is not None:
+            self._generation = Generation()
             self._clean = False
             self._compact_if_sparse()
 

@@ -68,12 +68,13 @@ def allowed_own(kept: VisibleList, erased: set[bytes], access: Access) -> list[O
 
     The same rule, every item checked: for a holder-wide access (every session, no namespace
     scope) the label check is the owner's, so the common answer (every owner the caller, no
-    cell erased) is found by two C-level passes over the owners and the cellIds.
+    cell erased) is found by two C-level passes: over the owners, and over the erased cellIds
+    (or the kept ones, whichever are fewer) against the other side.
     """
     ids, owners, opened = kept.ids, kept.owners, kept.opened
     if access.all_sessions and access.namespaces is None:
         holder_id = access.holder_id
-        if owners.count(holder_id) == len(owners) and erased.isdisjoint(ids):
+        if owners.count(holder_id) == len(owners) and not kept.holds_any(erased):
             return list(opened)
         return [
             o
@@ -204,7 +205,11 @@ def _all_cells(
     if failed:
         own = [o for o in own if o.cell.cell_id not in failed]
     if not shared and narrow is None and limit is None and start is None:
-        return Page(own, False)  # the common case, kept tight
+        # The common case, kept tight: every kept cell allowed (cellIds are unique in the
+        # list, so an answer as long as it is the whole list) carries the list's generation.
+        visible = holder.visible
+        whole = visible.generation if len(own) == len(visible) else None
+        return Page(own, False, generation=whole)
     items: Iterable[OpenedCell] = own
     if shared:
         extra = sorted((e.opened(True) for _k, e in shared), key=_index)

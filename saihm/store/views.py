@@ -61,13 +61,17 @@ class Page:
 
     For a query, ``scores`` holds each cell's relevance and ``positions`` the offset in the
     ranking that a page stopping after that cell continues from; for "all cells" both are
-    None and a page continues after the last cell's leaf index.
+    None and a page continues after the last cell's leaf index. ``generation`` is set when
+    ``cells`` is a holder's whole kept visible list, every item allowed on this call: that
+    list's generation (saihm/store/cache.py ``VisibleList``), the same object for the same
+    cells until the list changes.
     """
 
     cells: list[OpenedCell]
     more: bool
     scores: list[float] | None = None
     positions: list[int] | None = None
+    generation: object | None = None
 
     def resume(self, i: int) -> int:
         """Where a page that ends after ``cells[i]`` continues from."""

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import gc
 import secrets
+import weakref
 from pathlib import Path
 
 import pytest
 
 from saihm.events import SealedPayload
 from saihm.protocol import RecallItem, RecallItems, recall_items
-from saihm.store.views import CellHeader, OpenedCell
+from saihm.store.cache import Generation
+from saihm.store.views import CellHeader, OpenedCell, Page
 from tests.support.world import World, make_world
 
 
@@ -129,3 +131,48 @@ def test_rendering_many_at_once_is_rendering_each_in_turn() -> None:
     assert got[0]["plaintext"] == "another cell, same id"
     assert got[1] is kept and got[2] is got[4] is many.item(cells[2])
     assert all(cell_id in many for cell_id in ids)
+
+
+def test_a_whole_holder_answer_is_kept_only_while_its_list_is_unchanged(world: World) -> None:
+    """A holder-wide answer of every cell is rendered once per generation of the holder's kept
+    visible list: served again while the list is unchanged, never after a cell joins or
+    leaves it, and an erased cell's element is not held by the kept answer."""
+    alice = world.holder()
+    wide = world.grant_token(alice.holder_id)
+    ids = [
+        world.call(alice, "saihm_remember", content=f"note {n}")["cellId"]  # type: ignore[index]
+        for n in range(3)
+    ]
+    first = world.call(wide, "saihm_recall")
+    second = world.call(wide, "saihm_recall")
+    assert isinstance(first, list) and isinstance(second, list)
+    assert first == second and [x["cellId"] for x in first] == ids
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    gone = weakref.ref(first[0])
+    del first, second
+    world.call(alice, "saihm_forget", id=ids[0])
+    added = world.call(alice, "saihm_remember", content="note 3")["cellId"]  # type: ignore[index]
+    after = world.call(wide, "saihm_recall")
+    assert [x["cellId"] for x in after] == [*ids[1:], added]  # type: ignore[index,union-attr]
+    gc.collect()
+    assert gone() is None  # the erased cell's element went with its generation
+
+
+def test_a_whole_answer_is_rendered_afresh_for_another_generation() -> None:
+    """``page_items`` serves a kept whole answer only for the generation it was rendered for,
+    and lets it go with that generation."""
+    items = RecallItems()
+    cells = [_opened(secrets.token_bytes(32), f"note {n}") for n in range(3)]
+    generation = Generation()
+    kept = items.page_items(Page(cells, False, generation=generation))
+    assert items.page_items(Page(list(cells), False, generation=generation)) is kept
+    other = [_opened(c.cell.cell_id, "changed") for c in cells]
+    fresh = items.page_items(Page(other, False, generation=Generation()))
+    assert [x["plaintext"] for x in fresh] == ["changed"] * 3
+    assert [x["plaintext"] for x in items.page_items(Page(cells, False))] == [
+        f"note {n}" for n in range(3)
+    ]
+    held = weakref.ref(kept[0])
+    del kept, generation, cells
+    gc.collect()
+    assert held() is None

@@ -291,15 +291,19 @@ def _cell(n: int) -> OpenedCell:
     steps=st.lists(
         st.tuples(st.sampled_from(["insert", "remove", "replace"]), st.integers(0, 40), pick),
         max_size=60,
-    )
+    ),
+    erased=st.sets(st.integers(0, 60), max_size=80),
 )
-def test_the_kept_list_is_in_log_order_whatever_order_cells_come_in(steps) -> None:
+def test_the_kept_list_is_in_log_order_whatever_order_cells_come_in(steps, erased) -> None:
     """Cells kept in any order (a cold read opens missing cells in set order), removed and
     replaced: the lists read back sorted by leaf index (cellId apart for equal ones, in the
-    order they came), parallel, and holding exactly the model's cells."""
+    order they came), parallel, and holding exactly the model's cells; every change gives
+    the list a new generation, and ``holds_any`` answers as a pass over the cellIds does."""
     kept = VisibleList()
     model: dict[int, tuple[int, int, OpenedCell]] = {}  # cell -> (order, arrival, opened)
+    generations = [kept.generation]
     for arrival, (op, n, order_pick) in enumerate(steps):
+        changes = (op == "insert") != (n in model)
         if op == "insert" and n not in model:
             order = order_pick % 20  # equal leaf indexes happen (hints)
             model[n] = (order, arrival, _cell(n))
@@ -310,9 +314,16 @@ def test_the_kept_list_is_in_log_order_whatever_order_cells_come_in(steps) -> No
             order, _came, _old = model[n]
             model[n] = (order, arrival, _cell(n))  # kept again: after equal leaf indexes
             kept.replace(order, model[n][2])
+        if changes:
+            assert all(kept.generation is not g for g in generations)
+            generations.append(kept.generation)
+        else:
+            assert kept.generation is generations[-1]
     want = sorted(model.values(), key=lambda t: (t[0], t[1]))
     assert kept.orders == [t[0] for t in want]
     assert kept.opened == [t[2] for t in want]
     assert kept.ids == [o.cell.cell_id for o in kept.opened]
     assert kept.owners == [o.cell.holder_id for o in kept.opened]
     assert len(kept) == len(model)
+    erased_ids = {n.to_bytes(32, "big") for n in erased}
+    assert kept.holds_any(erased_ids) == any(k in erased_ids for k in kept.ids)
