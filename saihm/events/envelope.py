@@ -20,8 +20,18 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from saihm.errors import MalformedInput, rejects, require_type
 from saihm.events.errors import CellIdError, DecodeError, DecryptError
 from saihm.events.identity import HolderKey
-from saihm.events.models import Cell, SealedPayload
-from saihm.events.signing import CELL_CONTEXT, cell_message, check_holder_binding, verify_signature
+from saihm.events.models import Cell, Operation, Receipt, SealedPayload
+from saihm.events.signing import (
+    CELL_CONTEXT,
+    RECEIPT_CONTEXT,
+    cell_message,
+    check_holder_binding,
+    draft_receipt,
+    identified_receipt,
+    receipt_signed_bytes,
+    verify_signature,
+)
+from saihm.mldsa import MLDSA65_SIGNATURE_SIZE
 
 __all__ = [
     "DEK_BYTES",
@@ -36,6 +46,7 @@ __all__ = [
     "open_cell",
     "seal",
     "seal_bytes",
+    "seal_with_receipt",
     "verify_cell_signature",
 ]
 
@@ -129,6 +140,46 @@ def seal(
         timestamp=timestamp,
     )
     return cell, dek
+
+
+@rejects()
+def seal_with_receipt(
+    payload: SealedPayload,
+    *,
+    key: HolderKey,
+    kek_version: int,
+    tier: str,
+    timestamp: int,
+    operation: Operation = Operation.REMEMBER,
+) -> tuple[Cell, bytes, Receipt]:
+    """:func:`seal`, and the receipt of ``operation`` on the new cell at the same timestamp,
+    with their two signatures made at once (:meth:`HolderKey.sign_all`: on two signing workers
+    when the key has a pool). Returns ``(cell, dek, receipt)``; the bytes are those ``seal``
+    and :func:`~saihm.events.signing.sign_receipt` make one after the other."""
+    dek, cell_nonce = new_dek(), new_cell_nonce()
+    ciphertext = encrypt_bytes(payload.to_cbor(), dek, cell_nonce)
+    cell_id = compute_cell_id(kek_version, cell_nonce, ciphertext)
+    receipt = draft_receipt(
+        key.holder_id, subject_id=cell_id, operation=operation, timestamp=timestamp
+    )
+    signed = receipt_signed_bytes(receipt)
+    cell_signature, receipt_signature = key.sign_all(
+        [
+            (cell_message(cell_id, key.holder_id, kek_version, timestamp), CELL_CONTEXT),
+            (signed, RECEIPT_CONTEXT),
+        ]
+    )
+    cell = Cell(
+        cell_id=cell_id,
+        holder_id=key.holder_id,
+        kek_version=kek_version,
+        tier=tier,
+        cell_nonce=cell_nonce,
+        ciphertext=ciphertext,
+        signature=bytes(MLDSA65_SIGNATURE_SIZE),  # validated with a placeholder, then replaced
+        timestamp=timestamp,
+    ).model_copy(update={"signature": cell_signature})
+    return cell, dek, identified_receipt(receipt, signed, receipt_signature)
 
 
 @rejects()

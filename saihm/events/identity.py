@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from typing import NoReturn, Self
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from saihm.errors import MalformedInput, rejects
-from saihm.mldsa import MLDSA65PrivateKey, mldsa65_from_seed, mldsa65_public_bytes, mldsa65_sign
+from saihm.mldsa import (
+    MLDSA65PrivateKey,
+    mldsa65_from_seed,
+    mldsa65_public_bytes,
+    mldsa65_sign,
+    mldsa65_sign_all,
+)
 
 __all__ = [
     "IDENTITY_INFO",
@@ -65,6 +72,11 @@ class _SigningKey:
     def sign(self, message: bytes, context: bytes) -> bytes:
         """Hedged pure ML-DSA-65 signature of ``message`` with ``context`` (3309 bytes)."""
         return mldsa65_sign(self._key, message, context)
+
+    @rejects()
+    def sign_all(self, items: Sequence[tuple[bytes, bytes]]) -> list[bytes]:
+        """:meth:`sign` of each ``(message, context)``, made at once (``mldsa65_sign_all``)."""
+        return mldsa65_sign_all(self._key, items)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(holder_id={self.holder_id.hex()[:16]}…, <private>)"

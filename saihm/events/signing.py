@@ -39,6 +39,8 @@ __all__ = [
     "cell_message",
     "check_holder_binding",
     "contract_signed_bytes",
+    "draft_receipt",
+    "identified_receipt",
     "receipt_signed_bytes",
     "sign_capability",
     "sign_contract",
@@ -135,17 +137,46 @@ def sign_receipt(
     ``receipt_nonce`` defaults to 16 bytes of ``os.urandom``. Raises ``MalformedInput``
     (``InvalidValue``) if a field or the detail does not fit the operation.
     """
-    draft = Receipt(
+    draft = draft_receipt(
+        key.holder_id,
+        subject_id=subject_id,
+        operation=operation,
+        timestamp=timestamp,
+        detail=detail,
+        receipt_nonce=receipt_nonce,
+    )
+    receipt_id, signature = _identify(draft, key, RECEIPT_CONTEXT)
+    return draft.model_copy(update={"receipt_id": receipt_id, "signature": signature})
+
+
+@rejects()
+def draft_receipt(
+    holder_id: bytes,
+    *,
+    subject_id: bytes,
+    operation: Operation | str,
+    timestamp: int,
+    detail: Detail | None = None,
+    receipt_nonce: bytes | None = None,
+) -> Receipt:
+    """The receipt :func:`sign_receipt` builds, validated, before its id and signature (both
+    zero placeholders); :func:`identified_receipt` completes it."""
+    return Receipt(
         receipt_id=_UNSET_ID,
         subject_id=subject_id,
         operation=Operation(operation),
-        holder_id=key.holder_id,
+        holder_id=holder_id,
         signature=_UNSET_SIGNATURE,
         timestamp=timestamp,
         receipt_nonce=os.urandom(16) if receipt_nonce is None else receipt_nonce,
         detail=detail,
     )
-    receipt_id, signature = _identify(draft, key, RECEIPT_CONTEXT)
+
+
+def identified_receipt(draft: Receipt, signed: bytes, signature: bytes) -> Receipt:
+    """``draft`` (from :func:`draft_receipt`) with its receiptId, SHA-256 of ``signed`` (its
+    :func:`receipt_signed_bytes`), and ``signature`` over them under RECEIPT_CONTEXT."""
+    receipt_id = hashlib.sha256(signed).digest()
     return draft.model_copy(update={"receipt_id": receipt_id, "signature": signature})
 
 

@@ -16,7 +16,7 @@ from typing import Literal, cast
 
 from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermitted
 from saihm.events import Cell, Operation, SealedPayload
-from saihm.events.envelope import seal
+from saihm.events.envelope import seal_with_receipt
 from saihm.events.signing import sign_receipt
 from saihm.operator.context import ToolContext
 from saihm.operator.governance import GovernanceTools, ProposalSummary
@@ -280,15 +280,16 @@ class MemoryTools:
         guard: Guard | None = None,
     ) -> tuple[Change, Cell]:
         ctx = self.context
-        cell, dek = seal(
+        cell, dek, receipt = seal_with_receipt(
             payload,
             key=ctx.key(access),
             kek_version=ctx.store.kek_version,
             tier=ctx.config.tier,
             timestamp=ctx.now(),
         )
-        change = self._change_for(
-            access, cell, payload.session_id, record, guard, [(cell.cell_id, dek)], cell.timestamp
+        deks = [(cell.cell_id, dek)]
+        change = ctx.store.cell_change(
+            cell, receipt, payload.session_id, deks=deks, record=record, guard=guard
         )
         return change, cell
 
