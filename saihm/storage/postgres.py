@@ -366,6 +366,8 @@ class _Write(_Read):
         self._cleared: set[Int4] = set()
         self._used: dict[_Slot, None] = {}
         self._used_ends: dict[Int4, None] = {}
+        #: Keys named by :meth:`prefetch`, to be read with the first read.
+        self._wanted: dict[_Slot, None] = {}
         self._locked_at = 0.0
         self._locked_trips = 0
         self._rows_written = 0
@@ -397,6 +399,7 @@ class _Write(_Read):
         A pooled connection found broken is replaced: nothing had been sent on it but this."""
         storage = self._storage
         keys, ends = storage._hot.wanted()
+        keys.update(self._wanted)
         if key is not None:
             keys[key] = None
         if end is not None:
@@ -617,7 +620,9 @@ class _Write(_Read):
         slot = (ns, key)
         if self._txid is None:
             self._start(key=slot)
-        if len(self._used) < _HOT_KEYS:
+        if len(self._used) < _HOT_KEYS and slot not in self._wanted:
+            # A key named in advance is named again by the next transaction that reads it:
+            # teaching it would only fetch a key nobody reads again.
             self._used[slot] = None
         if slot in self._known:
             return self._known[slot]
@@ -628,6 +633,19 @@ class _Write(_Read):
             self._known.clear()
         self._known[slot] = value
         return value
+
+    def prefetch(self, keys: Iterable[tuple[Namespace, bytes]]) -> None:
+        """Read ``keys`` (namespace, key) with this transaction's first read: sent with the
+        lock, in its round trip, so a later :meth:`get` of one (or a ``put`` with
+        ``overwrite=False``, or a ``delete``, which look first) is answered from memory. The
+        values are read after the lock is granted, so they are those any read of the
+        transaction would see. Once the transaction has begun on the server this does
+        nothing: each key is read when it is asked for."""
+        if self._txid is not None:
+            return
+        for db, key in keys:
+            if db.handle is not None and _findable(key):
+                self._wanted[cast(Int4, db.handle), key] = None
 
     def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
         if db.handle is None:
