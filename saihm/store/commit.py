@@ -14,17 +14,17 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast, runtime_checkable
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
-from saihm.storage.base import StorageError, StorageFull, WriteTxn
+from saihm.storage.base import Namespace, StorageError, StorageFull, WriteTxn
 from saihm.store.environment import BODIES, MEMO, PENDING, STATS, Environment
 from saihm.store.jobs import error_code
 
@@ -35,6 +35,16 @@ BATCH_WINDOW = 300e-6
 #: An announced writer (:meth:`GroupCommit.announce`) counts as still signing for this long
 #: (s): one that announced and then failed before queueing stops holding batches after it.
 SIGNING_TTL = 0.05
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A write transaction that can read keys named in advance with its first read (the
+    PostgreSQL driver's sends them with the write lock, so they cost no round trip under it)."""
+
+    def prefetch(self, keys: Iterable[tuple[Namespace, bytes]]) -> None:
+        """Read ``keys`` with the transaction's first read, if it has not made it yet."""
+        ...
 
 
 @dataclass(eq=False)
@@ -260,6 +270,8 @@ class GroupCommit:
     def _try_batch(self, batch: list[Change]) -> list[Change]:
         applied: list[Change] = []
         with self.env.storage.write() as txn:
+            if isinstance(txn, Prefetching):
+                txn.prefetch(self._looked_up(batch))
             # Guards and projections read projections, never the tree: each change is
             # applied before the next guard runs, and all leaves go into the tree at once.
             first = self.env.tree.size(txn)
@@ -285,6 +297,20 @@ class GroupCommit:
                 self._count_calls(txn, applied)
             self.env.fault("before_commit")
         return applied
+
+    def _looked_up(self, batch: list[Change]) -> Iterator[tuple[Namespace, bytes]]:
+        """The keys the batch's private writes read before they write (:meth:`_write_change`):
+        a new wrapped DEK's and seed's key, which must be free (the keyring puts them with
+        ``overwrite=False``: namespaces ``deks`` and ``seeds``), a destroyed DEK's and a
+        released proposal's (a delete looks first). Fresh random keys that no earlier
+        transaction read, so nothing else would fetch them before they are asked for."""
+        deks = self.env.storage.namespace(b"deks")
+        seeds = self.env.storage.namespace(b"seeds")
+        for change in batch:
+            yield from ((deks, cell_id) for cell_id, _ in change.deks)
+            yield from ((seeds, holder_id) for holder_id, _ in change.seeds)
+            yield from ((deks, cell_id) for cell_id in change.destroy)
+            yield from ((self.env.db[PENDING], proposal_id) for proposal_id in change.released)
 
     def _after_commit(self) -> None:
         """Post-commit work. It runs after the changes are durable and answers nothing: a
