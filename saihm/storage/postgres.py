@@ -62,12 +62,15 @@ ON CONFLICT DO UPDATE`` and one ``DELETE ... USING unnest(...)``, pipelined with
 (one round trip; a write's error, a full disk say, is raised by the commit, and nothing of the
 transaction is written). The first read sends BEGIN, the limits and the lock with itself, in
 one round trip, together with a prefetch of the keys and namespace ends that the storage's
-last two write transactions read; a key read or written once is answered from memory for the
-rest of the transaction. So a transaction that reads what the one before it read (a remember's
-counters, tree size and newest tile) holds the lock for two round trips: the answer to its
-first read, and the request of its COMMIT. A range read (scan, count, ``last`` of a prefix)
-first sends its namespace's buffered writes (queued before it: no round trip of its own), and
-so does a buffer past ``_FLUSH_ROWS`` rows, so memory stays bounded in a large transaction.
+last two write transactions read and of the keys the caller named in advance
+(:meth:`_Write.prefetch`: the group commit names the fresh keys a batch must find free, such
+as each new cell's wrapped-DEK key); a key read or written once is answered from memory for
+the rest of the transaction. So a transaction that reads what the one before it read (a
+remember's counters, tree size and newest tile) and the keys it named holds the lock for two
+round trips, whatever its batch: the answer to its first read, and the request of its COMMIT.
+A range read (scan, count, ``last`` of a prefix) first sends its namespace's buffered writes
+(queued before it: no round trip of its own), and so does a buffer past ``_FLUSH_ROWS`` rows,
+so memory stays bounded in a large transaction.
 :meth:`PostgresStorage.figures` counts statements, round trips, round trips under the lock and
 the time the lock was held, for ``saihm bench store``.
 
@@ -346,8 +349,9 @@ class _Write(_Read):
     docstring, "Round trips"). Writes are buffered in memory, and reads see the buffer first;
     at commit every buffered write goes as one multi-row INSERT and one DELETE, pipelined with
     the COMMIT: one round trip. The first read sends BEGIN, the write limits and the lock, with
-    the read and a prefetch of what the previous write transactions read (:class:`_Hot`), in
-    one round trip; a key read once is answered from memory for the rest of the transaction.
+    the read and a prefetch of what the previous write transactions read (:class:`_Hot`) and
+    of the keys named by :meth:`prefetch`, in one round trip; a key read once is answered from
+    memory for the rest of the transaction.
     A range read (scan, count, ``last`` of a prefix) first sends the buffered writes of its
     namespace, queued before it; so does a buffer grown past :data:`_FLUSH_ROWS` rows. Every
     statement sent before the COMMIT is followed by a Sync, so the server's idle-in-transaction

@@ -101,9 +101,9 @@ class GroupCommit:
     a storage whose commit is expensive (:data:`COMMIT_FOLLOWING_WINDOW`), up to the time its
     recent commits took (:attr:`commit_seconds`) within :attr:`follow_limit`, whichever is
     longer; it never waits when no other writer is signing. A writer that would otherwise queue
-    behind this batch's commit waits less by joining it than by waiting for it to end, and the
-    batch shares one commit: under load batches grow, and so does every node's throughput
-    through a shared write lock (docs/scaling.md "How throughput grows with nodes").
+    behind this batch's commit is answered after one commit instead of two, and the batch
+    shares one commit: under load batches grow and a write lock shared by every node is held
+    less per change (docs/scaling.md "Batches grow with the cost of a commit").
     """
 
     def __init__(self, env: Environment, after_commit: Sequence[Callable[[], None]] = ()) -> None:
