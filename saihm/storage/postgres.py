@@ -62,12 +62,15 @@ ON CONFLICT DO UPDATE`` and one ``DELETE ... USING unnest(...)``, pipelined with
 (one round trip; a write's error, a full disk say, is raised by the commit, and nothing of the
 transaction is written). The first read sends BEGIN, the limits and the lock with itself, in
 one round trip, together with a prefetch of the keys and namespace ends that the storage's
-last two write transactions read; a key read or written once is answered from memory for the
-rest of the transaction. So a transaction that reads what the one before it read (a remember's
-counters, tree size and newest tile) holds the lock for two round trips: the answer to its
-first read, and the request of its COMMIT. A range read (scan, count, ``last`` of a prefix)
-first sends its namespace's buffered writes (queued before it: no round trip of its own), and
-so does a buffer past ``_FLUSH_ROWS`` rows, so memory stays bounded in a large transaction.
+last two write transactions read and of the keys the caller named in advance
+(:meth:`_Write.prefetch`: the group commit names the fresh keys a batch must find free, such
+as each new cell's wrapped-DEK key); a key read or written once is answered from memory for
+the rest of the transaction. So a transaction that reads what the one before it read (a
+remember's counters, tree size and newest tile) and the keys it named holds the lock for two
+round trips, whatever its batch: the answer to its first read, and the request of its COMMIT.
+A range read (scan, count, ``last`` of a prefix) first sends its namespace's buffered writes
+(queued before it: no round trip of its own), and so does a buffer past ``_FLUSH_ROWS`` rows,
+so memory stays bounded in a large transaction.
 :meth:`PostgresStorage.figures` counts statements, round trips, round trips under the lock and
 the time the lock was held, for ``saihm bench store``.
 
@@ -346,8 +349,9 @@ class _Write(_Read):
     docstring, "Round trips"). Writes are buffered in memory, and reads see the buffer first;
     at commit every buffered write goes as one multi-row INSERT and one DELETE, pipelined with
     the COMMIT: one round trip. The first read sends BEGIN, the write limits and the lock, with
-    the read and a prefetch of what the previous write transactions read (:class:`_Hot`), in
-    one round trip; a key read once is answered from memory for the rest of the transaction.
+    the read and a prefetch of what the previous write transactions read (:class:`_Hot`) and
+    of the keys named by :meth:`prefetch`, in one round trip; a key read once is answered from
+    memory for the rest of the transaction.
     A range read (scan, count, ``last`` of a prefix) first sends the buffered writes of its
     namespace, queued before it; so does a buffer grown past :data:`_FLUSH_ROWS` rows. Every
     statement sent before the COMMIT is followed by a Sync, so the server's idle-in-transaction
@@ -366,6 +370,8 @@ class _Write(_Read):
         self._cleared: set[Int4] = set()
         self._used: dict[_Slot, None] = {}
         self._used_ends: dict[Int4, None] = {}
+        #: Keys named by :meth:`prefetch`, to be read with the first read.
+        self._wanted: dict[_Slot, None] = {}
         self._locked_at = 0.0
         self._locked_trips = 0
         self._rows_written = 0
@@ -397,6 +403,7 @@ class _Write(_Read):
         A pooled connection found broken is replaced: nothing had been sent on it but this."""
         storage = self._storage
         keys, ends = storage._hot.wanted()
+        keys.update(self._wanted)
         if key is not None:
             keys[key] = None
         if end is not None:
@@ -617,7 +624,9 @@ class _Write(_Read):
         slot = (ns, key)
         if self._txid is None:
             self._start(key=slot)
-        if len(self._used) < _HOT_KEYS:
+        if len(self._used) < _HOT_KEYS and slot not in self._wanted:
+            # A key named in advance is named again by the next transaction that reads it:
+            # teaching it would only fetch a key nobody reads again.
             self._used[slot] = None
         if slot in self._known:
             return self._known[slot]
@@ -628,6 +637,19 @@ class _Write(_Read):
             self._known.clear()
         self._known[slot] = value
         return value
+
+    def prefetch(self, keys: Iterable[tuple[Namespace, bytes]]) -> None:
+        """Read ``keys`` (namespace, key) with this transaction's first read: sent with the
+        lock, in its round trip, so a later :meth:`get` of one (or a ``put`` with
+        ``overwrite=False``, or a ``delete``, which look first) is answered from memory. The
+        values are read after the lock is granted, so they are those any read of the
+        transaction would see. Once the transaction has begun on the server this does
+        nothing: each key is read when it is asked for."""
+        if self._txid is not None:
+            return
+        for db, key in keys:
+            if db.handle is not None and _findable(key):
+                self._wanted[cast(Int4, db.handle), key] = None
 
     def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
         if db.handle is None:

@@ -14,17 +14,17 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast, runtime_checkable
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
-from saihm.storage.base import StorageError, StorageFull, WriteTxn
+from saihm.storage.base import Namespace, StorageError, StorageFull, WriteTxn
 from saihm.store.environment import BODIES, MEMO, PENDING, STATS, Environment
 from saihm.store.jobs import error_code
 
@@ -32,9 +32,28 @@ log = logging.getLogger("saihm.store")
 
 #: How long a committer lets its batch gather company when other writers are signing (s).
 BATCH_WINDOW = 300e-6
+#: Per storage driver (``Storage.kind``) whose commit is expensive, the longest a batch may
+#: wait for writers that are signing (s): up to the time its recent commits took, never more
+#: than this. A PostgreSQL commit holds the one write lock every node shares for round trips,
+#: the store's work and a WAL flush (several ms), so a remember that joins a batch instead of
+#: committing after it saves a whole commit, and the lock hold per remember falls as the
+#: batch grows. An LMDB commit is local and cheap: :data:`BATCH_WINDOW` alone.
+COMMIT_FOLLOWING_WINDOW: dict[str, float] = {"postgresql": 0.008}
+#: How much of each new commit's time the running estimate takes in (an exponential mean).
+COMMIT_TIME_WEIGHT = 0.25
 #: An announced writer (:meth:`GroupCommit.announce`) counts as still signing for this long
 #: (s): one that announced and then failed before queueing stops holding batches after it.
 SIGNING_TTL = 0.05
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A write transaction that can read keys named in advance with its first read (the
+    PostgreSQL driver's sends them with the write lock, so they cost no round trip under it)."""
+
+    def prefetch(self, keys: Iterable[tuple[Namespace, bytes]]) -> None:
+        """Read ``keys`` with the transaction's first read, if it has not made it yet."""
+        ...
 
 
 @dataclass(eq=False)
@@ -78,8 +97,13 @@ class GroupCommit:
     after a commit sees it in the cache too).
 
     A writer announces itself (:meth:`announce`) before it signs; a committer whose batch would
-    leave an announced writer behind waits up to :attr:`window` seconds for it to queue, and
-    never waits when no other writer is signing.
+    leave an announced writer behind waits for it to queue up to :attr:`window` seconds or, on
+    a storage whose commit is expensive (:data:`COMMIT_FOLLOWING_WINDOW`), up to the time its
+    recent commits took (:attr:`commit_seconds`) within :attr:`follow_limit`, whichever is
+    longer; it never waits when no other writer is signing. A writer that would otherwise queue
+    behind this batch's commit is answered after one commit instead of two, and the batch
+    shares one commit: under load batches grow and a write lock shared by every node is held
+    less per change (docs/scaling.md "Batches grow with the cost of a commit").
     """
 
     def __init__(self, env: Environment, after_commit: Sequence[Callable[[], None]] = ()) -> None:
@@ -93,8 +117,14 @@ class GroupCommit:
         self._committing = False
         #: Threads that announced a change and have not queued it yet: ident -> when (monotonic).
         self._signing: dict[int, float] = {}
-        #: The longest a batch waits for announced writers (s); 0 turns the window off.
+        #: The longest a batch waits for announced writers (s) whatever its commits cost; 0
+        #: turns this window off.
         self.window = BATCH_WINDOW
+        #: The longest a batch waits for announced writers when its recent commits took that
+        #: long (s); 0, the default but for an expensive commit, waits only :attr:`window`.
+        self.follow_limit = COMMIT_FOLLOWING_WINDOW.get(env.storage.kind, 0.0)
+        #: The running estimate of how long a batch's write transaction takes (s).
+        self.commit_seconds = 0.0
         #: How long an announcement counts (s) if its change is never queued.
         self.signing_ttl = SIGNING_TTL
         #: Held from a batch's commit until its post-commit work ends: the post-commit work of
@@ -135,22 +165,39 @@ class GroupCommit:
         with self._lock:
             self._signing[threading.get_ident()] = time.monotonic()
 
+    def gather_window(self) -> float:
+        """How long a batch may wait now for announced writers (s): :attr:`window`, or the
+        estimated commit time (:attr:`commit_seconds`) bounded by :attr:`follow_limit` if that
+        is longer."""
+        return max(self.window, min(self.commit_seconds, self.follow_limit))
+
     def _gather(self) -> None:
-        """Holding the slot (and the lock), wait up to :attr:`window` while announced writers
-        have yet to queue; return at once when none is signing."""
+        """Holding the slot (and the lock), wait up to :meth:`gather_window` while announced
+        writers have yet to queue; return at once when none is signing."""
         deadline = None
         while True:
             now = time.monotonic()
             signing = [t for t, at in self._signing.items() if now - at <= self.signing_ttl]
             if len(signing) != len(self._signing):
                 self._signing = {t: self._signing[t] for t in signing}
-            if not signing or self.window <= 0:
+            if not signing:
                 return
             if deadline is None:
-                deadline = now + self.window
+                window = self.gather_window()
+                if window <= 0:
+                    return
+                deadline = now + window
             elif now >= deadline:
                 return
             self._arrived.wait(deadline - now)
+
+    def _learn_commit_time(self, seconds: float) -> None:
+        """Take a batch's write transaction time into :attr:`commit_seconds`."""
+        with self._lock:
+            if self.commit_seconds <= 0:
+                self.commit_seconds = seconds
+            else:
+                self.commit_seconds += COMMIT_TIME_WEIGHT * (seconds - self.commit_seconds)
 
     def _release_slot(self) -> None:
         """Let the next batch take the write transaction."""
@@ -172,7 +219,10 @@ class GroupCommit:
         slot_held = True
         try:
             refusal = self._storage_refusal()
+            began = time.monotonic()
             applied = [] if refusal else self._commit_batch(batch)
+            if applied:
+                self._learn_commit_time(time.monotonic() - began)
             if refusal:
                 for change in batch:
                     change.error = refusal
@@ -260,6 +310,8 @@ class GroupCommit:
     def _try_batch(self, batch: list[Change]) -> list[Change]:
         applied: list[Change] = []
         with self.env.storage.write() as txn:
+            if isinstance(txn, Prefetching):
+                txn.prefetch(self._looked_up(batch))
             # Guards and projections read projections, never the tree: each change is
             # applied before the next guard runs, and all leaves go into the tree at once.
             first = self.env.tree.size(txn)
@@ -285,6 +337,20 @@ class GroupCommit:
                 self._count_calls(txn, applied)
             self.env.fault("before_commit")
         return applied
+
+    def _looked_up(self, batch: list[Change]) -> Iterator[tuple[Namespace, bytes]]:
+        """The keys the batch's private writes read before they write (:meth:`_write_change`):
+        a new wrapped DEK's and seed's key, which must be free (the keyring puts them with
+        ``overwrite=False``: namespaces ``deks`` and ``seeds``), a destroyed DEK's and a
+        released proposal's (a delete looks first). Fresh random keys that no earlier
+        transaction read, so nothing else would fetch them before they are asked for."""
+        deks = self.env.storage.namespace(b"deks")
+        seeds = self.env.storage.namespace(b"seeds")
+        for change in batch:
+            yield from ((deks, cell_id) for cell_id, _ in change.deks)
+            yield from ((seeds, holder_id) for holder_id, _ in change.seeds)
+            yield from ((deks, cell_id) for cell_id in change.destroy)
+            yield from ((self.env.db[PENDING], proposal_id) for proposal_id in change.released)
 
     def _after_commit(self) -> None:
         """Post-commit work. It runs after the changes are durable and answers nothing: a

@@ -482,6 +482,89 @@ def test_a_write_transaction_prefetches_what_the_previous_ones_read(url: str) ->
         storage.close()
 
 
+def test_keys_named_in_advance_are_read_with_the_lock(url: str) -> None:
+    """``prefetch`` sends its keys with the first read: a get of one, a ``put`` with
+    ``overwrite=False`` or a ``delete`` (which look first) then costs no round trip under
+    the lock, and each answers as it would have from the server."""
+    storage = PostgresStorage(url, NS)
+    try:
+        main, other = storage.namespace(b"main"), storage.namespace(b"other")
+        with storage.write() as txn:
+            txn.put_many([(b"a", b"1"), (b"gone", b"2")], db=main)
+        before = storage.figures()
+        with storage.write() as txn:
+            txn.prefetch([(main, b"a"), (main, b"free"), (main, b"gone"), (other, b"a")])
+            assert txn.get(b"a", db=main) == b"1"  # the first read: BEGIN, lock, every key
+            assert txn.put(b"a", b"x", db=main, overwrite=False) is False
+            assert txn.put(b"free", b"3", db=main, overwrite=False) is True
+            assert txn.delete(b"gone", db=main) is True
+            assert txn.get(b"a", db=other) is None
+        cost = {name: value - before[name] for name, value in storage.figures().items()}
+        assert cost["locked_round_trips"] == 1  # the first read's answer, the COMMIT's request
+        with storage.read() as snap:
+            assert list(snap.scan(main)) == [(b"a", b"1"), (b"free", b"3")]
+        before = storage.figures()
+        with storage.write() as txn:
+            assert txn.get(b"a", db=main) == b"1"
+            txn.prefetch([(main, b"free")])  # too late: read when it is asked for
+            assert txn.get(b"free", db=main) == b"3"
+        cost = {name: value - before[name] for name, value in storage.figures().items()}
+        assert cost["locked_round_trips"] == 2
+    finally:
+        storage.close()
+
+
+def waiting_for_a_lock(url: str) -> bool:
+    """Whether a session of this test (its ``application_name``) waits for a lock."""
+    name = conninfo_to_dict(url)["application_name"]
+    rows = admin(
+        url,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        " AND wait_event_type = 'Lock'",
+        (name,),
+    )
+    return bool(rows[0][0])
+
+
+def test_a_key_named_in_advance_is_read_after_the_lock_is_granted(url: str) -> None:
+    """A writer that names a key in advance while another process holds the write lock and
+    writes that key sees the other's write once granted the lock: its ``put`` with
+    ``overwrite=False`` is refused, as without the prefetch (a wrapped DEK is never
+    overwritten: ``Keyring.put_dek``)."""
+    key = b"dek-of-a-cell"
+    holding = child(url, "hold-until-line", key.hex())
+    storage = PostgresStorage(url, NS)
+    try:
+        assert holding.stdout is not None and holding.stdin is not None
+        assert holding.stdout.readline().strip() == "holding"
+        main = storage.namespace(b"main")
+
+        def put_if_free() -> bool:
+            with storage.write() as txn:
+                txn.prefetch([(main, key)])
+                return txn.put(key, b"mine", db=main, overwrite=False)
+
+        done: list[object] = []
+        writer = threading.Thread(target=lambda: done.append(put_if_free()), daemon=True)
+        writer.start()
+        deadline = time.monotonic() + 30
+        while not waiting_for_a_lock(url):
+            assert time.monotonic() < deadline, "the writer never waited for the lock"
+            assert writer.is_alive(), done
+        holding.stdin.write("commit\n")
+        holding.stdin.flush()
+        assert holding.wait(30) == 0
+        writer.join(30)
+        assert done == [False]
+        with storage.read() as snap:
+            assert snap.get(key, db=main) == b"held"
+    finally:
+        if holding.poll() is None:
+            holding.kill()
+            holding.wait(30)
+        storage.close()
+
+
 def test_usage_after_the_server_ended_every_session_is_answered(url: str) -> None:
     """A pooled connection the server closed fails no later operation: ``usage`` (the
     health endpoint's and the rebuild's) gets a working connection, as reads and writes do."""

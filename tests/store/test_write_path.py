@@ -21,6 +21,7 @@ from saihm.events.signing import sign_receipt
 from saihm.keyring import Keyring, kekdir
 from saihm.projections.grants import revocation_subject
 from saihm.store import Change, Store
+from saihm.store.commit import BATCH_WINDOW, COMMIT_FOLLOWING_WINDOW
 from tests.support.world import Holder, World
 
 
@@ -239,3 +240,83 @@ def test_a_batch_leaves_the_projections_a_rebuild_makes(world: World, tmp_path: 
     assert (after.applied, after.count) == (store.size(), before.count + 1)
     report = store.rebuild_into(tmp_path / "rebuilt")
     assert report["identical"], report["difference"]
+
+
+def test_only_an_expensive_commit_lets_a_batch_wait_as_long_as_a_commit(world: World):
+    """The wait for signing writers follows the recent commit time on a storage whose commit
+    is expensive (PostgreSQL: one lock for every node, a WAL flush), bounded by its limit;
+    on LMDB it stays the fixed window."""
+    commits = world.store.commits
+    commits.commit_seconds = 3600.0
+    if world.store.storage.kind == "postgresql":
+        limit = COMMIT_FOLLOWING_WINDOW["postgresql"]
+        assert BATCH_WINDOW < limit <= 0.05
+        assert commits.gather_window() == limit
+        commits.commit_seconds = limit / 2
+        assert commits.gather_window() == limit / 2
+    else:
+        assert commits.gather_window() == BATCH_WINDOW
+    commits.commit_seconds = 0.0
+    assert commits.gather_window() == BATCH_WINDOW
+
+
+def test_the_commit_time_estimate_follows_the_commits(world: World):
+    """Each batch's write transaction time moves the estimate a quarter of the way to it,
+    the first is taken as it is; a batch waits up to the estimate, never longer than the
+    limit."""
+    commits = world.store.commits
+    commits.commit_seconds = 0.0
+    commits._learn_commit_time(0.004)
+    assert commits.commit_seconds == 0.004
+    commits._learn_commit_time(0.008)
+    assert commits.commit_seconds == pytest.approx(0.005)
+    commits.window, commits.follow_limit = 0.0, 0.002
+    assert commits.gather_window() == 0.002
+    world.call(world.holder(), "saihm_remember", content="measured")
+    assert commits.commit_seconds > 0.0
+
+
+def test_a_batch_waits_for_signing_writers_up_to_the_commit_time(world: World):
+    """With the fixed window off, a committer still waits for a writer that is signing while
+    its recent commits took longer than that writer needs (here an hour, on any driver):
+    the two changes share one batch."""
+    a, b = world.holder(), world.holder()
+    store = world.store
+    store.commits.window = 0.0
+    store.commits.signing_ttl = store.commits.follow_limit = 3600.0
+    store.commits.commit_seconds = 3600.0
+    store.commits._learn_commit_time = lambda seconds: None  # type: ignore[method-assign]
+    sizes = _batch_sizes(store)
+    both_signing = threading.Barrier(2, timeout=WAIT)
+
+    def write(holder: Holder) -> None:
+        change = _recall_receipt(world, holder)
+        both_signing.wait()
+        store.commit(change)
+
+    threads = [threading.Thread(target=write, args=(h,)) for h in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert sizes == [2]
+
+
+def test_a_lone_writer_never_waits_however_long_commits_take(world: World):
+    """With no other writer signing, the commit-time wait is not taken either."""
+    holder = world.holder()
+    store = world.store
+    store.commits.window = 0.0
+    store.commits.signing_ttl = store.commits.follow_limit = 3600.0
+    store.commits.commit_seconds = 3600.0
+    store.commits._learn_commit_time = lambda seconds: None  # type: ignore[method-assign]
+    sizes = _batch_sizes(store)
+    done = threading.Event()
+
+    def remember() -> None:
+        world.call(holder, "saihm_remember", content="alone")
+        done.set()
+
+    threading.Thread(target=remember, daemon=True).start()
+    assert done.wait(WAIT)
+    assert sizes == [1]
