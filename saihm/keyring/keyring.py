@@ -63,12 +63,22 @@ class Keyring:
 
     # Wrapping ---------------------------------------------------------------------------------
 
-    def _wrap(self, key: bytes) -> bytes:
-        # Read the generation in force now, freshly, inside the caller's write transaction: a
-        # rotation that issued a newer generation before this read is always seen, and one
-        # that issues after it re-wraps this key once this transaction commits.
-        version, kek = self.kek_dir.current_kek()
-        return struct.pack(">I", version) + wrap(kek, key)
+    def current_kek(self) -> tuple[int, bytes]:
+        """The generation in force and its KEK, from a fresh read of the KEK state.
+
+        A writer that wraps several keys in one write transaction may read this once, inside
+        that transaction (after it holds the write lock), and pass it to each ``put_dek`` and
+        ``put_seed``: a rotation that issued a newer generation before the read is seen, and one
+        that issues after it re-wraps every key of the transaction once it commits.
+        """
+        return self.kek_dir.current_kek()
+
+    def _wrap(self, key: bytes, kek: tuple[int, bytes] | None) -> bytes:
+        # Without ``kek``, read the generation in force now, freshly, inside the caller's write
+        # transaction: a rotation that issued a newer generation before this read is always
+        # seen, and one that issues after it re-wraps this key once this transaction commits.
+        version, key_encryption_key = kek if kek is not None else self.kek_dir.current_kek()
+        return struct.pack(">I", version) + wrap(key_encryption_key, key)
 
     def _unwrap(self, value: bytes) -> bytes:
         if len(value) != 4 + _KEY_BYTES + 8:
@@ -78,12 +88,14 @@ class Keyring:
 
     # DEKs -------------------------------------------------------------------------------------
 
-    def put_dek(self, txn: WriteTxn, cell_id: bytes, dek: bytes) -> None:
-        """Store ``dek`` wrapped under the current generation; raises ``Conflict`` if the cell
-        already has one."""
+    def put_dek(
+        self, txn: WriteTxn, cell_id: bytes, dek: bytes, kek: tuple[int, bytes] | None = None
+    ) -> None:
+        """Store ``dek`` wrapped under the current generation (``kek``, if this transaction
+        read it: :meth:`current_kek`); raises ``Conflict`` if the cell already has one."""
         _check32(cell_id, "cellId")
         _check32(dek, "DEK")
-        if not txn.put(cell_id, self._wrap(dek), db=self._deks, overwrite=False):
+        if not txn.put(cell_id, self._wrap(dek, kek), db=self._deks, overwrite=False):
             raise Conflict("cell already has a wrapped DEK")
 
     def dek(self, txn: ReadTxn, cell_id: bytes) -> bytes:
@@ -107,11 +119,14 @@ class Keyring:
 
     # Seeds ------------------------------------------------------------------------------------
 
-    def put_seed(self, txn: WriteTxn, holder_id: bytes, seed: bytes) -> None:
-        """Store a holder seed wrapped under the current generation; ``Conflict`` if present."""
+    def put_seed(
+        self, txn: WriteTxn, holder_id: bytes, seed: bytes, kek: tuple[int, bytes] | None = None
+    ) -> None:
+        """Store a holder seed wrapped under the current generation (``kek`` as for
+        :meth:`put_dek`); ``Conflict`` if present."""
         _check32(holder_id, "holderId")
         _check32(seed, "holder seed")
-        if not txn.put(holder_id, self._wrap(seed), db=self._seeds, overwrite=False):
+        if not txn.put(holder_id, self._wrap(seed, kek), db=self._seeds, overwrite=False):
             raise Conflict("holder already has a seed")
 
     def seed(self, txn: ReadTxn, holder_id: bytes) -> bytes:

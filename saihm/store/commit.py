@@ -315,6 +315,10 @@ class GroupCommit:
             # Guards and projections read projections, never the tree: each change is
             # applied before the next guard runs, and all leaves go into the tree at once.
             first = self.env.tree.size(txn)
+            # The KEK state, read afresh once per transaction now that it holds the write lock
+            # (Keyring.current_kek), for every key the batch wraps.
+            wraps = any(change.deks or change.seeds for change in batch)
+            kek = self.env.keyring.current_kek() if wraps else None
             leaves: list[bytes] = []
             for change in batch:
                 try:
@@ -325,7 +329,7 @@ class GroupCommit:
                 if outcome is not None:
                     change.outcome = outcome
                     continue
-                leaves.extend(self._write_change(txn, change, first + len(leaves)))
+                leaves.extend(self._write_change(txn, change, first + len(leaves), kek))
                 applied.append(change)
             if leaves:
                 appended_at = self.env.tree.append(txn, leaves)
@@ -376,15 +380,18 @@ class GroupCommit:
             return True
         return False
 
-    def _write_change(self, txn: WriteTxn, change: Change, first: int) -> list[bytes]:
-        """Store ``change``'s private parts and apply its receipts, numbered from ``first``, to
-        the projections; return its leaves for the caller to append to the tree."""
+    def _write_change(
+        self, txn: WriteTxn, change: Change, first: int, kek: tuple[int, bytes] | None = None
+    ) -> list[bytes]:
+        """Store ``change``'s private parts (keys wrapped under ``kek``, the generation this
+        transaction read) and apply its receipts, numbered from ``first``, to the projections;
+        return its leaves for the caller to append to the tree."""
         for subject_id, body in change.bodies.items():
             txn.put(subject_id, body.encode(), db=self.env.db[BODIES])
         for holder_id, seed in change.seeds:
-            self.env.keyring.put_seed(txn, holder_id, seed)
+            self.env.keyring.put_seed(txn, holder_id, seed, kek)
         for cell_id, dek in change.deks:
-            self.env.keyring.put_dek(txn, cell_id, dek)
+            self.env.keyring.put_dek(txn, cell_id, dek, kek)
         for cell_id, cell_bytes in change.memo:
             txn.put(cell_id, self.env.memo(cell_bytes), db=self.env.db[MEMO])
         for cell_id in change.destroy:

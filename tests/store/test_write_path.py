@@ -51,6 +51,45 @@ def test_one_remember_reads_the_kek_state_once(world: World, monkeypatch: pytest
     assert result["kekVersion"] == 1  # type: ignore[index]
 
 
+def test_a_batch_reads_the_kek_state_once_for_all_its_wraps(
+    world: World, monkeypatch: pytest.MonkeyPatch
+):
+    """Three remembers in one batch wrap three DEKs under the generation the transaction read
+    once, afresh, inside it (Keyring.current_kek); each cell opens with its DEK."""
+    holders = [world.holder() for _ in range(3)]
+    for holder in holders:
+        world.call(holder, "saihm_remember", content="warm up")
+    store = world.store
+    store.commits.window = store.commits.signing_ttl = 3600.0
+    sizes = _batch_sizes(store)
+    all_signed = threading.Barrier(len(holders), timeout=WAIT)
+    commit = store.commits.commit
+
+    def commit_once_all_signed(change: Change) -> Change:
+        all_signed.wait()
+        return commit(change)
+
+    monkeypatch.setattr(store.commits, "commit", commit_once_all_signed)
+    reads = _state_reads(monkeypatch)
+    answers: list[Any] = []
+
+    def remember(holder: Holder) -> None:
+        answers.append(world.call(holder, "saihm_remember", content="in a batch"))
+
+    threads = [threading.Thread(target=remember, args=(h,)) for h in holders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert sizes == [3]
+    assert reads == [1]
+    assert [a["kekVersion"] for a in answers] == [1, 1, 1]
+    monkeypatch.undo()
+    for holder in holders:
+        contents = [c["plaintext"] for c in world.call(holder, "saihm_recall")]
+        assert sorted(contents) == ["in a batch", "warm up"]
+
+
 def test_the_checked_copy_follows_another_process_rotation(world: World):
     """A rotation through another KekDirectory (another process's) replaces the state file;
     the next remember here labels its cell with the new generation and wraps under it."""
