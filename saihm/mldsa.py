@@ -96,11 +96,13 @@ def mldsa65_sign_all(key: MLDSA65PrivateKey, items: Sequence[tuple[bytes, bytes]
     message is signed here in turn.
     """
     global _under_way
+    if len(items) < 2:
+        return [mldsa65_sign(key, m, c) for m, c in items]
     with _pool_lock:
         alone = _under_way == 0
         _under_way += 1
     try:
-        if not alone or len(items) < 2:
+        if not alone:
             return [mldsa65_sign(key, m, c) for m, c in items]
         pool = _signing_pool()
         rest = [pool.submit(mldsa65_sign, key, m, c) for m, c in items[1:]]

@@ -31,7 +31,6 @@ from saihm.events.signing import (
     receipt_signed_bytes,
     verify_signature,
 )
-from saihm.mldsa import MLDSA65_SIGNATURE_SIZE
 
 __all__ = [
     "DEK_BYTES",
@@ -105,19 +104,47 @@ def seal_bytes(
     This is the protocol's example construction; production code calls ``seal``, which draws
     the DEK and nonce itself. The caller MUST NOT reuse a (DEK, nonce) pair.
     """
+    cell, _ = _sealed(plaintext, dek, cell_nonce, key, kek_version, tier, timestamp, None)
+    return cell
+
+
+def _sealed(
+    plaintext: bytes,
+    dek: bytes,
+    cell_nonce: bytes,
+    key: HolderKey,
+    kek_version: int,
+    tier: str,
+    timestamp: int,
+    operation: Operation | None,
+) -> tuple[Cell, Receipt | None]:
+    """Encrypt, identify and sign the cell; with ``operation``, also the receipt of that
+    operation on it at the same timestamp, both signatures made at once
+    (:meth:`HolderKey.sign_all`)."""
     ciphertext = encrypt_bytes(plaintext, dek, cell_nonce)
     cell_id = compute_cell_id(kek_version, cell_nonce, ciphertext)
-    signature = key.sign(cell_message(cell_id, key.holder_id, kek_version, timestamp), CELL_CONTEXT)
-    return Cell(
+    to_sign = [(cell_message(cell_id, key.holder_id, kek_version, timestamp), CELL_CONTEXT)]
+    receipt = signed = None
+    if operation is not None:
+        receipt = draft_receipt(
+            key.holder_id, subject_id=cell_id, operation=operation, timestamp=timestamp
+        )
+        signed = receipt_signed_bytes(receipt)
+        to_sign.append((signed, RECEIPT_CONTEXT))
+    signatures = key.sign_all(to_sign)
+    cell = Cell(
         cell_id=cell_id,
         holder_id=key.holder_id,
         kek_version=kek_version,
         tier=tier,
         cell_nonce=cell_nonce,
         ciphertext=ciphertext,
-        signature=signature,
+        signature=signatures[0],
         timestamp=timestamp,
     )
+    if receipt is None or signed is None:
+        return cell, None
+    return cell, identified_receipt(receipt, signed, signatures[1])
 
 
 @rejects()
@@ -153,33 +180,15 @@ def seal_with_receipt(
     operation: Operation = Operation.REMEMBER,
 ) -> tuple[Cell, bytes, Receipt]:
     """:func:`seal`, and the receipt of ``operation`` on the new cell at the same timestamp,
-    with their two signatures made at once (:meth:`HolderKey.sign_all`: on two signing workers
-    when the key has a pool). Returns ``(cell, dek, receipt)``; the bytes are those ``seal``
-    and :func:`~saihm.events.signing.sign_receipt` make one after the other."""
-    dek, cell_nonce = new_dek(), new_cell_nonce()
-    ciphertext = encrypt_bytes(payload.to_cbor(), dek, cell_nonce)
-    cell_id = compute_cell_id(kek_version, cell_nonce, ciphertext)
-    receipt = draft_receipt(
-        key.holder_id, subject_id=cell_id, operation=operation, timestamp=timestamp
+    with their two signatures made at once (:meth:`HolderKey.sign_all`: on two threads when
+    no other such call is under way). Returns ``(cell, dek, receipt)``; the bytes are those
+    ``seal`` and :func:`~saihm.events.signing.sign_receipt` make one after the other."""
+    dek = new_dek()
+    cell, receipt = _sealed(
+        payload.to_cbor(), dek, new_cell_nonce(), key, kek_version, tier, timestamp, operation
     )
-    signed = receipt_signed_bytes(receipt)
-    cell_signature, receipt_signature = key.sign_all(
-        [
-            (cell_message(cell_id, key.holder_id, kek_version, timestamp), CELL_CONTEXT),
-            (signed, RECEIPT_CONTEXT),
-        ]
-    )
-    cell = Cell(
-        cell_id=cell_id,
-        holder_id=key.holder_id,
-        kek_version=kek_version,
-        tier=tier,
-        cell_nonce=cell_nonce,
-        ciphertext=ciphertext,
-        signature=bytes(MLDSA65_SIGNATURE_SIZE),  # validated with a placeholder, then replaced
-        timestamp=timestamp,
-    ).model_copy(update={"signature": cell_signature})
-    return cell, dek, identified_receipt(receipt, signed, receipt_signature)
+    assert receipt is not None  # an operation was given
+    return cell, dek, receipt
 
 
 @rejects()

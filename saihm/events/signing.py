@@ -145,8 +145,8 @@ def sign_receipt(
         detail=detail,
         receipt_nonce=receipt_nonce,
     )
-    receipt_id, signature = _identify(draft, key, RECEIPT_CONTEXT)
-    return draft.model_copy(update={"receipt_id": receipt_id, "signature": signature})
+    signed = receipt_signed_bytes(draft)
+    return identified_receipt(draft, signed, key.sign(signed, RECEIPT_CONTEXT))
 
 
 @rejects()
