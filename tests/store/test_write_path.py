@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +77,7 @@ def test_a_batch_reads_the_kek_state_once_for_all_its_wraps(
     def remember(holder: Holder) -> None:
         answers.append(world.call(holder, "saihm_remember", content="in a batch"))
 
-    threads = [threading.Thread(target=remember, args=(h,)) for h in holders]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(WAIT)
+    _in_threads(remember, holders)
     assert sizes == [3]
     assert reads == [1]
     assert [a["kekVersion"] for a in answers] == [1, 1, 1]
@@ -179,6 +176,16 @@ def _recall_receipt(world: World, holder: Holder) -> Change:
     return Change(receipts=[receipt])
 
 
+def _in_threads(target: Callable[..., None], args: Iterable[Any], star: bool = False) -> None:
+    """Run ``target`` once per item of ``args`` (unpacked when ``star``), each in its own
+    thread, and wait for them all (each at most :data:`WAIT`)."""
+    threads = [threading.Thread(target=target, args=tuple(a) if star else (a,)) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+
+
 def _batch_sizes(store: Store) -> list[int]:
     """Record the size of every batch that commits from now on."""
     sizes: list[int] = []
@@ -225,11 +232,7 @@ def test_a_batch_waits_for_writers_that_are_signing(world: World):
         both_signing.wait()
         indexes[name] = store.commit(change).indexes
 
-    threads = [threading.Thread(target=write, args=(n, h)) for n, h in (("a", a), ("b", b))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(WAIT)
+    _in_threads(write, (("a", a), ("b", b)), star=True)
     assert sizes == [2]
     assert sorted(indexes["a"] + indexes["b"]) == [world.store.size() - 2, world.store.size() - 1]
 
@@ -265,11 +268,7 @@ def test_a_batch_leaves_the_projections_a_rebuild_makes(world: World, tmp_path: 
         all_signing.wait()
         store.commit(change)
 
-    threads = [threading.Thread(target=write, args=(c,)) for c in changes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(WAIT)
+    _in_threads(write, changes)
     assert sizes == [3]
     with store.read_txn() as txn:
         after = store.projections.meta.revocations(txn)
@@ -333,11 +332,7 @@ def test_a_batch_waits_for_signing_writers_up_to_the_commit_time(world: World):
         both_signing.wait()
         store.commit(change)
 
-    threads = [threading.Thread(target=write, args=(h,)) for h in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(WAIT)
+    _in_threads(write, (a, b))
     assert sizes == [2]
 
 
