@@ -309,14 +309,9 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
     finally:
         operator.store.close()
 
-    config = Config.for_data(tmp / "recall" / "data", checkpoint_interval=3600.0)
-    authority = initialise(config)
-    store = Store(config)
-    operator = Operator(store, config)
+    authority, operator, holder, sessions, _ = _filled(tmp / "recall" / "data", opts, opts.cells)
+    store = operator.store
     try:
-        holder = operator.admin.create_holder()
-        sessions = [_session_token(authority, holder) for _ in range(max(1, opts.sessions))]
-        _fill(operator, sessions, opts.cells, max(1, opts.threads))
         per_session = opts.cells / len(sessions)
         layout = f"{opts.cells} cells across {len(sessions)} sessions of one holder"
         lat = _latencies_ms(operator, sessions, opts.samples)
@@ -380,16 +375,10 @@ def _top_figures(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
     """Holder-wide top-20 recall over a store of ``--top-cells`` cells (its own store)."""
     # A cache bound that holds the whole holder (as saihm bench recall's --cache-mb does):
     # under the default 256 MB, 100,000 cells would take the item-by-item path on every call.
-    config = Config.for_data(tmp / "top" / "data", checkpoint_interval=3600.0, recall_cache_mb=1024)
-    authority = initialise(config)
-    store = Store(config)
-    operator = Operator(store, config)
+    authority, operator, holder, sessions, fill_s = _filled(
+        tmp / "top" / "data", opts, opts.top_cells, recall_cache_mb=1024
+    )
     try:
-        holder = operator.admin.create_holder()
-        sessions = [_session_token(authority, holder) for _ in range(max(1, opts.sessions))]
-        started = time.perf_counter()
-        _fill(operator, sessions, opts.top_cells, max(1, opts.threads))
-        fill_s = round(time.perf_counter() - started, 1)
         layout = f"{opts.top_cells} cells across {len(sessions)} sessions of one holder"
         wide = _grant_token(authority, operator, holder)
         samples = max(5, opts.samples // 10)
@@ -397,7 +386,28 @@ def _top_figures(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
         for fig in _holder_wide_figures(operator, wide, opts.top_cells, samples, layout, suffix):
             yield {**fig, "fill_s": fill_s}
     finally:
-        store.close()
+        operator.store.close()
+
+
+def _filled(
+    data: Path, opts: argparse.Namespace, cells: int, recall_cache_mb: int = Config.recall_cache_mb
+) -> tuple[Authority, Operator, bytes, list[str], float]:
+    """A new store at ``data`` (with this recall cache bound) holding ``cells`` cells of one
+    holder, remembered round-robin over ``--sessions`` session tokens on ``--threads``
+    threads: its authority, operator, holder, session tokens and the seconds the fill took.
+    The caller closes ``operator.store``."""
+    config = Config.for_data(data, checkpoint_interval=3600.0, recall_cache_mb=recall_cache_mb)
+    authority = initialise(config)
+    operator = Operator(Store(config), config)
+    try:
+        holder = operator.admin.create_holder()
+        sessions = [_session_token(authority, holder) for _ in range(max(1, opts.sessions))]
+        started = time.perf_counter()
+        _fill(operator, sessions, cells, max(1, opts.threads))
+    except BaseException:
+        operator.store.close()
+        raise
+    return authority, operator, holder, sessions, round(time.perf_counter() - started, 1)
 
 
 def _session_token(authority: Authority, holder_id: bytes) -> str:
