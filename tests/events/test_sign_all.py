@@ -13,7 +13,13 @@ from saihm.errors import MalformedInput
 from saihm.events.envelope import open_cell, seal, seal_with_receipt
 from saihm.events.identity import HolderKey
 from saihm.events.models import Operation, SealedPayload
-from saihm.events.signing import RECEIPT_CONTEXT, receipt_signed_bytes, verify_receipt
+from saihm.events.signing import (
+    CELL_CONTEXT,
+    RECEIPT_CONTEXT,
+    cell_message,
+    receipt_signed_bytes,
+    verify_receipt,
+)
 from saihm.mldsa import mldsa65_from_seed, mldsa65_public_bytes, mldsa65_sign_all
 
 PAYLOAD = SealedPayload(content="hello", session_id=bytes(32), namespace="memory", kind="memory")
@@ -105,6 +111,8 @@ def test_seal_with_receipt_makes_what_seal_and_sign_receipt_make() -> None:
     assert ML_DSA_65.verify(
         holder.public_key, receipt_signed_bytes(receipt), receipt.signature, ctx=RECEIPT_CONTEXT
     )
+    # The cell's signature, checked by the second implementation over the cell message.
+    message = cell_message(cell.cell_id, holder.holder_id, 3, 1_700_000_000)
+    assert ML_DSA_65.verify(holder.public_key, message, cell.signature, ctx=CELL_CONTEXT)
     other, _ = seal(PAYLOAD, key=holder, kek_version=3, tier="STANDARD", timestamp=1_700_000_000)
-    assert other.model_dump().keys() == cell.model_dump().keys()
     assert other.cell_id != cell.cell_id  # a fresh DEK and nonce each time
