@@ -41,6 +41,19 @@ _MEMO = "memo.key"
 _LOCK = ".lock"
 
 
+def _read_all(fd: int, size: int) -> bytes:
+    """The ``size`` bytes ``fd`` holds (fewer if it ends first). The state file is replaced,
+    never written in place, so an open file keeps the size ``fstat`` gave."""
+    chunks, have = [], 0
+    while have < size:
+        chunk = os.read(fd, size - have)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        have += len(chunk)
+    return b"".join(chunks)
+
+
 def _kek_name(version: int) -> str:
     return f"kek-{version:08x}"
 
@@ -56,10 +69,10 @@ class KekDirectory:
         self._state_path = str(self.path / _STATE)
         self._keks: dict[int, bytes] = {}
         self._memo: bytes | None = None
-        #: The checked copy: the state file's (inode, mtime_ns, size) when read, and its JSON
-        #: object; one attribute, replaced whole, so threads never pair one's sig with
-        #: another's state.
-        self._checked: tuple[tuple[int, int, int] | None, dict[str, Any]] = (None, {})
+        #: The checked copy: the state file's (inode, mtime_ns, size) when read, its JSON
+        #: object and the bytes it was parsed from; one attribute, replaced whole, so threads
+        #: never pair one's sig with another's state.
+        self._checked: tuple[tuple[int, int, int] | None, dict[str, Any], bytes] = (None, {}, b"")
         fresh = not (self.path / _STATE).exists()
         if fresh:
             self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -112,7 +125,7 @@ class KekDirectory:
 
     def _write_state(self, state: dict[str, Any]) -> None:
         self._write_file(_STATE, json.dumps(state, sort_keys=True).encode())
-        self._checked = (None, state)
+        self._checked = (None, state, b"")
 
     def _read_state(self, *, fresh: bool = False) -> dict[str, Any]:
         """The state file, re-read whenever it has been replaced (another process may rotate).
@@ -126,18 +139,29 @@ class KekDirectory:
         try:
             if not fresh:
                 st = os.stat(path)
-                sig, state = self._checked
+                sig, state, _ = self._checked
                 if sig == (st.st_ino, st.st_mtime_ns, st.st_size):
                     return state
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                loaded = json.loads(f.read())
+            # Four system calls (the write path makes this read once per transaction); the
+            # bytes read are parsed again only when they differ from the last read's.
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                st = os.fstat(fd)
+                raw = _read_all(fd, st.st_size)
+            finally:
+                os.close(fd)
+            signature = (st.st_ino, st.st_mtime_ns, st.st_size)
+            _, state, parsed_from = self._checked
+            if raw and raw == parsed_from:
+                self._checked = (signature, state, raw)
+                return state
+            loaded = json.loads(raw)
             if not isinstance(loaded, dict) or loaded.get("format") != 1:
                 raise KeyringError("unknown KEK state format")
             state = cast(dict[str, Any], loaded)
             for v in state["retired"]:
                 self._keks.pop(v, None)
-            self._checked = ((st.st_ino, st.st_mtime_ns, st.st_size), state)
+            self._checked = (signature, state, raw)
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise KeyringError("KEK state file is missing or unreadable") from err
         return state

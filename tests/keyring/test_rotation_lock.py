@@ -106,11 +106,12 @@ def test_a_writer_with_a_stale_cached_state_wraps_under_the_new_generation(env, 
     writer_dir = KekDirectory(tmp_path / "kek")
     writer = Keyring(env, writer_dir)
     assert writer_dir.current_version == 1
-    old_state = dict(writer_dir._checked[1])
+    _, old_state, old_bytes = writer_dir._checked
     Keyring(env, rotator).rotate()
     st = os.stat(writer_dir._state_path)
-    # The cache says generation 1 is in force and live, keyed on the new file's signature.
-    writer_dir._checked = ((st.st_ino, st.st_mtime_ns, st.st_size), old_state)
+    # The cache says generation 1 is in force and live, keyed on the new file's signature
+    # (with the bytes that state was parsed from, as a real copy is).
+    writer_dir._checked = ((st.st_ino, st.st_mtime_ns, st.st_size), dict(old_state), old_bytes)
     cell_id, dek = os.urandom(32), new_dek()
     with env.write() as txn:
         writer.put_dek(txn, cell_id, dek)
