@@ -134,7 +134,7 @@ class Store:
         #: The embedding worker (saihm/store/warm.py), with the semantic stage only: its
         #: thread starts on the first commit or :meth:`start_jobs`, and stops on :meth:`close`.
         self.warmer = Warmer(self.reader) if embedder is not None else None
-        after = [self.reader.sync_cache, self._after_commit_fault, self._checkpoint_if_due]
+        after = [self._sync_cache, self._after_commit_fault, self._checkpoint_if_due]
         if self.warmer is not None:
             after.insert(1, self.warmer.wake)
         self.commits = GroupCommit(env, after)
@@ -194,6 +194,10 @@ class Store:
     def commit(self, change: Change) -> Change:
         """Apply ``change`` atomically with any others waiting (:meth:`GroupCommit.commit`)."""
         return self.commits.commit(change)
+
+    def _sync_cache(self) -> None:
+        """The post-commit cache sync, given the leaves the batch appended."""
+        self.reader.sync_cache(self.commits.appended)
 
     def _after_commit_fault(self) -> None:
         self.env.fault("after_commit")

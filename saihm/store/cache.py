@@ -370,7 +370,25 @@ class CellCache:
         self._synced = size
         return size
 
-    def _apply(self, txn: ReadTxn, index: int, leaf: LeafView) -> None:
+    def follow(self, first: int, leaves: Sequence[LeafView], kek_version: int) -> bool:
+        """Apply ``leaves``, which this process has just appended from index ``first``, as
+        :meth:`sync` would, without reading them back from the storage. Only when the cache
+        has applied every leaf before ``first`` under ``kek_version`` and no leaf needs a read
+        (a contract's effect); False otherwise, and nothing changed: the caller syncs instead.
+        Leaves other processes appended after them are replayed by the next :meth:`sync`.
+
+        The caller holds :attr:`lock`.
+        """
+        if self._kek != kek_version or self._synced != first:
+            return False
+        if any(_EFFECTS.get(leaf.operation) in _CONTRACT_EFFECTS for leaf in leaves):
+            return False
+        for offset, leaf in enumerate(leaves):
+            self._apply(None, first + offset, leaf)
+        self._synced = first + len(leaves)
+        return True
+
+    def _apply(self, txn: ReadTxn | None, index: int, leaf: LeafView) -> None:
         effect = _EFFECTS.get(leaf.operation)
         if effect is Effect.WRITES_CELL:
             if self.embedder is not None:
@@ -385,6 +403,8 @@ class CellCache:
                 self._erased.add(leaf.subject_id)
             self._drop(leaf.subject_id, forget=True)
         elif effect in _CONTRACT_EFFECTS:
+            if txn is None:  # pragma: no cover - follow() leaves these to sync()
+                raise ValueError("a contract's leaf is applied from a transaction")
             # MAC-checked: a forged contract covers nothing, so it has nothing to drop.
             contract = self._projections.contracts.get(txn, leaf.subject_id)
             if contract is not None:

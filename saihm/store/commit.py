@@ -80,6 +80,27 @@ class Change:
     done: bool = False
     indexes: list[int] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    #: What :meth:`GroupCommit.commit` computes from the fields above before the change
+    #: queues (:meth:`Change.prepare`), so the write transaction does not: the receipts'
+    #: leaves and their public fields, the bodies' bytes and the memos' values.
+    leaves: list[bytes] = field(default_factory=list)
+    views: list[LeafView] = field(default_factory=list)
+    encoded_bodies: list[tuple[bytes, bytes]] = field(default_factory=list)
+    memo_values: list[tuple[bytes, bytes]] = field(default_factory=list)
+    prepared: bool = False
+
+    def prepare(self, memo: Callable[[bytes], bytes]) -> None:
+        """Encode what the write transaction stores and reads back as it is, once, in the
+        caller's thread: the committer holds the commit slot (and, on PostgreSQL, the lock
+        every node shares) for less. ``memo`` makes a verified-cell memo's value."""
+        if self.prepared:
+            return
+        self.leaves = [receipt.to_cbor() for receipt in self.receipts]
+        # The same input a rebuild reads: the leaf as stored, not the model it came from.
+        self.views = [LeafView.from_leaf(leaf) for leaf in self.leaves]
+        self.encoded_bodies = [(sid, body.encode()) for sid, body in self.bodies.items()]
+        self.memo_values = [(cell_id, memo(cell_bytes)) for cell_id, cell_bytes in self.memo]
+        self.prepared = True
 
 
 class GroupCommit:
@@ -130,6 +151,12 @@ class GroupCommit:
         #: Held from a batch's commit until its post-commit work ends: the post-commit work of
         #: successive batches runs one at a time, in commit order.
         self._after_lock = threading.Lock()
+        self._volume: Path | None = None
+        #: The leaves the last committed batch appended: its first index and their public
+        #: fields, for the post-commit work of that batch (:meth:`appended`).
+        self._appended: tuple[int, list[LeafView]] = (0, [])
+        #: The same for the batch holding the commit slot (written and read under it).
+        self._batch_appended: tuple[int, list[LeafView]] = (0, [])
 
     def commit(self, change: Change) -> Change:
         """Apply ``change`` atomically with any others waiting; return it with its outcome.
@@ -137,6 +164,14 @@ class GroupCommit:
         Raises the change's own refusal (from its guard), or :class:`Unavailable` when the
         transaction could not commit, in which case nothing of it took effect.
         """
+        try:
+            change.prepare(self.env.memo)
+        except Exception as err:
+            # What the operator built does not encode: nothing was queued or written.
+            with self._lock:
+                self._signing.pop(threading.get_ident(), None)
+            log.error("a change could not be encoded: %s", type(err).__name__)
+            raise Unavailable("storage unavailable") from None
         with self._cv:
             self._signing.pop(threading.get_ident(), None)
             self._queue.append(change)
@@ -191,6 +226,12 @@ class GroupCommit:
                 return
             self._arrived.wait(deadline - now)
 
+    @property
+    def appended(self) -> tuple[int, list[LeafView]]:
+        """For the post-commit work (:attr:`after_commit`) of a batch: the index of the first
+        leaf it appended and the public fields of its leaves, in order."""
+        return self._appended
+
     def _learn_commit_time(self, seconds: float) -> None:
         """Take a batch's write transaction time into :attr:`commit_seconds`."""
         with self._lock:
@@ -230,6 +271,7 @@ class GroupCommit:
                 # Taken before the slot is given up, so the post-commit work of the batches
                 # runs in the order they committed.
                 self._after_lock.acquire()
+                self._appended = self._batch_appended
             self._release_slot()
             slot_held = False
             if applied:
@@ -262,9 +304,11 @@ class GroupCommit:
 
     def _data_volume(self) -> Path:
         """A path on the volume the data is written to: the LMDB directory, else DATA."""
-        if self.env.storage.kind == "lmdb":
-            return Path(self.env.storage.location)
-        return self.env.config.data_dir
+        if self._volume is None:
+            storage = self.env.storage
+            self._volume = Path(storage.location) if storage.kind == "lmdb" else None
+            self._volume = self._volume or self.env.config.data_dir
+        return self._volume
 
     def _commit_batch(self, batch: list[Change]) -> list[Change]:
         """Write ``batch``; return the changes that took effect (their receipts are logged)."""
@@ -310,8 +354,9 @@ class GroupCommit:
     def _try_batch(self, batch: list[Change]) -> list[Change]:
         applied: list[Change] = []
         with self.env.storage.write() as txn:
-            if isinstance(txn, Prefetching):
-                txn.prefetch(self._looked_up(batch))
+            prefetch = getattr(txn, "prefetch", None)  # Prefetching (a typing check is slow)
+            if prefetch is not None:
+                prefetch(self._looked_up(batch))
             # Guards and projections read projections, never the tree: each change is
             # applied before the next guard runs, and all leaves go into the tree at once.
             first = self.env.tree.size(txn)
@@ -331,6 +376,7 @@ class GroupCommit:
                     continue
                 leaves.extend(self._write_change(txn, change, first + len(leaves), kek))
                 applied.append(change)
+            self._batch_appended = (first, [v for change in applied for v in change.views])
             if leaves:
                 appended_at = self.env.tree.append(txn, leaves)
                 if appended_at != first:
@@ -386,29 +432,25 @@ class GroupCommit:
         """Store ``change``'s private parts (keys wrapped under ``kek``, the generation this
         transaction read) and apply its receipts, numbered from ``first``, to the projections;
         return its leaves for the caller to append to the tree."""
-        for subject_id, body in change.bodies.items():
-            txn.put(subject_id, body.encode(), db=self.env.db[BODIES])
+        for subject_id, body_bytes in change.encoded_bodies:
+            txn.put(subject_id, body_bytes, db=self.env.db[BODIES])
         for holder_id, seed in change.seeds:
             self.env.keyring.put_seed(txn, holder_id, seed, kek)
         for cell_id, dek in change.deks:
             self.env.keyring.put_dek(txn, cell_id, dek, kek)
-        for cell_id, cell_bytes in change.memo:
-            txn.put(cell_id, self.env.memo(cell_bytes), db=self.env.db[MEMO])
+        for cell_id, memo in change.memo_values:
+            txn.put(cell_id, memo, db=self.env.db[MEMO])
         for cell_id in change.destroy:
             self.env.keyring.destroy(txn, cell_id)
         for proposal_id in change.released:
             txn.delete(proposal_id, db=self.env.db[PENDING])
         for proposal_id, entry in change.held:
             txn.put(proposal_id, entry, db=self.env.db[PENDING])
-        leaves = [receipt.to_cbor() for receipt in change.receipts]
-        for offset, (receipt, leaf) in enumerate(zip(change.receipts, leaves, strict=True)):
+        for offset, (receipt, view) in enumerate(zip(change.receipts, change.views, strict=True)):
             leaf_body = change.bodies.get(receipt.subject_id)
-            # The same input a rebuild reads: the leaf as stored, not the model it came from.
-            self.env.projections.apply(
-                txn, first + offset, LeafView.from_leaf(leaf), leaf_body, record_applied=False
-            )
+            self.env.projections.apply(txn, first + offset, view, leaf_body, record_applied=False)
             change.indexes.append(first + offset)
-        return leaves
+        return change.leaves
 
     def _count_calls(self, txn: WriteTxn, applied: list[Change]) -> None:
         """Count the batch's calls, and those within the service window, for ``prs``: the

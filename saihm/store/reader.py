@@ -18,7 +18,7 @@ from typing import cast
 from saihm.errors import NotFound, SaihmError, VerificationFailed
 from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
-from saihm.projections import Body
+from saihm.projections import Body, LeafView
 from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, analyse_query
 from saihm.retrieval.context import corrected, in_order, rank_in_context
 from saihm.retrieval.embed import cosines
@@ -295,14 +295,23 @@ class CheckedReader:
         memo = txn.get(cell_id, db=self.env.db[MEMO])
         return memo is None or hmac.compare_digest(memo, self.env.memo(cell_bytes))
 
-    def sync_cache(self) -> None:
+    def sync_cache(self, appended: tuple[int, Sequence[LeafView]] | None = None) -> None:
         """Bring the cache in step with the log before a committed batch is acknowledged.
+
+        ``appended`` is the batch's first leaf index and its leaves' public fields
+        (``GroupCommit.appended``): when they are the next leaves the cache needs, it takes
+        them as they are (``CellCache.follow``), with no read of the storage; otherwise it
+        reads what the log holds beyond its last sync.
 
         Work after a commit never turns it into an error: if the sync fails, the cache is
         emptied instead, which is always safe.
         """
         env = self.env
         try:
+            if appended is not None:
+                with self.cache.lock:
+                    if self.cache.follow(*appended, env.kek_dir.current_version):
+                        return
             with env.storage.read() as txn, self.cache.lock:
                 self.cache.sync(txn, env.tree, env.kek_dir.current_version)
         except Exception as err:  # a committed change must still be acknowledged

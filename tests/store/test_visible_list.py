@@ -327,3 +327,29 @@ def test_the_kept_list_is_in_log_order_whatever_order_cells_come_in(steps, erase
     assert len(kept) == len(model)
     erased_ids = {n.to_bytes(32, "big") for n in erased}
     assert kept.holds_any(erased_ids) == any(k in erased_ids for k in kept.ids)
+
+
+def test_a_commit_after_a_forget_elsewhere_replays_the_forget_before_its_own_leaf(
+    tmp_path: Path,
+) -> None:
+    """Two processes: the post-commit sync takes a batch's own leaves as they are only when
+    they follow the last leaf the cache applied. Here another process's FORGET lies between,
+    so this process's next remember replays it from the log (no read comes first): the kept
+    list drops the forgotten cell, and the holder's cell list holds the rest and the new one."""
+    world = make_world(tmp_path)
+    try:
+        a = world.holder()
+        wide = world.grant_token(a.holder_id)
+        cells = [world.call(a, "saihm_remember", content=f"lake {n}")["cellId"] for n in range(3)]
+        assert ids(world, wide) == cells
+        kept = world.store.reader.cache.holder_index(a.holder_id).visible
+        gone = cells[0]
+        assert in_child(world, a.token, "saihm_forget", {"id": gone})["success"] is True
+        new = world.call(a, "saihm_remember", content="lake 3")["cellId"]
+        index = world.store.reader.cache.holder_index(a.holder_id)
+        assert index is not None and index.cells is not None
+        assert bytes.fromhex(gone) not in kept.ids
+        assert [c.hex() for c in index.cells] == [*cells[1:], new]
+        assert ids(world, wide) == [*cells[1:], new]
+    finally:
+        world.operator.store.close()

@@ -27,17 +27,17 @@ from tests.support.world import Holder, World
 
 
 def _state_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the KEK state file's JSON parses (each fresh read or re-read parses it once)."""
+    """Count the KEK state file's reads from disk (each fresh read, or a re-read after the
+    file changed), with the generation each found in force."""
     reads: list[int] = []
-    loads = json.loads
+    read_all = kekdir._read_all
 
-    def counting(data: Any, *args: Any, **kwargs: Any) -> Any:
-        value = loads(data, *args, **kwargs)
-        if isinstance(value, dict) and {"current", "highest", "retired"} <= value.keys():
-            reads.append(value["current"])
-        return value
+    def counting(fd: int, size: int) -> bytes:
+        raw = read_all(fd, size)
+        reads.append(json.loads(raw)["current"])
+        return raw
 
-    monkeypatch.setattr(kekdir.json, "loads", counting)
+    monkeypatch.setattr(kekdir, "_read_all", counting)
     return reads
 
 
@@ -354,3 +354,33 @@ def test_a_lone_writer_never_waits_however_long_commits_take(world: World):
     threading.Thread(target=remember, daemon=True).start()
     assert done.wait(WAIT)
     assert sizes == [1]
+
+
+def test_the_post_commit_sync_takes_the_batch_leaves_without_reading_the_log(
+    world: World, monkeypatch: pytest.MonkeyPatch
+):
+    """After a commit, the cache takes the leaves the batch appended as they are: the log is
+    not read back for them; the holder's cell list gains the new cell, which the next
+    holder-wide read opens and serves."""
+    holder = world.holder()
+    wide = world.grant_token(holder.holder_id)
+    first = world.call(holder, "saihm_remember", content="warm up")["cellId"]  # type: ignore[index]
+    world.call(wide, "saihm_recall")  # the kept list now holds the holder's cells
+    store = world.store
+    read_back: list[tuple[int, int]] = []
+    leaves = store.env.tree.leaves
+
+    def counting(txn: Any, start: int, end: int) -> Any:
+        read_back.append((start, end))
+        return leaves(txn, start, end)
+
+    monkeypatch.setattr(store.env.tree, "leaves", counting)
+    cell = world.call(holder, "saihm_remember", content="one more")["cellId"]  # type: ignore[index]
+    assert read_back == []
+    index = store.reader.cache.holder_index(holder.holder_id)
+    assert index is not None and index.cells is not None
+    assert [k.hex() for k in index.cells] == [first, cell]
+    assert bytes.fromhex(cell) in index.missing  # to be opened and verified by the next read
+    assert store.reader.cache._synced == store.size()
+    answer = world.call(wide, "saihm_recall")
+    assert [item["cellId"] for item in answer] == [first, cell]  # type: ignore[attr-defined]
