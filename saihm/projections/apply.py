@@ -30,6 +30,7 @@ from saihm.projections.meta import (
     FORMAT,
     META,
     PROJECTION_FORMAT,
+    REVOCATIONS,
     Meta,
     ProjectionState,
     StaleProjections,
@@ -212,6 +213,16 @@ class Projections:
             handler(txn, index, leaf, body)
         if record_applied:
             self.meta.mark_applied(txn, index + 1)
+
+    def access_keys(
+        self, holder_id: bytes, grant_id: bytes | None
+    ) -> list[tuple[Namespace, bytes]]:
+        """The keys an authentication reads (saihm/store/auth.py), to be fetched at once: the
+        holder's record, the sealed revocation count and, for a grant, the grant's record."""
+        keys = [(self.db[HOLDERS], holder_id), (self.db[META], REVOCATIONS)]
+        if grant_id is not None:
+            keys.append((self.db[GRANTS], grant_id))
+        return keys
 
     def mark_applied(self, txn: Txn, count: int) -> None:
         """Record that the first ``count`` leaves are reflected (same transaction as the state)."""

@@ -44,6 +44,7 @@ __all__ = [
     "StorageFull",
     "Usage",
     "WriteTxn",
+    "prefetch",
     "prefix_end",
     "scan_bounds",
 ]
@@ -216,3 +217,17 @@ class Storage(Protocol):
     def close(self) -> None:
         """Release the engine; every transaction must have ended. Idempotent."""
         ...
+
+
+def prefetch(
+    txn: ReadTxn, keys: Iterable[tuple[Namespace, bytes]], ends: Iterable[Namespace] = ()
+) -> None:
+    """Name what ``txn`` is about to read: ``keys`` (namespace, key) for :meth:`ReadTxn.get`
+    and the namespaces ``ends`` for :meth:`ReadTxn.last` without a prefix. A driver whose
+    reads are round trips (PostgreSQL's) reads them all at once, so each later read of one is
+    answered from memory with what it would have read; for the others (LMDB's, whose reads
+    are memory reads) this does nothing, and ``keys`` is not even iterated. Reads stay
+    correct whatever is named: naming is only a hint."""
+    fetch = getattr(txn, "prefetch", None)
+    if fetch is not None:
+        fetch(keys, ends)

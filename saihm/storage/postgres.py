@@ -203,6 +203,38 @@ class _Read:
         self._failed = False
         self._statements = 0
         self._trips = 0
+        #: What :meth:`prefetch` read: (namespace, key) -> value, and namespace -> its end.
+        self._fetched: dict[tuple[int, bytes], bytes | None] = {}
+        self._fetched_ends: dict[int, tuple[bytes, bytes] | None] = {}
+
+    def prefetch(
+        self, keys: Iterable[tuple[Namespace, bytes]], ends: Iterable[Namespace] = ()
+    ) -> None:
+        """Read ``keys`` (namespace, key) and the last pair of each namespace in ``ends`` in
+        one statement, one round trip, so that a later :meth:`get` of one of those keys, or
+        :meth:`last` of one of those namespaces without a prefix, is answered from memory:
+        from the same snapshot, so with what it would have read."""
+        wanted = list(
+            dict.fromkeys(
+                (cast(int, db.handle), key)
+                for db, key in keys
+                if db.handle is not None and _findable(key)
+            )
+        )
+        tops = list(dict.fromkeys(cast(int, db.handle) for db in ends if db.handle is not None))
+        if not wanted and not tops:
+            return
+        params = ([ns for ns, _ in wanted], [k for _, k in wanted], tops)
+        rows = self._rows(self._sql.prefetch, params)
+        fetched: dict[tuple[int, bytes], bytes | None] = dict.fromkeys(wanted)
+        fetched_ends: dict[int, tuple[bytes, bytes] | None] = {}
+        for ns, k, v, is_end in rows:
+            if is_end:
+                fetched_ends[int(ns)] = None if k is None else (bytes(k), bytes(v))
+            else:
+                fetched[int(ns), bytes(k)] = bytes(v)
+        self._fetched.update(fetched)
+        self._fetched_ends.update(fetched_ends)
 
     def _fail(self, err: Exception) -> StorageError:
         self._failed = True
@@ -256,6 +288,9 @@ class _Read:
     def get(self, key: bytes, *, db: Namespace) -> bytes | None:
         if not _findable(key) or db.handle is None:
             return None
+        slot = (cast(int, db.handle), key)
+        if slot in self._fetched:
+            return self._fetched[slot]
         row = self._one(self._sql.get, (db.handle, key))
         return None if row is None else bytes(row[0])
 
@@ -301,6 +336,8 @@ class _Read:
     def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
         if db.handle is None:
             return None
+        if prefix is None and db.handle in self._fetched_ends:
+            return self._fetched_ends[db.handle]
         start, stop = (b"", None) if prefix is None else (prefix, prefix_end(prefix))
         query = self._sql.scans[True, False, stop is not None]
         params = (db.handle, start, stop, 1) if stop is not None else (db.handle, start, 1)
@@ -372,6 +409,7 @@ class _Write(_Read):
         self._used_ends: dict[Int4, None] = {}
         #: Keys named by :meth:`prefetch`, to be read with the first read.
         self._wanted: dict[_Slot, None] = {}
+        self._wanted_ends: dict[Int4, None] = {}
         self._locked_at = 0.0
         self._locked_trips = 0
         self._rows_written = 0
@@ -404,6 +442,7 @@ class _Write(_Read):
         storage = self._storage
         keys, ends = storage._hot.wanted()
         keys.update(self._wanted)
+        ends.update(self._wanted_ends)
         if key is not None:
             keys[key] = None
         if end is not None:
@@ -638,18 +677,24 @@ class _Write(_Read):
         self._known[slot] = value
         return value
 
-    def prefetch(self, keys: Iterable[tuple[Namespace, bytes]]) -> None:
-        """Read ``keys`` (namespace, key) with this transaction's first read: sent with the
-        lock, in its round trip, so a later :meth:`get` of one (or a ``put`` with
-        ``overwrite=False``, or a ``delete``, which look first) is answered from memory. The
-        values are read after the lock is granted, so they are those any read of the
-        transaction would see. Once the transaction has begun on the server this does
-        nothing: each key is read when it is asked for."""
+    def prefetch(
+        self, keys: Iterable[tuple[Namespace, bytes]], ends: Iterable[Namespace] = ()
+    ) -> None:
+        """Read ``keys`` (namespace, key) and the ends of the namespaces ``ends`` with this
+        transaction's first read: sent with the lock, in its round trip, so a later
+        :meth:`get` of one (or a ``put`` with ``overwrite=False``, or a ``delete``, which look
+        first) or :meth:`last` is answered from memory. The values are read after the lock is
+        granted, so they are those any read of the transaction would see. Once the
+        transaction has begun on the server this does nothing: each key is read when it is
+        asked for."""
         if self._txid is not None:
             return
         for db, key in keys:
             if db.handle is not None and _findable(key):
                 self._wanted[cast(Int4, db.handle), key] = None
+        for db in ends:
+            if db.handle is not None:
+                self._wanted_ends[cast(Int4, db.handle)] = None
 
     def last(self, db: Namespace, *, prefix: bytes | None = None) -> tuple[bytes, bytes] | None:
         if db.handle is None:

@@ -23,6 +23,7 @@ from saihm.projections import StaleProjections
 from saihm.projections import apply as P
 from saihm.projections.keys import dumps
 from saihm.storage import ReadTxn
+from saihm.storage.base import prefetch
 from saihm.store.environment import Environment
 from saihm.store.views import CellHeader
 
@@ -123,6 +124,8 @@ class Authenticator:
         self._key = secrets.token_bytes(32)
         self._token_cache: dict[bytes, Capability] = {}
         self.revocations = Revocations(env)
+        #: The namespace whose end an authentication reads: the log's leaves (the tree size).
+        self._ends = (env.tree.leaves_namespace,)
 
     def authenticate(self, token: str | None) -> Access:
         """Turn a bearer token into an :class:`Access`, or raise :class:`Unauthenticated`.
@@ -152,6 +155,8 @@ class Authenticator:
         scope = cap.scope
         records = self.env.projections
         with self.env.storage.read() as txn:
+            # One round trip for every key read below, on a store whose reads are round trips.
+            prefetch(txn, records.access_keys(cap.holder_id, scope.grant_id), self._ends)
             if not records.holders.known(txn, cap.holder_id):
                 raise Unauthenticated("unknown holder")
             if self.revocations.revoked(txn, cap.holder_id, cap.token_id, cap.session_id):

@@ -14,17 +14,17 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, cast, runtime_checkable
+from typing import cast
 
 from saihm.errors import SaihmError, Unavailable
 from saihm.events import Receipt
 from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
-from saihm.storage.base import Namespace, StorageError, StorageFull, WriteTxn
+from saihm.storage.base import Namespace, StorageError, StorageFull, WriteTxn, prefetch
 from saihm.store.environment import BODIES, MEMO, PENDING, STATS, Environment
 from saihm.store.jobs import error_code
 
@@ -44,16 +44,6 @@ COMMIT_TIME_WEIGHT = 0.25
 #: An announced writer (:meth:`GroupCommit.announce`) counts as still signing for this long
 #: (s): one that announced and then failed before queueing stops holding batches after it.
 SIGNING_TTL = 0.05
-
-
-@runtime_checkable
-class Prefetching(Protocol):
-    """A write transaction that can read keys named in advance with its first read (the
-    PostgreSQL driver's sends them with the write lock, so they cost no round trip under it)."""
-
-    def prefetch(self, keys: Iterable[tuple[Namespace, bytes]]) -> None:
-        """Read ``keys`` with the transaction's first read, if it has not made it yet."""
-        ...
 
 
 @dataclass(eq=False)
@@ -354,9 +344,7 @@ class GroupCommit:
     def _try_batch(self, batch: list[Change]) -> list[Change]:
         applied: list[Change] = []
         with self.env.storage.write() as txn:
-            prefetch = getattr(txn, "prefetch", None)  # Prefetching (a typing check is slow)
-            if prefetch is not None:
-                prefetch(self._looked_up(batch))
+            prefetch(txn, self._looked_up(batch))
             # Guards and projections read projections, never the tree: each change is
             # applied before the next guard runs, and all leaves go into the tree at once.
             first = self.env.tree.size(txn)

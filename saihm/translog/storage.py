@@ -36,7 +36,7 @@ from hashlib import sha256
 from itertools import islice
 
 from saihm.errors import MalformedInput, NotFound, TooLarge, VerificationFailed
-from saihm.storage.base import ReadTxn, Storage, WriteTxn
+from saihm.storage.base import Namespace, ReadTxn, Storage, WriteTxn
 from saihm.translog import proof
 from saihm.translog.hashing import HASH_SIZE
 from saihm.translog.tiles import HASHES_PER_TILE, MAX_LEAF_SIZE, TILE_HEIGHT, encode_entry_bundle
@@ -70,6 +70,11 @@ class TreeStorage:
         self._leaves = storage.namespace(b"leaves")
         self._tiles = storage.namespace(b"tree")
         self._nodes = storage.namespace(b"tree_nodes")
+
+    @property
+    def leaves_namespace(self) -> Namespace:
+        """The namespace of the leaves, whose last key gives the size (:meth:`size`)."""
+        return self._leaves
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from saihm.storage import MAX_KEY, Storage, StorageError
+from saihm.storage.base import prefetch
 from tests.storage.conftest import NS, Opener, child, run_child
 
 
@@ -375,3 +376,32 @@ def test_close_is_idempotent(opener: Opener) -> None:
     storage = opener()
     storage.close()
     storage.close()
+
+
+def test_a_snapshot_prefetch_answers_as_its_reads_would(storage: Storage, location: str) -> None:
+    """``prefetch`` (saihm/storage/base.py) names keys and namespace ends a snapshot is about
+    to read: whatever is named (present, absent, an empty namespace, a key too long to
+    store), each later ``get`` and ``last`` answers as it would have without it, from the
+    snapshot's moment, not from a commit made after the prefetch."""
+    main, other = storage.namespace(b"main"), storage.namespace(b"other")
+    put(storage, b"a", b"1")
+    put(storage, b"b", b"2")
+    keys = [(main, b"a"), (main, b"b"), (main, b"absent"), (other, b"a"), (main, b"x" * 600)]
+    with storage.read() as plain:
+        expected = [plain.get(k, db=db) for db, k in keys]
+        ends = [plain.last(main), plain.last(other)]
+    assert expected == [b"1", b"2", None, None, None]
+    assert ends == [(b"b", b"2"), None]
+    with storage.read() as snap:
+        prefetch(snap, keys, [main, other])
+        run_child(location, "put", b"a".hex(), b"changed".hex())
+        run_child(location, "put", b"c".hex(), b"3".hex())
+        assert [snap.get(k, db=db) for db, k in keys] == expected
+        assert [snap.last(main), snap.last(other)] == ends
+        # Reads of what was not named go to the snapshot as before.
+        assert snap.get(b"c", db=main) is None
+        assert snap.last(main, prefix=b"a") == (b"a", b"1")
+    with storage.read() as later:
+        prefetch(later, keys, [main])
+        assert later.get(b"a", db=main) == b"changed"
+        assert later.last(main) == (b"c", b"3")

@@ -5,8 +5,8 @@ The interface: a write transaction "sees its own writes; nothing of it is visibl
 else until it commits, and all of it is visible after"; leaving it by an exception writes
 nothing. The PostgreSQL driver buffers writes and answers reads from the buffer, from what
 it read before and from its prefetch (``saihm/storage/postgres.py``, "Round trips"), so every
-read of a key written, deleted, cleared or read before in the same transaction is checked
-here, on every driver.
+read of a key written, deleted, cleared, read or named for prefetching before in the same
+transaction is checked here, on every driver.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from saihm.storage import Storage, WriteTxn
+from saihm.storage.base import prefetch
 
 KEY = st.sampled_from([b"a", b"ab", b"\x00", b"\xff", b"\xff\xff"])
 VALUE = st.binary(min_size=0, max_size=3)
@@ -31,6 +32,7 @@ STEP = st.one_of(
     st.tuples(st.just("put_many"), NS_NAME, st.lists(st.tuples(KEY, VALUE), max_size=3)),
     st.tuples(st.just("append"), NS_NAME, st.lists(VALUE, min_size=1, max_size=2)),
     st.tuples(st.just("clear"), NS_NAME),
+    st.tuples(st.just("prefetch"), NS_NAME, st.lists(KEY, max_size=3)),
 )
 TRANSACTION = st.tuples(st.booleans(), st.lists(STEP, max_size=12))
 
@@ -73,6 +75,8 @@ def apply(
     elif kind == "clear":
         txn.clear(db)
         m.clear()
+    elif kind == "prefetch":  # a hint: it changes no answer, whenever it comes
+        prefetch(txn, [(db, key) for key in step[2]], [db])
 
 
 class Abort(Exception):
