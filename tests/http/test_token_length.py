@@ -97,3 +97,26 @@ def test_cli_grant_with_an_overlong_namespace_is_one_line(tmp_path):
     done = run_saihm("grant", *argv, "n" * 300, timeout=60)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def _bearer(header: str | None) -> str:
+    from aiohttp.test_utils import make_mocked_request
+
+    from saihm.http.common import bearer_token
+
+    headers = {} if header is None else {"Authorization": header}
+    return bearer_token(make_mocked_request("POST", "/", headers=headers))
+
+
+@pytest.mark.parametrize("space", [" ", "\t", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2028"])
+def test_a_bearer_token_with_whitespace_inside_is_refused(space: str) -> None:
+    """The Authorization header is ``Bearer <token>`` and a token has no whitespace in it (any
+    character ``str.isspace`` calls whitespace); the token is taken as it is otherwise."""
+    from saihm.errors import Unauthenticated
+
+    token = "a" * 3000 + "b"
+    assert _bearer(f"Bearer {token}") == token
+    assert _bearer(f"bearer  {token} ") == token
+    for header in (f"Bearer {token[:10]}{space}{token[10:]}", "Bearer ", "Basic abc", None):
+        with pytest.raises(Unauthenticated):
+            _bearer(header)
