@@ -242,7 +242,7 @@ class Authenticator:
             access.expires_at,
             access.token_id,
         )
-        return hmac.new(self._key, dumps(list(fields)), "sha256").digest()
+        return hmac.digest(self._key, dumps(list(fields)), "sha256")
 
 
 def label_allows(

@@ -121,11 +121,11 @@ class Environment:
     def memo(self, cell_bytes: bytes) -> bytes:
         """The verified-cell memo of ``cell_bytes``: an HMAC under a key of the KEK directory,
         so only this store can write one that a later read accepts."""
-        return hmac.new(self._memo_key, b"cell" + cell_bytes, "sha256").digest()
+        return hmac.digest(self._memo_key, b"cell" + cell_bytes, "sha256")
 
     def session_tag(self, holder_id: bytes, session_id: bytes) -> bytes:
         """The private index key of one holder's session (an untrusted lookup hint)."""
-        return hmac.new(self._memo_key, b"session" + holder_id + session_id, "sha256").digest()
+        return hmac.digest(self._memo_key, b"session" + holder_id + session_id, "sha256")
 
     def close(self) -> None:
         """Close the storage."""
