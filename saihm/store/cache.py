@@ -374,12 +374,13 @@ class CellCache:
         """Apply ``leaves``, which this process has just appended from index ``first``, as
         :meth:`sync` would, without reading them back from the storage. Only when the cache
         has applied every leaf before ``first`` under ``kek_version`` and no leaf needs a read
-        (a contract's effect); False otherwise, and nothing changed: the caller syncs instead.
+        (a contract's effect), and there is a leaf; False otherwise, and nothing changed: the
+        caller syncs instead.
         Leaves other processes appended after them are replayed by the next :meth:`sync`.
 
         The caller holds :attr:`lock`.
         """
-        if self._kek != kek_version or self._synced != first:
+        if not leaves or self._kek != kek_version or self._synced != first:
             return False
         if any(_EFFECTS.get(leaf.operation) in _CONTRACT_EFFECTS for leaf in leaves):
             return False

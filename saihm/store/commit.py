@@ -343,6 +343,7 @@ class GroupCommit:
 
     def _try_batch(self, batch: list[Change]) -> list[Change]:
         applied: list[Change] = []
+        self._batch_appended = (0, [])  # set once this batch's leaves are known
         with self.env.storage.write() as txn:
             prefetch(txn, self._looked_up(batch))
             # Guards and projections read projections, never the tree: each change is

@@ -20,6 +20,7 @@ import pytest
 from saihm.events import Operation
 from saihm.events.signing import sign_receipt
 from saihm.keyring import Keyring, kekdir
+from saihm.projections import LeafView
 from saihm.projections.grants import revocation_subject
 from saihm.store import Change, Store
 from saihm.store.commit import BATCH_WINDOW, COMMIT_FOLLOWING_WINDOW
@@ -384,3 +385,25 @@ def test_the_post_commit_sync_takes_the_batch_leaves_without_reading_the_log(
     assert store.reader.cache._synced == store.size()
     answer = world.call(wide, "saihm_recall")
     assert [item["cellId"] for item in answer] == [first, cell]  # type: ignore[attr-defined]
+
+
+def test_the_cache_follows_only_leaves_that_come_next(world: World):
+    """``CellCache.follow`` takes leaves only when they start where the cache's last sync
+    ended, under the generation it has, and there is at least one; otherwise it changes
+    nothing and says so, and the caller reads the log instead."""
+    holder = world.holder()
+    world.call(holder, "saihm_remember", content="one")
+    store = world.store
+    cache = store.reader.cache
+    size = store.size()
+    with store.read_txn() as txn:
+        view = LeafView.from_leaf(store.env.tree.leaf(txn, size - 1))
+    kek = store.kek_dir.current_version
+    assert cache._synced == size
+    assert cache.follow(size + 1, [view], kek) is False  # a gap: leaves between are unseen
+    assert cache.follow(size - 1, [view], kek) is False  # already applied
+    assert cache.follow(size, [], kek) is False
+    assert cache.follow(size, [view], kek + 1) is False  # another generation: clear first
+    assert cache._synced == size
+    assert cache.follow(size, [view], kek) is True
+    assert cache._synced == size + 1
