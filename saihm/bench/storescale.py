@@ -252,6 +252,10 @@ def _cost_figures(
     busy_hold_ms = floor_ms + _BUSY_BATCH * marginal_ms
     busy_locked = 1 + _BUSY_BATCH * max(locked - 1, 0.0) / batch
     busy = ceiling(_BUSY_BATCH, busy_hold_ms, busy_locked, loopback_ms, rtt_ms)
+    # The hold as it would be if the committer never waited for a core: its own CPU time in
+    # the hold, plus the commit of one put (the WAL flush and a round trip).
+    cpu_ms = spent.get("lock_cpu_seconds", 0.0) * 1000 / txns
+    own_core = ceiling(batch, cpu_ms + floor_ms, locked, loopback_ms, rtt_ms)
     yield {
         "bench": "store",
         "figure": f"ceiling_remember_per_s_{label}",
@@ -264,6 +268,10 @@ def _cost_figures(
         "loopback_round_trip_ms": round(loopback_ms, 3),
         "formula": "batch * 1000 / (hold_ms - locked_round_trips * loopback_ms "
         "+ locked_round_trips * round_trip_ms)",
+        "lock_cpu_ms_per_transaction": round(cpu_ms, 3),
+        "value_with_committer_cpu": round(own_core, 1),
+        "committer_cpu_formula": "the same with hold_ms = the committing thread's CPU time in "
+        "the hold + commit_floor_ms: the ceiling where the committer has a core to itself",
         **extra,
     }
 

@@ -70,3 +70,27 @@ def test_a_percentile_lies_within_the_values(values) -> None:
         assert min(values) - slack <= percentile(values, q) <= max(values) + slack
     assert percentile(values, 1) <= percentile(values, 50) + slack
     assert percentile(values, 50) <= percentile(values, 99) + slack
+
+
+def test_the_ceiling_with_the_committer_cpu_takes_its_cpu_time_for_the_hold() -> None:
+    """``saihm bench store --store``: beside the ceiling from the measured lock hold, the one
+    where the committer never waits for a core: its CPU time in the hold plus the commit
+    floor, round trips moved to the given network as for the hold."""
+    from saihm.bench.storescale import _cost_figures, ceiling
+
+    spent = {
+        "statements": 40.0,
+        "round_trips": 20.0,
+        "write_statements": 16.0,
+        "locked_round_trips": 4.0,
+        "write_transactions": 4.0,
+        "lock_seconds": 0.040,  # 10 ms a transaction
+        "lock_cpu_seconds": 0.008,  # of which 2 ms the committer's own CPU
+        "elapsed_seconds": 1.0,
+    }
+    figures = {f["figure"]: f for f in _cost_figures(1, 32, spent, 0.05, 0.2, 0.5)}
+    top = figures["ceiling_remember_per_s_postgresql_1_node"]
+    assert top["value"] == round(ceiling(8, 10.0, 1.0, 0.05, 0.2), 1)
+    assert top["lock_cpu_ms_per_transaction"] == 2.0
+    assert top["value_with_committer_cpu"] == round(ceiling(8, 2.5, 1.0, 0.05, 0.2), 1)
+    assert top["value_with_committer_cpu"] > top["value"]

@@ -458,6 +458,8 @@ def test_a_write_transaction_sends_its_writes_with_the_commit(url: str) -> None:
         assert cost["locked_round_trips"] == 2
         assert cost["rows_written"] == 3  # d and e, and c deleted (the server may hold one)
         assert 0 < cost["lock_seconds"] < 60
+        # One thread's CPU time in the hold cannot exceed the hold itself.
+        assert 0 <= cost["lock_cpu_seconds"] <= cost["lock_seconds"]
         with storage.read() as snap:
             assert list(snap.scan(main)) == [(b"a", b"1"), (b"b", b"2"), (b"d", b"4"), (b"e", b"5")]
     finally:
