@@ -254,7 +254,7 @@ def _cost_figures(
     busy = ceiling(_BUSY_BATCH, busy_hold_ms, busy_locked, loopback_ms, rtt_ms)
     # The hold as it would be if the committer never waited for a core: its own CPU time in
     # the hold, plus the commit of one put (the WAL flush and a round trip).
-    cpu_ms = spent.get("lock_cpu_seconds", 0.0) * 1000 / txns
+    cpu_ms = spent["lock_cpu_seconds"] * 1000 / txns
     own_core = ceiling(batch, cpu_ms + floor_ms, locked, loopback_ms, rtt_ms)
     yield {
         "bench": "store",

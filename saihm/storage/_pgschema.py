@@ -44,22 +44,21 @@ class Statements:
         # of every namespace as one INSERT and one DELETE.
         self.lock = q("SELECT pg_advisory_xact_lock(%b), pg_current_xact_id()::text")
         self.limits = q("SELECT set_config(%b, %b, true)")
-        self.get_many = q(
+        keys = (
             "SELECT t.ns, t.k, t.v FROM unnest(%b::int4[], %b::bytea[]) AS d(ns, k) "
             "JOIN {} AS t ON t.ns = d.ns AND t.k = d.k"
-        ).format(kv)
-        self.ends = q(
+        )
+        ends = (
             "SELECT d.ns, l.k, l.v FROM unnest(%b::int4[]) AS d(ns) LEFT JOIN LATERAL "
             "(SELECT k, v FROM {} WHERE ns = d.ns ORDER BY k DESC LIMIT 1) AS l ON true"
-        ).format(kv)
-        # A read snapshot's prefetch (saihm.storage.postgres._Read.prefetch): keys and
-        # namespace ends in one statement, the last column telling an end from a key.
+        )
+        self.get_many = q(keys).format(kv)
+        self.ends = q(ends).format(kv)
+        # A read snapshot's prefetch (saihm.storage.postgres._Read.prefetch): both in one
+        # statement, the last column telling an end from a key.
         self.prefetch = q(
-            "SELECT t.ns, t.k, t.v, false FROM unnest(%b::int4[], %b::bytea[]) AS d(ns, k) "
-            "JOIN {} AS t ON t.ns = d.ns AND t.k = d.k "
-            "UNION ALL SELECT d.ns, l.k, l.v, true FROM unnest(%b::int4[]) AS d(ns) "
-            "LEFT JOIN LATERAL (SELECT k, v FROM {} WHERE ns = d.ns ORDER BY k DESC LIMIT 1) "
-            "AS l ON true"
+            "SELECT *, false FROM (" + keys + ") AS fk UNION ALL "
+            "SELECT *, true FROM (" + ends + ") AS fe"
         ).format(kv, kv)
         self.put_rows = q(
             "INSERT INTO {} (ns, k, v) SELECT * FROM unnest(%b::int4[], %b::bytea[], %b::bytea[]) "

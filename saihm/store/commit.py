@@ -141,7 +141,10 @@ class GroupCommit:
         #: Held from a batch's commit until its post-commit work ends: the post-commit work of
         #: successive batches runs one at a time, in commit order.
         self._after_lock = threading.Lock()
-        self._volume: Path | None = None
+        #: A path on the volume the data is written to (the free-disk check): the LMDB
+        #: directory, else DATA.
+        storage = env.storage
+        self._volume = Path(storage.location) if storage.kind == "lmdb" else env.config.data_dir
         #: The leaves the last committed batch appended: its first index and their public
         #: fields, for the post-commit work of that batch (:meth:`appended`).
         self._appended: tuple[int, list[LeafView]] = (0, [])
@@ -283,7 +286,7 @@ class GroupCommit:
         if floor <= 0:
             return None
         try:
-            free = shutil.disk_usage(self._data_volume()).free
+            free = shutil.disk_usage(self._volume).free
         except OSError as err:
             log.error("cannot read free disk space: %s", type(err).__name__)
             return Unavailable("storage unavailable: free disk space unknown")
@@ -291,14 +294,6 @@ class GroupCommit:
             log.error("write refused: %d bytes free on the data volume, floor %d", free, floor)
             return Unavailable("storage unavailable: the data volume is below its free floor")
         return None
-
-    def _data_volume(self) -> Path:
-        """A path on the volume the data is written to: the LMDB directory, else DATA."""
-        if self._volume is None:
-            storage = self.env.storage
-            self._volume = Path(storage.location) if storage.kind == "lmdb" else None
-            self._volume = self._volume or self.env.config.data_dir
-        return self._volume
 
     def _commit_batch(self, batch: list[Change]) -> list[Change]:
         """Write ``batch``; return the changes that took effect (their receipts are logged)."""
