@@ -18,10 +18,9 @@ transaction's own ``get``, ``put`` and ``delete``: the binding releases the inte
 around each of those (and around each item of ``putmulti``), but not around a cursor's. An
 operation on an in-memory B-tree takes microseconds; giving the lock up for it lets any other
 thread that is running Python take it, and the transaction's thread then waits for that thread
-to let go (up to ``sys.getswitchinterval()``, 5 ms by default), at every operation. A write
-transaction of one remember makes about twenty of them, so under load its commit slot was held
-several times longer than its work. The commit, whose ``fsync`` is the one slow call, still
-releases the lock.
+to let go (up to ``sys.getswitchinterval()``, 5 ms by default), at every operation: a write
+transaction of one remember makes about twenty of them. The commit, whose ``fsync`` is the one
+slow call, still releases the lock.
 """
 
 from __future__ import annotations

@@ -375,8 +375,8 @@ class CellCache:
         :meth:`sync` would, without reading them back from the storage. Only when the cache
         has applied every leaf before ``first`` under ``kek_version`` and no leaf needs a read
         (a contract's effect), and there is a leaf; False otherwise, and nothing changed: the
-        caller syncs instead.
-        Leaves other processes appended after them are replayed by the next :meth:`sync`.
+        caller syncs instead. Leaves other processes appended after them are replayed by the
+        next :meth:`sync`.
 
         The caller holds :attr:`lock`.
         """
