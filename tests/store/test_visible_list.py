@@ -28,7 +28,7 @@ from saihm.store.cache import CacheEntry, VisibleList
 from saihm.store.holderwide import allowed_own, still_allowed
 from saihm.store.views import OpenedCell
 from tests.store.test_recall_cache import ids, in_child
-from tests.support.world import World, make_world
+from tests.support.world import Holder, World, make_world
 
 LONG = os.environ.get("SAIHM_LONG") == "1"
 WORDS = ("apple", "river", "stone")
@@ -212,15 +212,24 @@ def test_allowed_own_lets_through_exactly_what_still_allowed_does(tmp_path: Path
         world.operator.store.close()
 
 
+def _kept(world: World, word: str, count: int) -> tuple[Holder, str, list[str]]:
+    """A holder with ``count`` cells ("WORD n"), a holder-wide token of it, and the cells'
+    ids, after one holder-wide read has put them all in the kept list, in log order."""
+    holder = world.holder()
+    wide = world.grant_token(holder.holder_id)
+    cells = [
+        world.call(holder, "saihm_remember", content=f"{word} {n}")["cellId"] for n in range(count)
+    ]
+    assert ids(world, wide) == cells
+    return holder, wide, cells
+
+
 def test_a_forget_elsewhere_leaves_this_process_kept_list(tmp_path: Path) -> None:
     """Two processes: a forget by another process is honoured by this process's next
     holder-wide read, through the kept list (every read shape), and the list drops it."""
     world = make_world(tmp_path)
     try:
-        a = world.holder()
-        wide = world.grant_token(a.holder_id)
-        cells = [world.call(a, "saihm_remember", content=f"river {n}")["cellId"] for n in range(4)]
-        assert ids(world, wide) == cells  # the kept list now holds all four
+        a, wide, cells = _kept(world, "river", 4)
         kept = world.store.reader.cache.holder_index(a.holder_id).visible
         assert [k.hex() for k in kept.ids] == cells
         gone = cells[1]
@@ -241,10 +250,7 @@ def test_a_cell_erased_but_still_kept_is_not_served(tmp_path: Path) -> None:
     served even while the list still holds it (e.g. a replay that has not reached it)."""
     world = make_world(tmp_path)
     try:
-        a = world.holder()
-        wide = world.grant_token(a.holder_id)
-        cells = [world.call(a, "saihm_remember", content=f"stone {n}")["cellId"] for n in range(3)]
-        assert ids(world, wide) == cells
+        a, wide, cells = _kept(world, "stone", 3)
         cache = world.store.reader.cache
         erased = cache._erased_set  # the mirror the replay keeps
         with world.store.read_txn() as txn:
@@ -338,10 +344,7 @@ def test_a_commit_after_a_forget_elsewhere_replays_the_forget_before_its_own_lea
     list drops the forgotten cell, and the holder's cell list holds the rest and the new one."""
     world = make_world(tmp_path)
     try:
-        a = world.holder()
-        wide = world.grant_token(a.holder_id)
-        cells = [world.call(a, "saihm_remember", content=f"lake {n}")["cellId"] for n in range(3)]
-        assert ids(world, wide) == cells
+        a, wide, cells = _kept(world, "lake", 3)
         kept = world.store.reader.cache.holder_index(a.holder_id).visible
         gone = cells[0]
         assert in_child(world, a.token, "saihm_forget", {"id": gone})["success"] is True
