@@ -250,14 +250,38 @@ def _run_monitor(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 def _replay(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "replay",
-        help="rebuild the public projections of a bundle for research",
+        help="turn a log (bundle, mirror or URL) into a dataset to study, verified first",
         one_line_errors=False,
-        description="Rebuild the public projections of an audit bundle (receipts by subject, "
-        "holder and operation; erasure list; tallies; contract and grant events).",
+        description="Replay a log as a stranger has it: an audit bundle (FILE), a mirror or "
+        "publication directory (DIR) or a log URL. Everything is verified first, as saihm "
+        "verify does (signatures, tiles, checkpoints); a URL is mirrored into "
+        "DIR/.saihm-replay/log. --format parquet|csv|jsonl writes the research dataset "
+        "(events, memories, shares; docs/formats.md section 8) and a second run into the "
+        "same DIR appends only what the log added; --format lmdb writes the public "
+        "projections into a new DIR. Exit 0 when written, 1 when a check failed (nothing "
+        "written), 2 when SOURCE cannot be read.",
     )
-    parser.add_argument("bundle", help="audit bundle written by saihm export")
-    parser.add_argument("--out", required=True, help="new directory to create")
-    parser.add_argument("--format", choices=("lmdb", "jsonl"), default="lmdb")
+    parser.add_argument("source", metavar="FILE|DIR|URL", help="audit bundle, mirror or log URL")
+    parser.add_argument("--out", required=True, help="the output directory")
+    parser.add_argument(
+        "--format",
+        choices=("lmdb", "parquet", "csv", "jsonl"),
+        default="lmdb",
+        help="parquet needs pip install 'saihm[research]' (default: lmdb)",
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip every check (the summary says \"verified\": false)",
+    )
+    parser.add_argument(
+        "--trust",
+        metavar="FILE",
+        help="pin these checkpoint verifier keys (default: the log's own, as saihm verify)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="signature-check processes (default 1)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(run=_run_replay)
 
@@ -267,7 +291,13 @@ def _run_replay(args: argparse.Namespace) -> int:
 
     return run(
         ReplayOptions(
-            bundle=args.bundle, out=args.out, format=args.format, no_progress=args.no_progress
+            source=args.source,
+            out=args.out,
+            format=args.format,
+            no_progress=args.no_progress,
+            verify=not args.no_verify,
+            trust=args.trust,
+            workers=args.workers,
         )
     )
 

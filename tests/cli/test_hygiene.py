@@ -137,7 +137,7 @@ def test_without_pqcrypto_verify_second_implementation_says_which_extra(tmp_path
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["replay", "{tmp}", "--out", "{tmp}/r"], ": Is a directory"),
+        (["replay", "{tmp}", "--out", "{tmp}/r"], "holds no tiled log (no checkpoint file)"),
         (
             ["verify", "--data", "{data}", "--checkpoint", "{tmp}/nope", "--no-progress"],
             "nope: No such file or directory",
