@@ -55,3 +55,6 @@ def test_readme_audit_block_runs_as_written(tmp_path: Path) -> None:
     assert 4 <= size < 256
     assert (tmp_path / "public" / "tile" / "entries" / "000.p" / str(size)).is_file()
     assert (tmp_path / "replay").is_dir()
+    # The researcher's dataset from the URL alone: one events row per leaf of the log.
+    events = (tmp_path / "study" / "events.csv").read_text().splitlines()
+    assert len(events) - 1 >= size
