@@ -18,8 +18,10 @@ import contextlib
 import gzip
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import cbor2
 from aiohttp import web
 
 if TYPE_CHECKING:
@@ -212,28 +214,120 @@ async def get_receipt(request: web.Request) -> web.Response:
     return json_response(receipt_entry(index, leaf), cache=IMMUTABLE)
 
 
+#: Most receipts one ``/log/v1/receipts`` call examines when it filters beyond its index (a
+#: page may then be short, or empty, with a ``next`` cursor to go on from).
+MAX_SCAN = 10_000
+_LIST_PARAMS = {"subjectId", "holderId", "operation", "since", "until", "cursor", "limit"}
+
+
+@dataclass(frozen=True)
+class ReceiptQuery:
+    """The filters of one ``/log/v1/receipts`` call, all of which a receipt must match."""
+
+    subject_id: bytes | None = None
+    holder_id: bytes | None = None
+    operation: str | None = None
+    since: int | None = None
+    until: int | None = None
+
+    def index(self) -> tuple[str, bytes] | None:
+        """The projection index to walk: the most selective filter that has one."""
+        if self.subject_id is not None:
+            return "subjectId", self.subject_id
+        if self.holder_id is not None:
+            return "holderId", self.holder_id
+        if self.operation is not None:
+            return "operation", self.operation.encode("ascii")
+        return None
+
+    def matches(self, leaf: bytes) -> bool:
+        """Whether the receipt stored as ``leaf`` passes every filter (receipt keys, §3)."""
+        m = cbor2.loads(leaf)
+        ts = m.get(6)
+        return (
+            (self.subject_id is None or m.get(2) == self.subject_id)
+            and (self.holder_id is None or m.get(4) == self.holder_id)
+            and (self.operation is None or m.get(3) == self.operation)
+            and (self.since is None or (isinstance(ts, int) and ts >= self.since))
+            and (self.until is None or (isinstance(ts, int) and ts < self.until))
+        )
+
+
+def _optional_uint(request: web.Request, name: str) -> int | None:
+    return _uint(request, name) if name in request.query else None
+
+
+def receipt_query(request: web.Request) -> ReceiptQuery:
+    """The checked filters of a receipts list call; ``MalformedInput`` (400) for a bad one."""
+    _only(request, _LIST_PARAMS)
+    ids: dict[str, bytes | None] = {}
+    for name in ("subjectId", "holderId"):
+        raw = request.query.get(name)
+        if raw is not None and not _HEX64.fullmatch(raw):
+            raise MalformedInput(f"{name} must be 64 lowercase hexadecimal characters")
+        ids[name] = None if raw is None else bytes.fromhex(raw)
+    operation = request.query.get("operation")
+    if operation is not None and operation not in _OPERATIONS:
+        raise MalformedInput("unknown operation")
+    since, until = _optional_uint(request, "since"), _optional_uint(request, "until")
+    if since is not None and until is not None and not since < until:
+        raise MalformedInput("need since < until")
+    query = ReceiptQuery(ids["subjectId"], ids["holderId"], operation, since, until)
+    if query == ReceiptQuery():
+        raise MalformedInput("give at least one of subjectId, holderId, operation, since, until")
+    return query
+
+
+def find_receipts(
+    store: Any, query: ReceiptQuery, cursor: int, limit: int
+) -> tuple[list[tuple[int, bytes]], int | None]:
+    """Up to ``limit`` receipts matching ``query`` from leaf ``cursor``, and the cursor to go
+    on from (None at the end). Walks the query's index (or the leaves, for a time range
+    alone), examining at most ``MAX_SCAN`` receipts."""
+    by = query.index()
+    filters = (query.subject_id, query.holder_id, query.operation, query.since, query.until)
+    only_index = sum(f is not None for f in filters) == 1
+    if by is not None and only_index:
+        found: list[tuple[int, bytes]]
+        found, after = store.receipts(by[0], by[1], cursor, limit)
+        return found, after
+    found, scanned = [], 0
+    while scanned < MAX_SCAN:
+        chunk = min(MAX_PAGE, MAX_SCAN - scanned)
+        if by is not None:
+            batch, after = store.receipts(by[0], by[1], cursor, chunk)
+        else:
+            size = store.size()
+            end = min(size, cursor + chunk)
+            batch = list(zip(range(cursor, end), store.leaves(cursor, end), strict=True))
+            after = end if end < size else None
+        for index, leaf in batch:
+            scanned += 1
+            if query.matches(leaf):
+                found.append((index, leaf))
+                if len(found) == limit:
+                    return found, index + 1
+        if after is None:
+            return found, None
+        cursor = after
+    return found, cursor
+
+
 async def list_receipts(request: web.Request) -> web.Response:
-    """``GET /log/v1/receipts?subjectId=|holderId=|operation=[&cursor=C][&limit=L]``:
-    ``{"receipts": [...], "next": cursor or null}``, in log order; exactly one filter."""
-    _only(request, {"subjectId", "holderId", "operation", "cursor", "limit"})
-    filters = [name for name in ("subjectId", "holderId", "operation") if name in request.query]
-    if len(filters) != 1:
-        raise MalformedInput("give exactly one of subjectId, holderId, operation")
-    by = filters[0]
-    raw = request.query[by]
-    if by == "operation":
-        if raw not in _OPERATIONS:
-            raise MalformedInput("unknown operation")
-        value = raw.encode("ascii")
-    elif _HEX64.fullmatch(raw):
-        value = bytes.fromhex(raw)
-    else:
-        raise MalformedInput(f"{by} must be 64 lowercase hexadecimal characters")
+    """``GET /log/v1/receipts?[subjectId=][&holderId=][&operation=][&since=][&until=]
+    [&cursor=C][&limit=L]``: ``{"receipts": [...], "next": cursor or null}``, in log order.
+
+    Every filter given must hold (at least one is needed); ``since``/``until`` are Unix
+    seconds, ``until`` exclusive. One call returns at most ``limit`` receipts and, when it
+    filters beyond one index, examines at most ``MAX_SCAN``: a page may be short with a
+    ``next`` to go on from; ``next`` null means the log has no more.
+    """
+    query = receipt_query(request)
     cursor = _uint(request, "cursor", 0)
     limit = _uint(request, "limit", DEFAULT_PAGE)
     if not 0 < limit <= MAX_PAGE:
         raise MalformedInput(f"limit must be 1..{MAX_PAGE}")
-    found, after = await run_sync(request, _store(request).receipts, by, value, cursor, limit)
+    found, after = await run_sync(request, find_receipts, _store(request), query, cursor, limit)
     body = {"receipts": [receipt_entry(i, leaf) for i, leaf in found], "next": after}
     return json_response(body, cache=SHORT)
 

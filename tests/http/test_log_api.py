@@ -217,8 +217,14 @@ async def test_receipt_lists_page_by_cursor(client, operator, authority, make_ho
     "query",
     [
         "",
-        "operation=KEY&holderId=" + "ab" * 32,
         "operation=NOPE",
+        "subjectId=" + "AB" * 32,
+        "operation=KEY&since=x",
+        "since=-1",
+        "since=10&until=10",
+        "since=11&until=10",
+        "until=01",
+        "operation=KEY&operation=KEY",
         "holderId=xyz",
         "operation=KEY&limit=0",
         "operation=KEY&limit=1001",
@@ -229,6 +235,64 @@ async def test_receipt_lists_page_by_cursor(client, operator, authority, make_ho
 async def test_bad_receipt_list_queries(client, query):
     status, _, body = await get_json(client, f"/log/v1/receipts?{query}")
     assert (status, body) == (400, {"error": "bad_request"})
+
+
+async def _all_pages(client, query: str) -> tuple[list[int], int]:
+    """Every index a receipts query lists, following ``next``; and how many calls it took."""
+    seen, cursor, calls = [], 0, 0
+    while cursor is not None:
+        status, _, page = await get_json(client, f"/log/v1/receipts?{query}&cursor={cursor}")
+        assert status == 200, page
+        seen.extend(e["index"] for e in page["receipts"])
+        cursor, calls = page["next"], calls + 1
+        assert calls < 100
+    return seen, calls
+
+
+async def test_receipt_filters_combine(client, operator, authority, holder, make_holder, call):
+    other = make_holder(operator, authority)
+    for i in range(3):
+        await call(client, holder, "saihm_remember", {"content": f"mine {i}"})
+        await call(client, other, "saihm_remember", {"content": f"theirs {i}"})
+    leaves = operator.store.leaves(0, operator.store.size())
+    from saihm.events import Receipt
+
+    log = [Receipt.from_cbor(leaf) for leaf in leaves]
+    mine = holder.holder_id.hex()
+
+    def want(pred) -> list[int]:
+        return [i for i, r in enumerate(log) if pred(r)]
+
+    seen, _ = await _all_pages(client, f"holderId={mine}&operation=REMEMBER&limit=2")
+    assert seen == want(lambda r: r.holder_id == holder.holder_id and r.operation == "REMEMBER")
+    assert len(seen) == 3
+    stamps = sorted({r.timestamp for r in log})
+    since, until = stamps[0], stamps[-1] + 1
+    seen, _ = await _all_pages(client, f"since={since}&until={until}")
+    assert seen == list(range(len(log)))
+    seen, _ = await _all_pages(client, f"until={stamps[0]}")
+    assert seen == []
+    seen, _ = await _all_pages(client, f"operation=REMEMBER&since={since}&holderId={mine}")
+    assert seen == want(lambda r: r.holder_id == holder.holder_id and r.operation == "REMEMBER")
+    subject = log[seen[0]].subject_id.hex()
+    seen, _ = await _all_pages(client, f"subjectId={subject}&holderId={other.holder_id.hex()}")
+    assert seen == []  # another holder's cell
+
+
+async def test_a_filtered_scan_is_bounded_and_pages_on(
+    client, operator, holder, call, monkeypatch
+) -> None:
+    from saihm.http import log_api
+
+    for i in range(5):
+        await call(client, holder, "saihm_remember", {"content": f"n {i}"})
+    monkeypatch.setattr(log_api, "MAX_SCAN", 2)
+    size = operator.store.size()
+    seen, calls = await _all_pages(client, "since=0&limit=1000")
+    assert seen == list(range(size)) and calls >= size // 2
+    # Nothing matches (every receipt is later than 1970): a short, empty page that goes on.
+    status, _, page = await get_json(client, "/log/v1/receipts?since=0&until=1")
+    assert status == 200 and page["receipts"] == [] and page["next"] == 2
 
 
 async def test_erasures_list_the_forgotten_cells(client, holder, operator, call):
