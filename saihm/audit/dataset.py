@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cbor2
+
 from saihm.errors import SaihmError
-from saihm.events import Operation, Receipt
+from saihm.events import Operation
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -47,10 +49,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "SHARE_COLUMNS",
     "STATE_DIR",
+    "Columns",
     "Dataset",
+    "Leaf",
     "check_out",
-    "event_row",
     "json_value",
+    "read_leaf",
 ]
 
 SCHEMA_VERSION = 1
@@ -97,31 +101,85 @@ SHARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("declined", "time"),
     ("revoked", "time"),
 )
-_NULLS: dict[str, Any] = {name: None for name, _ in EVENT_COLUMNS}
+_DETAILS = tuple(name for name, _ in EVENT_COLUMNS[6:])
+_OPERATIONS = frozenset(op.value for op in Operation)
 
 
-def event_row(index: int, receipt: Receipt) -> dict[str, Any]:
-    """One ``events`` row: ids as hex, times and uints as ints (each writer types them)."""
-    row = dict(_NULLS)
-    row.update(
-        index=index,
-        receiptId=receipt.receipt_id.hex(),
-        operation=receipt.operation.value,
-        holderId=receipt.holder_id.hex(),
-        subjectId=receipt.subject_id.hex(),
-        timestamp=receipt.timestamp,
-    )
-    detail = receipt.detail
-    if detail is None:
-        return row
-    if isinstance(detail, bytes):
-        row["publicKey"] = detail.hex()
-        return row
-    m = detail.to_map()
-    if "namespaces" in m and m["namespaces"] is not None:
-        m["namespaces"] = list(m["namespaces"])
-    row.update(m)
-    return row
+@dataclass(frozen=True)
+class Leaf:
+    """The fields of a receipt leaf the dataset needs (receipt keys of docs/formats.md §3)."""
+
+    receipt_id: bytes
+    subject_id: bytes
+    operation: str
+    holder_id: bytes
+    timestamp: int
+    detail: Any
+
+
+def read_leaf(leaf: bytes) -> Leaf | None:
+    """A leaf's receipt fields, or None when it is not a receipt.
+
+    Fast and lenient (``cbor2``): the strict checks (deterministic encoding, receiptId,
+    signature) are the verifier's, which ran first unless ``--no-verify`` was given.
+    """
+    try:
+        m = cbor2.loads(leaf)
+    except Exception:  # cbor2 raises several types for bad input
+        return None
+    if not isinstance(m, dict):
+        return None
+    rid, subject, op, holder, ts = m.get(1), m.get(2), m.get(3), m.get(4), m.get(6)
+    if not (isinstance(rid, bytes) and isinstance(subject, bytes) and isinstance(holder, bytes)):
+        return None
+    if not len(rid) == len(subject) == len(holder) == 32 or op not in _OPERATIONS:
+        return None
+    if type(ts) is not int or not 0 <= ts < 1 << 63:
+        return None
+    return Leaf(rid, subject, op, holder, ts, m.get(7))
+
+
+class Columns:
+    """``events`` rows not yet written, column by column (the writers' input); the detail
+    columns are sparse (row -> value) until :attr:`data` fills them in."""
+
+    def __init__(self) -> None:
+        self.base: dict[str, list[Any]] = {name: [] for name, _ in EVENT_COLUMNS[:6]}
+        self.details: dict[str, dict[int, Any]] = {name: {} for name in _DETAILS}
+        self.rows = 0
+
+    def add(self, index: int, leaf: Leaf) -> None:
+        b = self.base
+        b["index"].append(index)
+        b["receiptId"].append(leaf.receipt_id.hex())
+        b["operation"].append(leaf.operation)
+        b["holderId"].append(leaf.holder_id.hex())
+        b["subjectId"].append(leaf.subject_id.hex())
+        b["timestamp"].append(leaf.timestamp)
+        detail = leaf.detail
+        if detail is not None:
+            row, details = self.rows, self.details
+            if isinstance(detail, bytes):
+                details["publicKey"][row] = detail.hex()
+            elif isinstance(detail, dict):
+                for key, value in detail.items():
+                    if key in details:
+                        details[key][row] = value
+        self.rows += 1
+
+    @property
+    def data(self) -> dict[str, list[Any]]:
+        """Every column as a list of ``rows`` values (None where the log carries none)."""
+        out = dict(self.base)
+        for name, sparse in self.details.items():
+            out[name] = [sparse.get(i) for i in range(self.rows)] if sparse else [None] * self.rows
+        return out
+
+    def as_rows(self) -> list[dict[str, Any]]:
+        data = self.data
+        names = [name for name, _ in EVENT_COLUMNS]
+        columns = zip(*(data[name] for name in names), strict=True)
+        return [dict(zip(names, values, strict=True)) for values in columns]
 
 
 def json_value(kind: str, value: Any) -> Any:
@@ -160,6 +218,22 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+_REMEMBER = (
+    "INSERT OR IGNORE INTO memories (cell, holder, remembered, rememberedIndex) VALUES (?, ?, ?, ?)"
+)
+_FORGET = (
+    "UPDATE memories SET forgotten = ?, forgottenIndex = ?, supersededBy = ? "
+    "WHERE cell = ? AND forgotten IS NULL"
+)
+_SHARE = "INSERT OR IGNORE INTO shares (contract, holder, made, madeIndex) VALUES (?, ?, ?, ?)"
+_REVOKE = "UPDATE shares SET revoked = ? WHERE contract = ? AND revoked IS NULL"
+_RESPOND = "INSERT OR IGNORE INTO responses (contract, holder) VALUES (?, ?)"
+_ACCEPT = "UPDATE responses SET accepted = ? WHERE contract = ? AND holder = ? AND accepted IS NULL"
+_DECLINE = (
+    "UPDATE responses SET declined = ? WHERE contract = ? AND holder = ? AND declined IS NULL"
+)
+
+
 @dataclass
 class _Prev:
     """The last leaf applied: a FORGET right after its holder's REMEMBER of the same second is
@@ -182,7 +256,8 @@ class Dataset:
         self.db.execute("BEGIN")
         self.size = int(self.meta("size") or 0)
         self.prev = _Prev(**json.loads(self.meta("prev") or "{}", object_hook=_unhex))
-        self.pending: list[dict[str, Any]] = []
+        self.pending = Columns()
+        self.ops: list[tuple[str, tuple[Any, ...]]] = []
         self.first = self.size
 
     @classmethod
@@ -226,22 +301,13 @@ class Dataset:
 
     # -- applying leaves -------------------------------------------------------------------------
 
-    def add(self, index: int, receipt: Receipt) -> None:
+    def add(self, index: int, leaf: Leaf) -> None:
         """Account for leaf ``index`` (call in log order, from ``self.size``)."""
-        self.pending.append(event_row(index, receipt))
-        op, subject, holder, ts = (
-            receipt.operation,
-            receipt.subject_id,
-            receipt.holder_id,
-            receipt.timestamp,
-        )
-        db = self.db
+        self.pending.add(index, leaf)
+        op, subject, holder, ts = leaf.operation, leaf.subject_id, leaf.holder_id, leaf.timestamp
+        queue = self.ops.append
         if op == Operation.REMEMBER:
-            db.execute(
-                "INSERT OR IGNORE INTO memories (cell, holder, remembered, rememberedIndex) "
-                "VALUES (?, ?, ?, ?)",
-                (subject, holder, ts, index),
-            )
+            queue((_REMEMBER, (subject, holder, ts, index)))
         elif op == Operation.FORGET:
             p = self.prev
             by = None
@@ -253,35 +319,27 @@ class Dataset:
                 and p.subject != subject
             ):
                 by = p.subject
-            db.execute(
-                "UPDATE memories SET forgotten = ?, forgottenIndex = ?, supersededBy = ? "
-                "WHERE cell = ? AND forgotten IS NULL",
-                (ts, index, by, subject),
-            )
+            queue((_FORGET, (ts, index, by, subject)))
         elif op == Operation.SHARE:
-            db.execute(
-                "INSERT OR IGNORE INTO shares (contract, holder, made, madeIndex) "
-                "VALUES (?, ?, ?, ?)",
-                (subject, holder, ts, index),
-            )
+            queue((_SHARE, (subject, holder, ts, index)))
         elif op == Operation.REVOKE:
-            db.execute(
-                "UPDATE shares SET revoked = ? WHERE contract = ? AND revoked IS NULL",
-                (ts, subject),
-            )
+            queue((_REVOKE, (ts, subject)))
         elif op in (Operation.ACCEPT, Operation.DECLINE):
-            column = "accepted" if op == Operation.ACCEPT else "declined"
-            db.execute(
-                "INSERT OR IGNORE INTO responses (contract, holder) VALUES (?, ?)",
-                (subject, holder),
-            )
-            db.execute(
-                f"UPDATE responses SET {column} = ? WHERE contract = ? AND holder = ? "
-                f"AND {column} IS NULL",
-                (ts, subject, holder),
-            )
-        self.prev = _Prev(index, op.value, holder, subject, ts)
+            queue((_RESPOND, (subject, holder)))
+            queue((_ACCEPT if op == Operation.ACCEPT else _DECLINE, (ts, subject, holder)))
+        self.prev = _Prev(index, op, holder, subject, ts)
         self.size = index + 1
+
+    def _apply(self) -> None:
+        """Run the queued state changes, consecutive ones of a kind in one executemany."""
+        ops, start = self.ops, 0
+        while start < len(ops):
+            sql, end = ops[start][0], start + 1
+            while end < len(ops) and ops[end][0] == sql:
+                end += 1
+            self.db.executemany(sql, [params for _, params in ops[start:end]])
+            start = end
+        self.ops = []
 
     def skip(self, index: int) -> None:
         """Leaf ``index`` is not a receipt (only without verification): no row, but counted."""
@@ -289,7 +347,8 @@ class Dataset:
 
     def commit(self, origin: str, note: str | None, verified: bool) -> None:
         """Write the pending events, then commit the state (module docstring: the order)."""
-        if self.pending:
+        self._apply()
+        if self.pending.rows:
             self._write_events(self.pending)
         self.set_meta("size", str(self.size))
         self.set_meta("format", self.format)
@@ -312,7 +371,7 @@ class Dataset:
             self.set_meta("offset", str(path.stat().st_size if path.exists() else 0))
         self.db.execute("COMMIT")
         self.db.execute("BEGIN")
-        self.pending, self.first = [], self.size
+        self.pending, self.first = Columns(), self.size
 
     def close(self) -> None:
         if self.db.in_transaction:
@@ -321,16 +380,16 @@ class Dataset:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def _write_events(self, rows: list[dict[str, Any]]) -> None:
+    def _write_events(self, columns: Columns) -> None:
         if self.format == "parquet":
             directory = self.out / "events.parquet"
             directory.mkdir(exist_ok=True)
             name = f"part-{self.first:012d}-{self.size:012d}.parquet"
-            _write_parquet(directory / name, EVENT_COLUMNS, rows)
+            _write_parquet(directory / name, EVENT_COLUMNS, columns.data)
         else:
             with (self.out / f"events.{self.format}").open("a", newline="") as f:
                 new = f.tell() == 0
-                f.write(_text(self.format, EVENT_COLUMNS, rows, header=new))
+                f.write(_text(self.format, EVENT_COLUMNS, columns.as_rows(), header=new))
                 f.flush()
                 os.fsync(f.fileno())
 
@@ -345,7 +404,7 @@ class Dataset:
             target = self.out / f"{name}.{self.format}"
             tmp = target.with_name(target.name + ".tmp")
             if self.format == "parquet":
-                _write_parquet(tmp, columns, rows)
+                _write_parquet(tmp, columns, {n: [r[n] for r in rows] for n, _ in columns})
             else:
                 tmp.write_text(_text(self.format, columns, rows, header=True))
             tmp.replace(target)
@@ -444,14 +503,16 @@ def arrow_schema(columns: Sequence[tuple[str, str]]) -> Any:
     return pa.schema(fields, metadata={"saihm.schema": str(SCHEMA_VERSION)})
 
 
-def _write_parquet(path: Path, columns: Sequence[tuple[str, str]], rows: Sequence[dict]) -> None:
+def _write_parquet(
+    path: Path, columns: Sequence[tuple[str, str]], data: dict[str, list[Any]]
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = arrow_schema(columns)
     arrays = []
     for name, kind in columns:
-        values = [row[name] for row in rows]
+        values = data[name]
         if kind == "time":
             values = [None if v is None else v * 1000 for v in values]
         arrays.append(pa.array(values, type=_arrow_type(kind)))
@@ -463,7 +524,9 @@ def _write_parquet(path: Path, columns: Sequence[tuple[str, str]], rows: Sequenc
 
 def need_pyarrow() -> None:
     """Raise the one-line install message when pyarrow is missing."""
+    import importlib
     import importlib.util
 
     if importlib.util.find_spec("pyarrow") is None:
         raise SaihmError("--format parquet needs pyarrow: pip install 'saihm[research]'")
+    importlib.import_module("pyarrow.parquet")  # loaded once, before the run is timed

@@ -32,7 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from saihm.audit.bundle import Bundle, read_bundle
-from saihm.audit.dataset import FORMATS, STATE_DIR, Dataset, check_out, need_pyarrow
+from saihm.audit.dataset import (
+    FORMATS,
+    STATE_DIR,
+    Dataset,
+    check_out,
+    need_pyarrow,
+    read_leaf,
+)
 from saihm.audit.derive import Derived
 from saihm.audit.fetch import DirSource, FetchError, HttpSource, Source
 from saihm.audit.progress import Progress, progress
@@ -57,6 +64,7 @@ _U64 = struct.Struct(">Q")
 _EVENTS = replay_events()
 #: Leaves per events commit (one Parquet part file, one fsync of a text file).
 COMMIT_EVERY = 262_144
+_CPU_AT_START = [0.0]
 _NO_VERIFY = "--no-verify: no signature, tile or checkpoint was checked"
 
 
@@ -285,6 +293,7 @@ def run(opts: ReplayOptions) -> int:
     if opts.format == "parquet":
         need_pyarrow()
     kind = classify(opts.source)
+    _CPU_AT_START[0] = time.process_time()
     out = Path(opts.out)
     if opts.format == "lmdb" and out.exists():
         raise SaihmError(
@@ -340,6 +349,7 @@ def _failed(opts: ReplayOptions, problems: list[str]) -> str:
 
 def _summary(opts: ReplayOptions, extra: dict, started: float, new: int) -> None:
     seconds = time.perf_counter() - started
+    cpu = time.process_time() - _CPU_AT_START[0]
     summary = {
         "source": opts.source,
         "out": opts.out,
@@ -349,6 +359,8 @@ def _summary(opts: ReplayOptions, extra: dict, started: float, new: int) -> None
         "newEvents": new,
         "seconds": round(seconds, 3),
         "eventsPerSecond": round(new / seconds, 1) if seconds else None,
+        # This process's CPU time (worker processes not counted): the rate on a busy machine.
+        "cpuSeconds": round(cpu, 3),
     }
     if not opts.verify:
         summary["warning"] = _NO_VERIFY
@@ -369,17 +381,16 @@ def _dataset(opts: ReplayOptions, verified: _Verified, bar: Progress, started: f
         start, skipped = data.size, 0
         advance = bar.task("replaying", verified.size - start)
         assert verified.leaves is not None
-        for index, leaf in _skip(verified.leaves, start):
-            try:
-                receipt = Receipt.from_cbor(leaf)
-            except SaihmError:
+        for index, raw in _skip(verified.leaves, start):
+            leaf = read_leaf(raw)
+            if leaf is None:
                 skipped += 1
                 data.skip(index)
                 continue
-            data.add(index, receipt)
+            data.add(index, leaf)
             if (index + 1) % 1024 == 0:
                 advance(1024)
-            if len(data.pending) >= COMMIT_EVERY:
+            if data.pending.rows >= COMMIT_EVERY:
                 data.commit(origin, None, opts.verify)
         if data.size != verified.size:
             raise SaihmError(f"{opts.source} ended at leaf {data.size} of {verified.size}")
