@@ -414,7 +414,8 @@ def _every_tally(derived: Derived) -> list[tuple[bytes, list[int]]]:
 
 class _Lmdb:
     def __init__(self, out: Path, size_hint: int) -> None:
-        out.mkdir(parents=True, exist_ok=False)
+        # New (run refused an existing --out), but for the verified mirror of a URL source.
+        out.mkdir(parents=True, exist_ok=True)
         names = (
             "receipts",
             "by_subject",

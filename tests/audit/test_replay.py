@@ -353,3 +353,25 @@ def test_parquet_without_pyarrow_says_which_extra(world: World, tmp_path, capsys
     assert run_command("replay", argv) == 2
     assert capsys.readouterr().err.strip().endswith("pip install 'saihm[research]'")
     assert not (tmp_path / "p").exists()
+
+
+async def test_replay_of_a_url_into_lmdb_and_unverified(world: World, tmp_path, capsys) -> None:
+    async with serving(world) as (op, url):
+        size = op.store.size()
+        code = await asyncio.to_thread(
+            run_command, "replay", [url, "--out", str(tmp_path / "l"), "--no-progress"]
+        )
+        assert code == 0
+        argv = [url, "--out", str(tmp_path / "j"), "--format", "jsonl", "--no-verify"]
+        code = await asyncio.to_thread(run_command, "replay", [*argv, "--no-progress"])
+        assert code == 0
+    said = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert said[0]["verified"] is True and said[0]["events"] == size
+    assert said[1]["verified"] is False and "--no-verify" in said[1]["warning"]
+    assert (tmp_path / "l" / ".saihm-replay" / "log" / "checkpoint").is_file()
+    assert not (tmp_path / "j" / ".saihm-replay" / "log").exists()  # nothing mirrored
+    env = lmdb.open(str(tmp_path / "l"), readonly=True, max_dbs=16)
+    with env.begin() as txn:
+        assert txn.stat(env.open_db(b"receipts", txn=txn))["entries"] == size
+    env.close()
+    assert len(_jsonl(tmp_path / "j" / "events.jsonl")) == size
