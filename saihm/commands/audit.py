@@ -272,7 +272,7 @@ def _replay(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-verify",
         action="store_true",
-        help="skip every check (the summary says \"verified\": false)",
+        help='skip every check (the summary says "verified": false)',
     )
     parser.add_argument(
         "--trust",
