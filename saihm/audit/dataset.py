@@ -519,6 +519,8 @@ def _write_parquet(
     table = pa.Table.from_arrays(arrays, schema=schema)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp)
+    with tmp.open("rb") as f:  # on disk before the state that counts it is committed
+        os.fsync(f.fileno())
     tmp.replace(path)
 
 
