@@ -32,6 +32,7 @@ from saihm.mcp.models import (
     VoteResult,
 )
 from saihm.mcp.report import render
+from saihm.mcp.stdio import claim_wire, has_lone_surrogate, serve_stdio, unicode_safe
 from saihm.mcp.transport import OperatorClient
 
 __all__ = [
@@ -135,7 +136,8 @@ def unknown_arguments_report(tool: str, unknown: list[str], known: list[str]) ->
 
 
 class StrictMCPServer(MCPServer):
-    """An MCP server that refuses a tool call carrying an argument the tool does not declare.
+    """An MCP server that refuses a tool call carrying an argument the tool does not declare,
+    answers every stdin line (:mod:`saihm.mcp.stdio`) and never answers with a lone surrogate.
 
     The SDK's argument models ignore extra members, so ``"tags": [...]`` would be accepted and
     silently dropped; here such a call is a tool error (``unknown_param``, the HTTP binding's
@@ -152,7 +154,18 @@ class StrictMCPServer(MCPServer):
             if unknown:
                 text = unknown_arguments_report(name, unknown, known)
                 return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-        return await super().call_tool(name, arguments, context)
+        result = await super().call_tool(name, arguments, context)
+        if isinstance(result, CallToolResult):
+            dumped = result.model_dump()
+            if has_lone_surrogate(dumped):
+                return CallToolResult.model_validate(unicode_safe(dumped))
+        return result
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio answering every line read (:mod:`saihm.mcp.stdio`)."""
+        stdin, stdout = claim_wire()
+        with stdin, stdout:
+            await serve_stdio(self._lowlevel_server, stdin, stdout)
 
 
 async def _respond(
