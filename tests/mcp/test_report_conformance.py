@@ -569,3 +569,19 @@ def test_conformance_8_a_line_break_in_plaintext_never_starts_a_report_entry(
     for line in lines:
         assert line in genuine or line.startswith(f"[{CELL}]") or line.startswith("    | "), line
     assert not any(line in forgeries and line not in genuine for line in lines)
+
+
+@pytest.mark.anyio
+async def test_vote_answered_with_a_failure_status_is_reported_as_not_counted() -> None:
+    """ "A failure status from the operator means the vote was not counted"."""
+    fake = FakeOperator(
+        routes={"saihm_governance_vote": json_reply({"error": "proposal_closed"}, 409)}
+    )
+    async with serve_operator(fake) as url:
+        result = await run_tool(
+            config(url), "saihm_governance_vote", {"proposalId": "p" * 64, "approve": True}
+        )
+    lines = text_of(result).split("\n")
+    assert lines[0] == "VOTE NOT COUNTED: the operator answered with a failure status"
+    assert "  error code: proposal_closed" in lines
+    assert result.is_error
