@@ -74,6 +74,7 @@ def unicode_safe(value: Any) -> Any:
 
 
 def has_lone_surrogate(value: Any) -> bool:
+    """Whether a string of ``value`` (a key included) holds a lone surrogate."""
     if isinstance(value, str):
         return _SURROGATE.search(value) is not None
     if isinstance(value, dict):
@@ -130,8 +131,11 @@ def answer_for(raw: bytes) -> tuple[str | None, dict[str, Any] | None]:
         return None, _error(None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC object")
     if has_lone_surrogate(message):
         params = message.get("params")
+        # A call whose surrogates are all in its arguments is well formed: its text is not.
         clean = (
-            dict(message, params={**params, "arguments": {}}) if isinstance(params, dict) else {}
+            dict(message, params={**params, "arguments": {}})
+            if isinstance(params, dict)
+            else message
         )
         if (
             message.get("method") == "tools/call"
@@ -143,7 +147,9 @@ def answer_for(raw: bytes) -> tuple[str | None, dict[str, Any] | None]:
         return None, _error(
             ident, INVALID_REQUEST, "Invalid Request: text that is not valid Unicode"
         )
-    if not _is_message(message):
+    try:
+        jsonrpc_message_adapter.validate_json(text, by_name=False)  # as the SDK reads a line
+    except ValidationError:
         return None, _error(ident, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
     return text, None
 

@@ -75,6 +75,16 @@ HOSTILE: list[tuple[str, bytes, tuple[Any, ...]]] = [
     ),
     ("surrogate tool name", _call(12, "saihm_\\ud800", "{}"), ("error", -32600, 12)),
     ("surrogate method", b'{"jsonrpc":"2.0","id":13,"method":"x\\ud800"}', ("error", -32600, 13)),
+    (
+        "surrogate params",
+        b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":"x\\ud800"}',
+        ("error", -32600, 14),
+    ),
+    (
+        "surrogate arguments, no version",
+        b'{"id":15,"method":"tools/call","params":{"name":"saihm_recall","arguments":{"query":"\\ud800"}}}',
+        ("error", -32600, 15),
+    ),
     ("surrogate id", b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list"}', INVALID),
 ]
 
