@@ -77,6 +77,9 @@ class RecalledCell(BaseModel):
     # record of the session; the namespace the cell was written to.
     kind: str | None = None
     namespace: str | None = None
+    #: Extension field: the cellId of the fact this cell replaced (``saihm_remember`` with
+    #: ``supersedes``), checked as a result identifier.
+    supersedes: str | None = None
 
 
 class RecallResult(ToolResult):

@@ -27,7 +27,6 @@ from saihm.mcp.models import (
     ToolResult,
     VoteResult,
 )
-from saihm.mcp.shortid import short_ids
 
 __all__ = ["render"]
 
@@ -85,7 +84,8 @@ RECORD_MARK = {
 
 def _marks(cell: RecalledCell) -> list[str]:
     """What a cell's entry says besides its id and text: a record, another holder, a kind or
-    namespace other than the defaults."""
+    namespace other than the defaults, the fact it replaced (operator extension
+    ``supersedes``)."""
     marks = []
     if cell.kind in RECORD_MARK:
         marks.append(f"RECORD {cell.kind}: {RECORD_MARK[cell.kind]}")
@@ -95,18 +95,21 @@ def _marks(cell: RecalledCell) -> list[str]:
         marks.append(f"{SHARED_MARK} (holder {cell.holderIdHex or 'not reported'})")
     if cell.namespace is not None and cell.namespace != "memory":
         marks.append(f"namespace {cell.namespace}")
+    if cell.supersedes is not None:
+        marks.append(f"replaces [{cell.supersedes}]")
     return marks
 
 
-def _head(cell: RecalledCell, short: str) -> str:
-    return " ".join([f"[{short}]", "; ".join(_marks(cell))]).rstrip()
+def _head(cell: RecalledCell) -> str:
+    return " ".join([f"[{cell.cellId}]", "; ".join(_marks(cell))]).rstrip()
 
 
-def _cell(cell: RecalledCell, short: str) -> list[str]:
-    """A cell's entry: ``[short id]`` and its text on one line when nothing else needs saying,
-    else a head line with the marks and the text framed below it (conformance item 8: every
-    further line of the text is framed, so none can start an entry)."""
-    head = _head(cell, short)
+def _cell(cell: RecalledCell) -> list[str]:
+    """A cell's entry: ``[cellId]`` (whole: saihm-protocol "Result identifiers") and its text on
+    one line when nothing else needs saying, else a head line with the marks and the text
+    framed below it (conformance item 8: every further line of the text is framed, so none can
+    start an entry)."""
+    head = _head(cell)
     if cell.plaintext is None:
         return [f"{head} (no plaintext)"]
     if _marks(cell):
@@ -123,20 +126,18 @@ def _within(cells: list[RecalledCell], budget: int, used: int) -> list[str]:
     """The cells' report lines, in order, within ``budget`` characters (``used`` so far).
 
     Cells are listed under the date they were written (ISO 8601, UTC), a date line starting
-    each run of cells of one day, by their short ids (:mod:`saihm.mcp.shortid`). A cell is
-    printed whole or not at all, so no identifier or plaintext is ever cut; a cell whose text
-    alone is over the budget is listed by its id with its text left out. A short id is
-    never cut below the prefix that tells the report's cells apart. The first cell that
-    does not fit ends the listing, and a closing line says how many were not printed and how
-    to narrow the recall. The structured result keeps every cell.
+    each run of cells of one day, by their full cellIds. A cell is printed whole or not at
+    all, so no identifier or plaintext is ever cut; a cell whose text alone is over the
+    budget is listed by its id with its text left out. The first cell that does not fit ends
+    the listing, and a closing line says how many were not printed and how to narrow the
+    recall. The structured result keeps every cell.
     """
     reserve = 400  # room for the closing lines
-    shorts = short_ids(c.cellId for c in cells)
     out: list[str] = []
     textless = 0
     day = None
     for n, cell in enumerate(cells):
-        lines = _cell(cell, shorts[cell.cellId])
+        lines = _cell(cell)
         day_line = [] if _day(cell) == day else [_day(cell)]
         size = sum(len(line) + 1 for line in [*day_line, *lines])
         if used + size <= budget - reserve:
@@ -144,7 +145,7 @@ def _within(cells: list[RecalledCell], budget: int, used: int) -> list[str]:
             used += size
             day = _day(cell)
             continue
-        head = _head(cell, shorts[cell.cellId])
+        head = _head(cell)
         note = "    (text not printed: over the report budget; it is in the structured result)"
         size = sum(len(line) + 1 for line in [*day_line, head, note])
         if used + size <= budget - reserve:

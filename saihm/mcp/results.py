@@ -99,6 +99,7 @@ def _recalled_cell(element: dict[str, Any], cell_id: str, caller_id: str | None)
         tier=printable(element.get("tier")),
         kind=printable(element.get("kind")),
         namespace=printable(element.get("namespace")),
+        supersedes=result_identifier(element.get("supersedes")),
     )
 
 

@@ -103,15 +103,22 @@ async def _run(
     return check(body)
 
 
-async def remember(client: OperatorClient, content: str) -> RememberResult:
-    """saihm_remember: refuse blank content before sending, then require a valid cellId."""
+async def remember(
+    client: OperatorClient, content: str, supersedes: str | None = None
+) -> RememberResult:
+    """saihm_remember: refuse blank content before sending, then require a valid cellId.
+
+    ``supersedes`` (the cellId of the fact this one replaces) is sent as the operator's
+    extension param of the same name (DESIGN.md); absent, the member is not sent.
+    """
 
     async def send() -> Any:
-        return await client.call("saihm_remember", {"content": check_content(content)})
+        params: dict[str, Any] = {"content": check_content(content)}
+        if supersedes is not None:
+            params["supersedes"] = supersedes
+        return await client.call("saihm_remember", params)
 
-    result = await _run(RememberResult, send, check_remember_result)
-    client.known_ids.add([result.cellId])
-    return result
+    return await _run(RememberResult, send, check_remember_result)
 
 
 async def status(client: OperatorClient) -> StatusResult:
@@ -132,26 +139,16 @@ async def recall(client: OperatorClient, query: str | None) -> RecallResult:
         await status(client)
     params = {} if query is None else {"query": query}
     caller = client.caller_id
-    result = await _run(
+    return await _run(
         RecallResult,
         lambda: client.call("saihm_recall", params),
         lambda body: check_recall_result(body, query, caller),
         callerIdKnown=caller is not None,
     )
-    client.known_ids.add(cell.cellId for cell in result.cells or [])
-    return result
 
 
 async def forget(client: OperatorClient, cell_id: str) -> ForgetResult:
-    """saihm_forget {"id"}; see :func:`~saihm.mcp.results.check_forget_result`.
-
-    A short id from a recall report is first expanded to the full cellId it stands for
-    (:meth:`~saihm.mcp.shortid.KnownIds.expand`); the operator always receives a full id.
-    """
-    try:
-        cell_id = client.known_ids.expand(cell_id)
-    except Refused as err:
-        return failure_result(ForgetResult, err, requestedId=cell_id)
+    """saihm_forget {"id"}; see :func:`~saihm.mcp.results.check_forget_result`."""
     return await _run(
         ForgetResult,
         lambda: client.call("saihm_forget", {"id": cell_id}),
@@ -169,13 +166,12 @@ async def share(
     scope: str,
     expiry_epoch: str | None,
 ) -> ShareResult:
-    """saihm_share: grantee, shard and expiry checks before sending; contractId after.
-    Short ids of a recall report among ``shard_ids`` are expanded as for :func:`forget`."""
+    """saihm_share: grantee, shard and expiry checks before sending; contractId after."""
 
     async def send() -> Any:
         params = {
             "granteeIdHashesHex": check_grantees(grantees),
-            "shardIds": check_shard_ids([client.known_ids.expand(s) for s in shard_ids]),
+            "shardIds": check_shard_ids(shard_ids),
             "type": mode.lower(),
             "scope": scope,
             "expiryEpoch": check_expiry_epoch(expiry_epoch),

@@ -19,7 +19,6 @@ from saihm.client.errors import ClientError
 from saihm.errors import SaihmError
 from saihm.mcp.config import ClientConfig, ConfigError, check_auth_header, redact_endpoint
 from saihm.mcp.config import validate_endpoint as _validate_endpoint
-from saihm.mcp.shortid import KnownIds
 
 __all__ = [
     "NotSent",
@@ -95,15 +94,12 @@ class OperatorClient:
     """Sends tool calls to one operator endpoint and returns the parsed JSON result.
 
     It also remembers the caller's holderId once saihm_status reported it (``caller_id``),
-    which saihm_recall needs to mark cells of other holders (conformance item 9), and the
-    cellIds it has reported (``known_ids``), so the short ids of a recall report can be
-    handed back to saihm_forget and saihm_share.
+    which saihm_recall needs to mark cells of other holders (conformance item 9).
     """
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self.caller_id: str | None = None
-        self.known_ids = KnownIds()
 
     @property
     def endpoint_for_display(self) -> str:

@@ -12,7 +12,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 PROVIDER_ID = "local-vault"
 PROVIDER_VERSION = "0.1.0"
@@ -21,6 +29,8 @@ MAX_LIMIT = 1000
 DEFAULT_LIMIT = 50
 #: Largest serialised ``content`` of one record (bytes of compact JSON).
 MAX_CONTENT_BYTES = 65_536
+#: ``MemoryRecord``'s optional fields (RFC ``confidence?``, ``verified_at?``, ``sources?``).
+OPTIONAL_RECORD_FIELDS = ("confidence", "verified_at", "sources")
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 Namespace = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[\x21-\x7e]+$")]
@@ -85,7 +95,8 @@ class MemoryRecord(BaseModel):
     """One record (RFC ``MemoryRecord``): a sealed cell of the vault holder.
 
     ``id`` is the cellId (hex); ``created_at`` is the cell timestamp; cells are immutable, so
-    ``updated_at`` equals ``created_at``.
+    ``updated_at`` equals ``created_at``. Serialized, an optional field that is not set is
+    absent, not ``null``.
     """
 
     model_config = _STRICT
@@ -100,6 +111,16 @@ class MemoryRecord(BaseModel):
     updated_at: str
 
     _iso = field_validator("verified_at")(_check_iso)
+
+    @model_serializer(mode="wrap")
+    def _optional_means_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The RFC declares ``confidence?``, ``verified_at?`` and ``sources?``: one that is not
+        set is left out (never ``null``) on every surface that serializes a record."""
+        data: dict[str, Any] = handler(self)
+        for name in OPTIONAL_RECORD_FIELDS:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class MemoryExcerpt(BaseModel):

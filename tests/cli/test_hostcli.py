@@ -54,8 +54,8 @@ async def test_record_from_the_command_line_comes_back_in_one_recall_marked_by_k
     assert sorted(c["kind"] for c in cells) == ["did", "memory", "said"]
     text = recalled.content[0].text
     ids = {c["kind"]: c["cellId"] for c in cells}
-    # Listed by short ids (docs/mcp.md): the record marked apart, memory as its text.
-    said_id, did_id, memory_id = (ids[k][:8] for k in ("said", "did", "memory"))
+    # Listed by full cellIds (docs/mcp.md): the record marked apart, memory as its text.
+    said_id, did_id, memory_id = (ids[k] for k in ("said", "did", "memory"))
     assert f"[{said_id}] RECORD said: the host's record of what was said, not a stored" in text
     assert f"[{did_id}] RECORD did: the host's record of an action taken" in text
     assert f"[{memory_id}] The user likes jasmine tea" in text

@@ -44,14 +44,14 @@ async def test_record_entries_are_marked_apart_from_memory() -> None:
     lines = text_of(recalled).split("\n")
     heads = [line for line in lines if line.startswith("[")]
     assert heads == [
-        f"[{'a' * 8}] namespace prefs",
-        f"[{'b' * 8}] RECORD said: the host's record of what was said, not a stored fact; "
+        f"[{'a' * 64}] namespace prefs",
+        f"[{'b' * 64}] RECORD said: the host's record of what was said, not a stored fact; "
         "namespace record",
-        f"[{'c' * 8}] RECORD did: the host's record of an action taken, not a stored fact; "
+        f"[{'c' * 64}] RECORD did: the host's record of an action taken, not a stored fact; "
         "namespace record",
-        f"[{'d' * 8}] RECORD end: the host closed this session's record; namespace record",
-        f"[{'e' * 8}] text e",
-        f"[{'f' * 8}] text f",
+        f"[{'d' * 64}] RECORD end: the host closed this session's record; namespace record",
+        f"[{'e' * 64}] text e",
+        f"[{'f' * 64}] text f",
     ]
     kinds = [c["kind"] for c in recalled.structured_content["cells"]]
     assert kinds == ["memory", "said", "did", "end", None, None]

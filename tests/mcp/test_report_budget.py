@@ -29,10 +29,9 @@ def test_a_long_recall_stays_within_the_budget_and_says_what_it_left_out(budget:
     report = render(result, budget)
     assert len(report) <= budget
     printed = re.findall(r"^\[([0-9a-f]+)\]( cell \d+ w+)?$", report, flags=re.M)
-    printed = [short for short, _ in printed]
-    # Each cell is listed whole by its short id: a unique prefix the tools expand again.
-    assert printed and all(len(short) >= 8 for short in printed)
-    assert [c["cellId"][: len(s)] for c, s in zip(body, printed, strict=False)] == printed
+    printed = [cell_id for cell_id, _ in printed]
+    # Each cell is listed whole by its full cellId (saihm-protocol "Result identifiers").
+    assert printed == [c["cellId"] for c in body[: len(printed)]]
     match = re.search(r"NOT PRINTED: (\d+) of 4000 cell\(s\)", report)
     assert match and int(match[1]) == 4000 - len(printed)
     assert "query about the task at hand" in report
@@ -41,7 +40,7 @@ def test_a_long_recall_stays_within_the_budget_and_says_what_it_left_out(budget:
 
 def test_a_short_recall_prints_every_cell_and_no_notice() -> None:
     report = render(check_recall_result(cells(3, 20), None, OWN))
-    assert len(re.findall(r"^\[[0-9a-f]{8,64}\] cell \d", report, flags=re.M)) == 3
+    assert len(re.findall(r"^\[[0-9a-f]{64}\] cell \d", report, flags=re.M)) == 3
     assert "NOT PRINTED" not in report
 
 
@@ -49,10 +48,10 @@ def test_a_cell_longer_than_the_budget_is_listed_without_its_text() -> None:
     body = [{"cellId": "e" * 64, "plaintext": "z" * 50_000, "holderIdHex": OWN}, *cells(2, 10)]
     report = render(check_recall_result(body, None, OWN), 2_000)
     assert len(report) <= 2_000
-    assert f"\n[{'e' * 8}]\n    (text not printed" in report
+    assert f"\n[{'e' * 64}]\n    (text not printed" in report
     assert "z" * 100 not in report
     assert "1 cell(s) above are listed without their text" in report
-    assert len(re.findall(r"^\[[0-9a-f]{8,64}\]", report, flags=re.M)) == 3
+    assert len(re.findall(r"^\[[0-9a-f]{64}\]", report, flags=re.M)) == 3
 
 
 def test_the_budget_is_configurable() -> None:

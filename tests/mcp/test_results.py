@@ -111,7 +111,7 @@ def test_recall_keeps_plaintext_unaltered_and_frames_it_in_the_report() -> None:
     assert lines[0].startswith("RECALL")
     assert lines[1] == "date not reported:"
     # The first line follows the cell's id; every line after it is framed.
-    assert lines[2] == f"[{CELL[:8]}] line one"
+    assert lines[2] == f"[{CELL}] line one"
     assert all(line.startswith("    | ") for line in lines[3:])
     assert len(lines) == 3 + 5
 

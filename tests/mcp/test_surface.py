@@ -18,7 +18,9 @@ from tests.mcp.fake_operator import config
 
 # name: (readOnly, destructive, idempotent, openWorld), required inputs, optional inputs
 EXPECTED = {
-    "saihm_remember": ((False, False, False, True), {"content"}, set()),
+    # supersedes: the extension param DESIGN.md pins ("the cellId of the fact this one
+    # replaces"); the protocol grows a tool by extending its parameters.
+    "saihm_remember": ((False, False, False, True), {"content"}, {"supersedes"}),
     "saihm_recall": ((True, False, True, True), set(), {"query"}),
     "saihm_forget": ((False, True, True, True), {"id"}, set()),
     "saihm_status": ((True, False, True, True), set(), set()),
