@@ -1,0 +1,513 @@
+"""The person's credential: a one-time link, passkeys (WebAuthn) and the person token.
+
+The authority decides who may enrol: ``POST /v1/person-links`` (``saihm authority serve``) or
+``saihm person-link`` (in process, beside a development ``saihm serve``) writes a one-time link
+for a known holder. The operator's page ``/me/`` then runs the two WebAuthn ceremonies against
+the same store, with py_webauthn parsing and verifying every authenticator byte:
+
+- *registration* (``navigator.credentials.create``): the link's one-time code, presented once,
+  opens a registration challenge; the verified attestation stores a passkey (credential id,
+  COSE public key, signature counter, the origin and relying party the link named) for the
+  link's holder, and the link is spent in the same write;
+- *authentication* (``navigator.credentials.get``): a discoverable-credential challenge; the
+  verified assertion (user verification required, origin and RP ID checked, the counter must
+  grow) yields a person token.
+
+Every record is kept in the store's ``person`` namespace (LMDB or PostgreSQL), which the
+operator's workers and the authority service open alike, so a link minted by ``saihm
+authority serve`` is redeemed at ``saihm serve`` with no call between them. Secrets are kept
+only as SHA-256 digests: the link's code and the person token.
+
+The person token (``saihm-person-v1.`` then 43 base64url characters) is of its own kind: it
+is not a capability and no capability passes where it is asked for (:func:`check_person`),
+it lives at most :data:`PERSON_TOKEN_TTL` seconds, and it dies with the passkey that signed it
+in. Challenges are single use and live :data:`CHALLENGE_TTL` seconds; links are single use and
+live at most :data:`LINK_TTL_MAX` seconds.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from saihm.errors import ErrorCode, MalformedInput, NotFound, NotPermitted, Unauthenticated
+from saihm.projections.keys import dumps, loads
+from saihm.store.environment import PERSON
+
+if TYPE_CHECKING:
+    from saihm.storage import Namespace, ReadTxn
+    from saihm.store import Store
+
+__all__ = [
+    "CHALLENGE_TTL",
+    "LINK_TTL_MAX",
+    "PERSON",
+    "PERSON_TOKEN_PREFIX",
+    "PERSON_TOKEN_TTL",
+    "Passkey",
+    "PersonSession",
+    "PersonState",
+    "operator_origin",
+]
+
+#: A link lives at most a day (issue "person, a first-class user").
+LINK_TTL_MAX = 86_400
+#: A sign-in lasts at most 12 hours.
+PERSON_TOKEN_TTL = 12 * 3600
+#: A ceremony's challenge lives five minutes.
+CHALLENGE_TTL = 300
+#: At most this many ceremonies are open at once (the endpoints need no credential).
+CHALLENGES_MAX = 10_000
+PERSON_TOKEN_PREFIX = "saihm-person-v1."
+LABEL_MAX = 80
+
+_LINK, _CHALLENGE, _KEY, _TOKEN, _NAME = b"L", b"C", b"K", b"T", b"N"
+_LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def utc(epoch: int) -> str:
+    """ISO 8601 in UTC, as every other answer of the authority writes it."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _sha(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def operator_origin(url: str) -> tuple[str, str]:
+    """The WebAuthn origin and RP ID of an operator URL (``https://host[:port]/``).
+
+    Refuses (:class:`MalformedInput`) an IP address (a passkey binds to a host name: use
+    ``localhost`` for a local operator) and plain ``http`` off the loopback name.
+    """
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host or parts.username or parts.password:
+        raise MalformedInput("the operator URL must be http(s)://HOST[:PORT]/")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        raise MalformedInput(
+            "a passkey is bound to a host name, not an IP address: use localhost for a local "
+            "operator"
+        )
+    if parts.scheme == "http" and host not in _LOOPBACK_NAMES:
+        raise MalformedInput("plain http is for localhost only: the operator URL needs https")
+    try:
+        port = parts.port
+    except ValueError as err:
+        raise MalformedInput("the operator URL has a bad port") from err
+    default = {"http": 80, "https": 443}[parts.scheme]
+    origin = f"{parts.scheme}://{host}" + ("" if port in (None, default) else f":{port}")
+    return origin, host
+
+
+@dataclass(frozen=True)
+class Passkey:
+    """One of a person's passkeys, as the page lists it (no key material)."""
+
+    passkey_id: str  # hex SHA-256 of the credential id: how the page names it
+    created_at: int
+    last_used_at: int | None
+    sign_count: int
+
+    def to_json(self) -> dict[str, object]:
+        """The page's view."""
+        return {
+            "passkeyId": self.passkey_id,
+            "createdAt": self.created_at,
+            "lastUsedAt": self.last_used_at,
+        }
+
+
+@dataclass(frozen=True)
+class PersonSession:
+    """A checked person token: whose, through which passkey, from which origin, until when."""
+
+    holder_id: bytes
+    passkey_id: bytes
+    origin: str
+    expires_at: int
+
+
+class PersonState:
+    """The person records of one store (links, ceremonies, passkeys, tokens, grant labels)."""
+
+    def __init__(self, store: Store, *, clock: Any = None) -> None:
+        self.store = store
+        self.db: Namespace = store.storage.namespace(PERSON)
+        self._clock = clock or store.clock
+
+    def now(self) -> int:
+        """Seconds since the epoch (the store's clock unless one was given)."""
+        return int(self._clock())
+
+    # -- links --------------------------------------------------------------------------
+
+    def mint_link(
+        self, holder_id: bytes, operator_url: str, ttl: int = LINK_TTL_MAX
+    ) -> dict[str, Any]:
+        """A one-time link for a known holder: ``{"url", "expiresAt", "expiresAtUtc"}``.
+
+        The code rides in the URL's fragment (``#enrol=``), which a browser sends to no
+        server and puts in no Referer. Raises :class:`NotFound` (``holder_not_found``) for an
+        unknown holder and :class:`MalformedInput` for a lifetime over a day."""
+        from saihm.authority.actions import check_holder
+
+        if not 0 < ttl <= LINK_TTL_MAX:
+            raise MalformedInput(f"a person link lives 1 to {LINK_TTL_MAX} seconds")
+        origin, rp_id = operator_origin(operator_url)
+        check_holder(self.store, holder_id)
+        link_id, code = secrets.token_bytes(16), secrets.token_bytes(32)
+        expires = self.now() + ttl
+        record = {"h": holder_id, "c": _sha(code), "x": expires, "o": origin, "r": rp_id}
+        with self.store.storage.write() as txn:
+            txn.put(_LINK + link_id, dumps(record), db=self.db)
+            txn.commit()
+        url = f"{origin}/me/#enrol={link_id.hex()}.{_b64(code)}"
+        return {"url": url, "expiresAt": expires, "expiresAtUtc": utc(expires)}
+
+    def _link(self, txn: ReadTxn, link_text: object) -> tuple[bytes, dict[str, Any]]:
+        """The live link a ``LINKID.CODE`` text names; :class:`Unauthenticated` otherwise
+        (unknown, wrong code, used or expired: one answer for all)."""
+        refused = Unauthenticated("this link is not valid: ask for a new one", code="link_refused")
+        if not isinstance(link_text, str) or len(link_text) > 200 or "." not in link_text:
+            raise refused
+        id_text, _, code_text = link_text.partition(".")
+        try:
+            link_id, code = bytes.fromhex(id_text), _unb64(code_text)
+        except ValueError as err:
+            raise refused from err
+        raw = txn.get(_LINK + link_id, db=self.db) if len(link_id) == 16 else None
+        if raw is None:
+            raise refused
+        record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
+        if not hmac.compare_digest(record["c"], _sha(code)):
+            raise refused
+        if record.get("u") or record["x"] <= self.now():
+            raise refused
+        return link_id, record
+
+    # -- ceremonies ---------------------------------------------------------------------
+
+    def _open_ceremony(self, record: dict[str, Any]) -> str:
+        """Store a single-use challenge record; its id (hex). Expired ones are swept first."""
+        ceremony_id = secrets.token_bytes(16)
+        now = self.now()
+        with self.store.storage.write() as txn:
+            live = 0
+            for key, value in list(txn.scan(self.db, prefix=_CHALLENGE)):
+                if loads(value)["x"] <= now:  # type: ignore[index]
+                    txn.delete(bytes(key), db=self.db)
+                else:
+                    live += 1
+            if live >= CHALLENGES_MAX:
+                from saihm.errors import Unavailable
+
+                raise Unavailable("too many sign-ins at once; try again", code="retry")
+            txn.put(
+                _CHALLENGE + ceremony_id, dumps({**record, "x": now + CHALLENGE_TTL}), db=self.db
+            )
+            txn.commit()
+        return ceremony_id.hex()
+
+    def _take_ceremony(self, ceremony: object, kind: str) -> dict[str, Any]:
+        """Remove and return a live challenge record (single use)."""
+        refused = Unauthenticated(
+            "this sign-in expired or was used: start again", code="ceremony_refused"
+        )
+        if not isinstance(ceremony, str) or len(ceremony) != 32:
+            raise refused
+        try:
+            key = _CHALLENGE + bytes.fromhex(ceremony)
+        except ValueError as err:
+            raise refused from err
+        with self.store.storage.write() as txn:
+            raw = txn.get(key, db=self.db)
+            if raw is None:
+                raise refused
+            txn.delete(key, db=self.db)
+            txn.commit()
+        record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
+        if record["k"] != kind or record["x"] <= self.now():
+            raise refused
+        return record
+
+    def registration_options(self, link_text: object, origin: str | None) -> dict[str, Any]:
+        """``navigator.credentials.create`` options for a live link, and the ceremony id."""
+        from webauthn import generate_registration_options, options_to_json
+        from webauthn.helpers.structs import (
+            AuthenticatorSelectionCriteria,
+            PublicKeyCredentialDescriptor,
+            ResidentKeyRequirement,
+            UserVerificationRequirement,
+        )
+
+        with self.store.read_txn() as txn:
+            link_id, link = self._link(txn, link_text)
+            existing = [
+                PublicKeyCredentialDescriptor(id=rec["id"])
+                for rec in self._passkeys(txn, link["h"])
+            ]
+        _same_origin(origin, link["o"])
+        challenge = secrets.token_bytes(32)
+        options = generate_registration_options(
+            rp_id=link["r"],
+            rp_name="saihm: my memory",
+            user_id=link["h"][:32],
+            user_name=f"holder {link['h'].hex()[:12]}",
+            user_display_name="My memory",
+            challenge=challenge,
+            timeout=CHALLENGE_TTL * 1000,
+            authenticator_selection=AuthenticatorSelectionCriteria(
+                resident_key=ResidentKeyRequirement.REQUIRED,
+                user_verification=UserVerificationRequirement.REQUIRED,
+            ),
+            exclude_credentials=existing,
+        )
+        ceremony = self._open_ceremony(
+            {"k": "reg", "ch": challenge, "l": link_id, "o": link["o"], "r": link["r"]}
+        )
+        return {"ceremonyId": ceremony, "publicKey": json.loads(options_to_json(options))}
+
+    def register(self, ceremony: object, credential: object) -> dict[str, Any]:
+        """Verify an attestation, store the passkey, spend the link; a person token."""
+        from webauthn import verify_registration_response
+
+        record = self._take_ceremony(ceremony, "reg")
+        try:
+            verified = verify_registration_response(
+                credential=_credential(credential),
+                expected_challenge=record["ch"],
+                expected_rp_id=record["r"],
+                expected_origin=record["o"],
+                require_user_verification=True,
+            )
+        except Exception as err:  # the library's refusals: each is the client's fault
+            raise Unauthenticated("the passkey was not accepted", code="passkey_refused") from err
+        key = _KEY + _sha(verified.credential_id)
+        now = self.now()
+        with self.store.storage.write() as txn:
+            raw = txn.get(_LINK + record["l"], db=self.db)
+            link: dict[str, Any] | None = None if raw is None else loads(raw)  # type: ignore[assignment]
+            if link is None or link.get("u") or link["x"] <= now:
+                raise Unauthenticated(
+                    "this link is not valid: ask for a new one", code="link_refused"
+                )
+            if txn.get(key, db=self.db) is not None:
+                raise Unauthenticated("this passkey is enrolled already", code="passkey_refused")
+            passkey = {
+                "h": link["h"],
+                "id": verified.credential_id,
+                "pk": verified.credential_public_key,
+                "n": verified.sign_count,
+                "o": record["o"],
+                "r": record["r"],
+                "t": now,
+            }
+            txn.put(key, dumps(passkey), db=self.db)
+            txn.put(_LINK + record["l"], dumps({**link, "u": True}), db=self.db)
+            txn.commit()
+        return self._issue(link["h"], key[1:], record["o"])
+
+    def authentication_options(self, origin: str | None) -> dict[str, Any]:
+        """``navigator.credentials.get`` options (a discoverable credential of this origin)."""
+        from webauthn import generate_authentication_options, options_to_json
+        from webauthn.helpers.structs import UserVerificationRequirement
+
+        if origin is None:
+            raise MalformedInput("the request has no Origin", code="bad_origin")
+        expected, rp_id = operator_origin(origin)
+        if expected != origin:
+            raise MalformedInput("the Origin is not an operator's", code="bad_origin")
+        challenge = secrets.token_bytes(32)
+        options = generate_authentication_options(
+            rp_id=rp_id,
+            challenge=challenge,
+            timeout=CHALLENGE_TTL * 1000,
+            user_verification=UserVerificationRequirement.REQUIRED,
+        )
+        ceremony = self._open_ceremony({"k": "auth", "ch": challenge, "o": origin, "r": rp_id})
+        return {"ceremonyId": ceremony, "publicKey": json.loads(options_to_json(options))}
+
+    def authenticate(self, ceremony: object, credential: object) -> dict[str, Any]:
+        """Verify an assertion against the stored passkey; a person token."""
+        from webauthn import verify_authentication_response
+        from webauthn.helpers import parse_authentication_credential_json
+
+        record = self._take_ceremony(ceremony, "auth")
+        refused = Unauthenticated("the passkey was not accepted", code="passkey_refused")
+        try:
+            parsed = parse_authentication_credential_json(_credential(credential))
+        except Exception as err:
+            raise refused from err
+        key = _KEY + _sha(parsed.raw_id)
+        with self.store.read_txn() as txn:
+            raw = txn.get(key, db=self.db)
+        if raw is None:
+            raise refused
+        passkey: dict[str, Any] = loads(raw)  # type: ignore[assignment]
+        if passkey["o"] != record["o"] or passkey["r"] != record["r"]:
+            raise refused
+        try:
+            verified = verify_authentication_response(
+                credential=parsed,
+                expected_challenge=record["ch"],
+                expected_rp_id=passkey["r"],
+                expected_origin=passkey["o"],
+                credential_public_key=passkey["pk"],
+                credential_current_sign_count=passkey["n"],
+                require_user_verification=True,
+            )
+        except Exception as err:
+            raise refused from err
+        now = self.now()
+        with self.store.storage.write() as txn:
+            raw = txn.get(key, db=self.db)
+            if raw is None:
+                raise refused
+            current: dict[str, Any] = loads(raw)  # type: ignore[assignment]
+            count = verified.new_sign_count
+            if (count or current["n"]) and count <= current["n"]:
+                raise refused  # a clone, or an assertion raced by another
+            txn.put(key, dumps({**current, "n": count, "u": now}), db=self.db)
+            txn.commit()
+        return self._issue(current["h"], key[1:], current["o"])
+
+    # -- person tokens --------------------------------------------------------------------
+
+    def _issue(self, holder_id: bytes, passkey_id: bytes, origin: str) -> dict[str, Any]:
+
+        token = PERSON_TOKEN_PREFIX + _b64(secrets.token_bytes(32))
+        expires = self.now() + PERSON_TOKEN_TTL
+        record = {"h": holder_id, "k": passkey_id, "o": origin, "x": expires}
+        with self.store.storage.write() as txn:
+            for k, v in list(txn.scan(self.db, prefix=_TOKEN)):  # sweep the expired ones
+                if loads(v)["x"] <= self.now():  # type: ignore[index]
+                    txn.delete(bytes(k), db=self.db)
+            txn.put(_TOKEN + _sha(token.encode("ascii")), dumps(record), db=self.db)
+            txn.commit()
+        return {
+            "personToken": token,
+            "holderId": holder_id.hex(),
+            "expiresAt": expires,
+            "expiresAtUtc": utc(expires),
+        }
+
+    def session(self, token: str) -> PersonSession:
+        """The live session a person token names; :class:`Unauthenticated` otherwise (also
+        once its passkey was removed)."""
+        refused = Unauthenticated("the sign-in is not valid: sign in again")
+        if not token.startswith(PERSON_TOKEN_PREFIX) or len(token) > 100:
+            raise refused
+        with self.store.read_txn() as txn:
+            raw = txn.get(_TOKEN + _sha(token.encode("ascii", "replace")), db=self.db)
+            if raw is None:
+                raise refused
+            record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
+            passkey = txn.get(_KEY + record["k"], db=self.db)
+        if record["x"] <= self.now() or passkey is None:
+            raise refused
+        if loads(passkey)["h"] != record["h"]:  # type: ignore[index]
+            raise refused
+        return PersonSession(record["h"], record["k"], record["o"], record["x"])
+
+    def sign_out(self, token: str) -> None:
+        """Forget a person token (no error when it is unknown)."""
+        with self.store.storage.write() as txn:
+            txn.delete(_TOKEN + _sha(token.encode("ascii", "replace")), db=self.db)
+            txn.commit()
+
+    # -- passkeys -------------------------------------------------------------------------
+
+    def _passkeys(self, txn: ReadTxn, holder_id: bytes) -> list[dict[str, Any]]:
+        out = []
+        for key, value in txn.scan(self.db, prefix=_KEY):
+            record: dict[str, Any] = loads(value)  # type: ignore[assignment]
+            if record["h"] == holder_id:
+                out.append({**record, "key": bytes(key)[1:]})
+        return out
+
+    def passkeys(self, holder_id: bytes) -> list[Passkey]:
+        """The holder's passkeys, oldest first."""
+        with self.store.read_txn() as txn:
+            records = self._passkeys(txn, holder_id)
+        return sorted(
+            (Passkey(r["key"].hex(), r["t"], r.get("u"), r["n"]) for r in records),
+            key=lambda p: (p.created_at, p.passkey_id),
+        )
+
+    def remove_passkey(self, holder_id: bytes, passkey_hex: str) -> bool:
+        """Remove one of the holder's passkeys; every person token it signed in dies with it.
+        Raises :class:`NotFound` for a passkey not the holder's."""
+        try:
+            passkey_id = bytes.fromhex(passkey_hex)
+        except ValueError as err:
+            raise MalformedInput("passkeyId must be hexadecimal") from err
+        with self.store.storage.write() as txn:
+            raw = txn.get(_KEY + passkey_id, db=self.db) if len(passkey_id) == 32 else None
+            if raw is None or loads(raw)["h"] != holder_id:  # type: ignore[index]
+                raise NotFound("no such passkey", code=ErrorCode.NOT_FOUND)
+            txn.delete(_KEY + passkey_id, db=self.db)
+            txn.commit()
+        return True
+
+    # -- grant labels -----------------------------------------------------------------------
+
+    def name_grant(self, holder_id: bytes, grant_id: bytes, name: str) -> None:
+        """Label one of the holder's grants (an empty name removes the label)."""
+        if not isinstance(name, str) or len(name) > LABEL_MAX or not _printable(name):
+            raise MalformedInput(f"a name is up to {LABEL_MAX} printable characters")
+        key = _NAME + holder_id + grant_id
+        with self.store.storage.write() as txn:
+            if name.strip():
+                txn.put(key, name.strip().encode("utf-8"), db=self.db)
+            else:
+                txn.delete(key, db=self.db)
+            txn.commit()
+
+    def grant_names(self, holder_id: bytes) -> dict[str, str]:
+        """grantId (hex) -> label, for the holder's labelled grants."""
+        prefix = _NAME + holder_id
+        out = {}
+        with self.store.read_txn() as txn:
+            for key, value in txn.scan(self.db, prefix=prefix):
+                out[bytes(key)[len(prefix) :].hex()] = bytes(value).decode("utf-8")
+        return out
+
+
+def _printable(text: str) -> bool:
+    import unicodedata
+
+    return all(unicodedata.category(c)[0] not in "CZ" or c == " " for c in text)
+
+
+def _same_origin(given: str | None, expected: str) -> None:
+    """Refuse a request whose Origin header names another origin than the link's."""
+    if given is not None and given != expected:
+        raise NotPermitted("this request comes from another origin", code="bad_origin")
+
+
+def _credential(value: object) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise MalformedInput("credential must be the JSON of a PublicKeyCredential")
+    return value
