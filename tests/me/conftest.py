@@ -87,12 +87,12 @@ class World:
         self.authenticator = Authenticator(self.origin)
         self.person_token = self.enrol(self.authenticator)
 
-    def person_link(self) -> str:
+    def person_link(self, holder_id: str | None = None) -> str:
         """A one-time link from the authority service, as an app's back end gets one."""
         from saihm.client import Admin
 
         with Admin(self.admin_url, self.credential) as admin:
-            return admin.person_link(self.holder_id).url
+            return admin.person_link(holder_id or self.holder_id).url
 
     def ceremony(self, path: str, body: dict) -> dict:
         status, raw = fetch(
@@ -157,7 +157,10 @@ def shots(tmp_path_factory) -> Shots:
 
 @pytest.fixture
 def page(browser):  # noqa: F811
+    """A fresh tab with a virtual platform authenticator (the DevTools WebAuthn domain):
+    resident keys, user verification that succeeds, presence simulated."""
     tab = browser.new_page(viewport=VIEWPORT)
+    add_authenticator(tab)
     errors: list[str] = []
     tab.on("pageerror", lambda err: errors.append(str(err)))
     yield tab
@@ -165,10 +168,41 @@ def page(browser):  # noqa: F811
     assert errors == [], f"the page raised: {errors}"
 
 
-def sign_in(page, world: World, token: str) -> None:
-    """Open /me/, paste ``token`` and wait (bounded) until every view has loaded."""
-    page.goto(world.url + "me/")
-    page.wait_for_selector("body[data-ready=signed-out]", timeout=WAIT_MS)
-    page.fill("#token", token)
-    page.click("#signin-form button[type=submit]")
+def add_authenticator(tab) -> object:
+    cdp = tab.context.new_cdp_session(tab)
+    cdp.send("WebAuthn.enable")
+    cdp.send(
+        "WebAuthn.addVirtualAuthenticator",
+        {
+            "options": {
+                "protocol": "ctap2",
+                "transport": "internal",
+                "hasResidentKey": True,
+                "hasUserVerification": True,
+                "isUserVerified": True,
+                "automaticPresenceSimulation": True,
+            }
+        },
+    )
+    return cdp
+
+
+def _ready(page) -> None:
     page.wait_for_selector("body[data-ready=yes], body[data-ready=failed]", timeout=WAIT_MS)
+
+
+def enrol(page, world: World, holder_id: str | None = None) -> None:
+    """Open a fresh person link, create the passkey, wait (bounded) until every view loaded."""
+    page.goto("about:blank")  # a new document, not a fragment change of the open one
+    page.goto(world.person_link(holder_id))
+    page.wait_for_selector("body[data-ready=signed-out]", timeout=WAIT_MS)
+    page.click("#enrol")
+    _ready(page)
+
+
+def sign_in(page, world: World) -> None:
+    """Open /me/ and sign in with the passkey the tab's authenticator holds."""
+    page.goto(world.page_url + "me/")
+    page.wait_for_selector("body[data-ready=signed-out]", timeout=WAIT_MS)
+    page.click("#signin")
+    _ready(page)
