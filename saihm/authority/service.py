@@ -15,6 +15,9 @@ The calls (pinned paths; JSON in and out, ``{"error": code}`` on failure):
   revoke``;
 - ``POST /v1/grants`` ``{"holderId", "namespaces"?, "ttl"?}`` — ``saihm grant``;
 - ``POST /v1/grants/revoke`` ``{"grantId"}`` — ``saihm grant revoke``;
+- ``POST /v1/person-links`` ``{"holderId", "ttl"?}`` — ``saihm person-link``: a one-time link
+  that enrols the person's passkey at ``--operator-url``'s ``/me/``
+  (:mod:`saihm.authority.person`);
 - ``GET /v1/health`` — ``{"status": "ok"}``, without credential.
 
 Each call does what its command does, with the same functions (saihm.authority.actions,
