@@ -68,7 +68,9 @@ CHALLENGES_MAX = 10_000
 PERSON_TOKEN_PREFIX = "saihm-person-v1."
 LABEL_MAX = 80
 
-_LINK, _CHALLENGE, _KEY, _TOKEN, _NAME = b"L", b"C", b"K", b"T", b"N"
+_LINK, _CHALLENGE, _KEY, _TOKEN, _NAME, _SUPERSEDED = b"L", b"C", b"K", b"T", b"N", b"S"
+#: How far back :meth:`PersonState.replaced` follows a chain of edits.
+HISTORY_MAX = 100
 _LOOPBACK_NAMES = frozenset({"localhost"})
 
 
@@ -492,6 +494,35 @@ class PersonState:
         with self.store.read_txn() as txn:
             for key, value in txn.scan(self.db, prefix=prefix):
                 out[bytes(key)[len(prefix) :].hex()] = bytes(value).decode("utf-8")
+        return out
+
+    # -- edits ----------------------------------------------------------------------------------
+
+    def record_edit(self, holder_id: bytes, new_cell: bytes, old_cell: bytes, at: int) -> None:
+        """Note that the person's ``new_cell`` replaced ``old_cell`` (ids and time only: the old
+        text was destroyed with its key). The public log does not say which cell a REMEMBER
+        superseded, so the page asks here."""
+        record = {"o": old_cell, "t": at}
+        with self.store.storage.write() as txn:
+            txn.put(_SUPERSEDED + holder_id + new_cell, dumps(record), db=self.db)
+            txn.commit()
+
+    def replaced(self, holder_id: bytes, cell_id: bytes) -> list[dict[str, object]]:
+        """The cells ``cell_id`` replaced, newest first (``[{"cellId", "replacedAt"}]``)."""
+        out: list[dict[str, object]] = []
+        seen = {cell_id}
+        with self.store.read_txn() as txn:
+            current = cell_id
+            while len(out) < HISTORY_MAX:
+                raw = txn.get(_SUPERSEDED + holder_id + current, db=self.db)
+                if raw is None:
+                    break
+                record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
+                if record["o"] in seen:
+                    break
+                out.append({"cellId": record["o"].hex(), "replacedAt": record["t"]})
+                seen.add(record["o"])
+                current = record["o"]
         return out
 
 

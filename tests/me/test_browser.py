@@ -150,6 +150,14 @@ def test_add_and_edit_a_memory(page, world, shots):
     status, erased = fetch(world.url + "log/v1/erasures")
     assert status == 200 and old in json.loads(erased)["cellIds"]
     assert page.locator(f"article.memory[data-cell-id='{old}']").count() == 0
+    new = page.locator("#memory-list article.memory", has_text="moved to Bergen")
+    new.locator("button.history").click()
+    earlier = new.locator(f"li.replaced[data-replaced='{old}']")
+    earlier.wait_for(timeout=WAIT_MS)
+    assert "Replaced an earlier version" in earlier.inner_text()
+    ops = earlier.locator("li").evaluate_all("els => els.map(e => e.dataset.operation)")
+    assert ops == ["REMEMBER", "FORGET"]  # the old version's own receipts
+    shots.take(page, "me-edit-history", "#memory-list article.memory >> nth=0")
 
 
 def test_forget_with_confirmation_shows_the_erasure_verified(page, world, shots):

@@ -6,6 +6,7 @@ of py_webauthn runs on real bytes."""
 
 from __future__ import annotations
 
+import json
 import secrets
 
 import pytest
@@ -372,6 +373,7 @@ ACTIONS = (
     ("POST", "/me/v1/pending/accept", {"id": "00" * 32}),
     ("POST", "/me/v1/pending/reject", {"id": "00" * 32}),
     ("GET", "/me/v1/passkeys", None),
+    ("GET", "/me/v1/history?cellId=" + "00" * 32, None),
     ("POST", "/me/v1/passkeys/remove", {"passkeyId": "00" * 32}),
     ("POST", "/me/v1/signout", {}),
 )
@@ -483,6 +485,11 @@ async def test_the_person_adds_edits_forgets_names_revokes_and_decides(
         "UNGRANT",
         "REMEMBER",
     ]
+    # the edit is kept as the new version's history: ids and time, never the old text
+    status, history = await get(client, f"/me/v1/history?cellId={edited['cellId']}", token)
+    assert status == 200
+    assert [h["cellId"] for h in history["replaced"]] == [agent_cell.cell_id.hex()]
+    assert "Oslo" not in json.dumps(history)
     # the grant's token is refused from now on, the recall shows Bergen and not Oslo
     from saihm.errors import Unauthenticated
 

@@ -28,6 +28,8 @@ from the command line):
   ``supersedes``: edit), ``saihm_forget``, ``saihm_revoke_share``,
   ``saihm_accept_contract``, ``saihm_decline_contract``; a new memory goes into the person's
   own session (:func:`person_session`);
+- ``GET /me/v1/history?cellId=``: the cells the person's own edits replaced with this one
+  (ids and times; the public log does not say which cell a REMEMBER superseded);
 - ``GET /me/v1/grants``: the local vault's consumer grants of this holder and the labels the
   person gave grants; ``POST /me/v1/grants/name`` ``{"grantId", "name"}``;
 - ``POST /me/v1/grants/revoke`` ``{"grantId"}``: UNGRANT (a vault consumer's grant also
@@ -240,8 +242,15 @@ def decide(operator: Operator, holder_id: bytes, proposal_id: str, accept: bool)
     return {"rejected": True, "id": proposal_id}
 
 
-def person_call(operator: Operator, session: PersonSession, method: str, params: object) -> Any:
-    """One of :data:`PERSON_METHODS` for the person (every session of the holder)."""
+def person_call(
+    operator: Operator,
+    state: PersonState,
+    session: PersonSession,
+    method: str,
+    params: object,
+) -> Any:
+    """One of :data:`PERSON_METHODS` for the person (every session of the holder); an edit
+    (``saihm_remember`` with ``supersedes``) is noted for the page's history."""
     from saihm.protocol.binding import BINDINGS, recall_items
 
     if method not in PERSON_METHODS:
@@ -249,7 +258,10 @@ def person_call(operator: Operator, session: PersonSession, method: str, params:
     row = BINDINGS[method]
     access = _access(operator, session)
     args = row.parse(params if params is not None else {}, operator.config)  # type: ignore[arg-type]
-    return row.render(row.invoke(operator, access, args), recall_items(operator))
+    result = row.invoke(operator, access, args)
+    if method == "saihm_remember" and args[2] is not None:
+        state.record_edit(session.holder_id, result.cell_id, args[2], int(result.epoch))
+    return row.render(result, recall_items(operator))
 
 
 # -- handlers --------------------------------------------------------------------------------
@@ -277,7 +289,13 @@ async def post_call(request: web.Request) -> web.Response:
     if not isinstance(body["method"], str):
         raise MalformedInput("method must be a string")
     result = await run_sync(
-        request, person_call, request.app[OPERATOR], session, body["method"], body.get("params")
+        request,
+        person_call,
+        request.app[OPERATOR],
+        request.app[PERSON_STATE],
+        session,
+        body["method"],
+        body.get("params"),
     )
     response = json_response(result)
     if isinstance(result, RecallAnswer):
@@ -285,6 +303,15 @@ async def post_call(request: web.Request) -> web.Response:
         if result.next_cursor is not None:
             response.headers[NEXT_HEADER] = result.next_cursor
     return response
+
+
+async def get_history(request: web.Request) -> web.Response:
+    """``GET /me/v1/history?cellId=``: the cells the person's edits replaced with this one."""
+    session = await _person(request)
+    cell_hex = _hex_id(request.query.get("cellId"), "cellId", ErrorCode.NOT_FOUND)
+    state = request.app[PERSON_STATE]
+    replaced = await run_sync(request, state.replaced, session.holder_id, bytes.fromhex(cell_hex))
+    return json_response({"cellId": cell_hex, "replaced": replaced})
 
 
 async def get_grants(request: web.Request) -> web.Response:
@@ -409,6 +436,7 @@ def add_me_routes(app: web.Application) -> None:
     app.router.add_post("/me/v1/signin", post_signin)
     app.router.add_post("/me/v1/signout", post_signout)
     app.router.add_post("/me/v1/call", post_call)
+    app.router.add_get("/me/v1/history", get_history)
     app.router.add_get("/me/v1/passkeys", get_passkeys)
     app.router.add_post("/me/v1/passkeys/remove", post_remove_passkey)
     app.router.add_get("/me/v1/grants", get_grants)

@@ -388,20 +388,35 @@ function memoryCard(item) {
   return card;
 }
 
+async function receiptRows(cellId) {
+  const page = await publicJson(`log/v1/receipts?subjectId=${cellId}&limit=100`);
+  const rows = page.receipts.map((entry) => {
+    const r = entry.receipt;
+    const words = OPERATION_WORDS[r.operation] || r.operation;
+    return el("li", { "data-operation": r.operation },
+      `${words}, ${date(r.timestamp)} `, idOnDemand(`receipt #${entry.index}`, r.receiptId));
+  });
+  return { rows, more: page.next !== null };
+}
+
+// A memory's receipts, and, when the person's edits made it, the versions it replaced: each
+// with its own receipts (its text was destroyed with its key when it was replaced).
 async function showHistory(cellId, out) {
   out.replaceChildren(el("p", { text: "Reading…" }));
   try {
-    const page = await publicJson(`log/v1/receipts?subjectId=${cellId}&limit=100`);
-    const rows = page.receipts.map((entry) => {
-      const r = entry.receipt;
-      let words = OPERATION_WORDS[r.operation] || r.operation;
-      if (r.operation === "REMEMBER" && r.detail && r.detail.supersedes) words = "Remembered, replacing an earlier version";
-      return el("li", { "data-operation": r.operation },
-        `${words}, ${date(r.timestamp)} `, idOnDemand(`receipt #${entry.index}`, r.receiptId));
-    });
+    const [{ rows, more }, edits] = await Promise.all([
+      receiptRows(cellId), personJson(`me/v1/history?cellId=${cellId}`)]);
+    const earlier = await Promise.all(edits.replaced.map(async (old) => {
+      const before = await receiptRows(old.cellId);
+      return el("li", { class: "replaced", "data-replaced": old.cellId },
+        `Replaced an earlier version on ${date(old.replacedAt)}; its text was destroyed with its key. `,
+        idOnDemand("its id", old.cellId), el("ul", { class: "history" }, ...before.rows));
+    }));
     out.replaceChildren(el("h4", { text: "History (receipts in the public log)" }),
       el("ul", { class: "history" }, ...rows),
-      page.next === null ? "" : el("p", { class: "note", text: "Only the first 100 are shown." }));
+      more ? el("p", { class: "note", text: "Only the first 100 are shown." }) : "",
+      earlier.length ? el("h4", { text: "Earlier versions, newest first" }) : "",
+      earlier.length ? el("ul", { class: "versions" }, ...earlier) : "");
   } catch (err) {
     problem(out, err);
   }
