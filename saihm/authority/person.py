@@ -42,7 +42,7 @@ from saihm.projections.keys import dumps, loads
 from saihm.store.environment import PERSON
 
 if TYPE_CHECKING:
-    from saihm.storage import Namespace, ReadTxn
+    from saihm.storage import Namespace, ReadTxn, WriteTxn
     from saihm.store import Store
 
 __all__ = [
@@ -163,6 +163,26 @@ class PersonState:
         """Seconds since the epoch (the store's clock unless one was given)."""
         return int(self._clock())
 
+    # Every record is sealed with the store's record key (HMAC, saihm/projections/seal.py),
+    # which lives outside the data directory: a record written by raw access to the store (a
+    # passkey, a link, a sign-in) has no valid tag and reads as absent.
+
+    def _put(self, txn: WriteTxn, key: bytes, record: dict[str, Any]) -> None:
+        sealed = self.store.record_seal.seal(PERSON, key, dumps(record))
+        txn.put(key, sealed, db=self.db)
+
+    def _get(self, txn: ReadTxn, key: bytes) -> dict[str, Any] | None:
+        value = self.store.record_seal.open(PERSON, key, txn.get(key, db=self.db))
+        return None if value is None else loads(value)  # type: ignore[return-value]
+
+    def _scan(self, txn: ReadTxn, prefix: bytes) -> list[tuple[bytes, dict[str, Any]]]:
+        out = []
+        for key, stored in txn.scan(self.db, prefix=prefix):
+            value = self.store.record_seal.open(PERSON, bytes(key), stored)
+            if value is not None:
+                out.append((bytes(key), loads(value)))
+        return out  # type: ignore[return-value]
+
     # -- links --------------------------------------------------------------------------
 
     def mint_link(
@@ -183,7 +203,7 @@ class PersonState:
         expires = self.now() + ttl
         record = {"h": holder_id, "c": _sha(code), "x": expires, "o": origin, "r": rp_id}
         with self.store.storage.write() as txn:
-            txn.put(_LINK + link_id, dumps(record), db=self.db)
+            self._put(txn, _LINK + link_id, record)
             txn.commit()
         url = f"{origin}/me/#enrol={link_id.hex()}.{_b64(code)}"
         return {"url": url, "expiresAt": expires, "expiresAtUtc": utc(expires)}
@@ -191,7 +211,9 @@ class PersonState:
     def _link(self, txn: ReadTxn, link_text: object) -> tuple[bytes, dict[str, Any]]:
         """The live link a ``LINKID.CODE`` text names; :class:`Unauthenticated` otherwise
         (unknown, wrong code, used or expired: one answer for all)."""
-        refused = Unauthenticated("this link is not valid: ask for a new one", code="link_refused")
+        refused = Unauthenticated(
+            "this link is not valid: ask for a new one", code=ErrorCode.LINK_REFUSED
+        )
         if not isinstance(link_text, str) or len(link_text) > 200 or "." not in link_text:
             raise refused
         id_text, _, code_text = link_text.partition(".")
@@ -199,10 +221,9 @@ class PersonState:
             link_id, code = bytes.fromhex(id_text), _unb64(code_text)
         except ValueError as err:
             raise refused from err
-        raw = txn.get(_LINK + link_id, db=self.db) if len(link_id) == 16 else None
-        if raw is None:
+        record = self._get(txn, _LINK + link_id) if len(link_id) == 16 else None
+        if record is None:
             raise refused
-        record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
         if not hmac.compare_digest(record["c"], _sha(code)):
             raise refused
         if record.get("u") or record["x"] <= self.now():
@@ -217,25 +238,24 @@ class PersonState:
         now = self.now()
         with self.store.storage.write() as txn:
             live = 0
-            for key, value in list(txn.scan(self.db, prefix=_CHALLENGE)):
-                if loads(value)["x"] <= now:  # type: ignore[index]
-                    txn.delete(bytes(key), db=self.db)
+            for key in [bytes(k) for k, _ in txn.scan(self.db, prefix=_CHALLENGE)]:
+                found = self._get(txn, key)
+                if found is None or found["x"] <= now:
+                    txn.delete(key, db=self.db)
                 else:
                     live += 1
             if live >= CHALLENGES_MAX:
                 from saihm.errors import Unavailable
 
-                raise Unavailable("too many sign-ins at once; try again", code="retry")
-            txn.put(
-                _CHALLENGE + ceremony_id, dumps({**record, "x": now + CHALLENGE_TTL}), db=self.db
-            )
+                raise Unavailable("too many sign-ins at once; try again")
+            self._put(txn, _CHALLENGE + ceremony_id, {**record, "x": now + CHALLENGE_TTL})
             txn.commit()
         return ceremony_id.hex()
 
     def _take_ceremony(self, ceremony: object, kind: str) -> dict[str, Any]:
         """Remove and return a live challenge record (single use)."""
         refused = Unauthenticated(
-            "this sign-in expired or was used: start again", code="ceremony_refused"
+            "this sign-in expired or was used: start again", code=ErrorCode.CEREMONY_REFUSED
         )
         if not isinstance(ceremony, str) or len(ceremony) != 32:
             raise refused
@@ -244,12 +264,12 @@ class PersonState:
         except ValueError as err:
             raise refused from err
         with self.store.storage.write() as txn:
-            raw = txn.get(key, db=self.db)
-            if raw is None:
+            found = self._get(txn, key)
+            if found is None:
                 raise refused
             txn.delete(key, db=self.db)
             txn.commit()
-        record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
+        record = found
         if record["k"] != kind or record["x"] <= self.now():
             raise refused
         return record
@@ -305,18 +325,21 @@ class PersonState:
                 require_user_verification=True,
             )
         except Exception as err:  # the library's refusals: each is the client's fault
-            raise Unauthenticated("the passkey was not accepted", code="passkey_refused") from err
+            raise Unauthenticated(
+                "the passkey was not accepted", code=ErrorCode.PASSKEY_REFUSED
+            ) from err
         key = _KEY + _sha(verified.credential_id)
         now = self.now()
         with self.store.storage.write() as txn:
-            raw = txn.get(_LINK + record["l"], db=self.db)
-            link: dict[str, Any] | None = None if raw is None else loads(raw)  # type: ignore[assignment]
+            link = self._get(txn, _LINK + record["l"])
             if link is None or link.get("u") or link["x"] <= now:
                 raise Unauthenticated(
-                    "this link is not valid: ask for a new one", code="link_refused"
+                    "this link is not valid: ask for a new one", code=ErrorCode.LINK_REFUSED
                 )
-            if txn.get(key, db=self.db) is not None:
-                raise Unauthenticated("this passkey is enrolled already", code="passkey_refused")
+            if txn.get(key, db=self.db) is not None:  # enrolled already (sealed or not)
+                raise Unauthenticated(
+                    "this passkey is enrolled already", code=ErrorCode.PASSKEY_REFUSED
+                )
             passkey = {
                 "h": link["h"],
                 "id": verified.credential_id,
@@ -326,8 +349,8 @@ class PersonState:
                 "r": record["r"],
                 "t": now,
             }
-            txn.put(key, dumps(passkey), db=self.db)
-            txn.put(_LINK + record["l"], dumps({**link, "u": True}), db=self.db)
+            self._put(txn, key, passkey)
+            self._put(txn, _LINK + record["l"], {**link, "u": True})
             txn.commit()
         return self._issue(link["h"], key[1:], record["o"])
 
@@ -337,10 +360,10 @@ class PersonState:
         from webauthn.helpers.structs import UserVerificationRequirement
 
         if origin is None:
-            raise MalformedInput("the request has no Origin", code="bad_origin")
+            raise MalformedInput("the request has no Origin", code=ErrorCode.BAD_ORIGIN)
         expected, rp_id = operator_origin(origin)
         if expected != origin:
-            raise MalformedInput("the Origin is not an operator's", code="bad_origin")
+            raise MalformedInput("the Origin is not an operator's", code=ErrorCode.BAD_ORIGIN)
         challenge = secrets.token_bytes(32)
         options = generate_authentication_options(
             rp_id=rp_id,
@@ -357,17 +380,16 @@ class PersonState:
         from webauthn.helpers import parse_authentication_credential_json
 
         record = self._take_ceremony(ceremony, "auth")
-        refused = Unauthenticated("the passkey was not accepted", code="passkey_refused")
+        refused = Unauthenticated("the passkey was not accepted", code=ErrorCode.PASSKEY_REFUSED)
         try:
             parsed = parse_authentication_credential_json(_credential(credential))
         except Exception as err:
             raise refused from err
         key = _KEY + _sha(parsed.raw_id)
         with self.store.read_txn() as txn:
-            raw = txn.get(key, db=self.db)
-        if raw is None:
+            passkey = self._get(txn, key)
+        if passkey is None:
             raise refused
-        passkey: dict[str, Any] = loads(raw)  # type: ignore[assignment]
         if passkey["o"] != record["o"] or passkey["r"] != record["r"]:
             raise refused
         try:
@@ -384,14 +406,13 @@ class PersonState:
             raise refused from err
         now = self.now()
         with self.store.storage.write() as txn:
-            raw = txn.get(key, db=self.db)
-            if raw is None:
+            current = self._get(txn, key)
+            if current is None:
                 raise refused
-            current: dict[str, Any] = loads(raw)  # type: ignore[assignment]
             count = verified.new_sign_count
             if (count or current["n"]) and count <= current["n"]:
                 raise refused  # a clone, or an assertion raced by another
-            txn.put(key, dumps({**current, "n": count, "u": now}), db=self.db)
+            self._put(txn, key, {**current, "n": count, "u": now})
             txn.commit()
         return self._issue(current["h"], key[1:], current["o"])
 
@@ -403,10 +424,11 @@ class PersonState:
         expires = self.now() + PERSON_TOKEN_TTL
         record = {"h": holder_id, "k": passkey_id, "o": origin, "x": expires}
         with self.store.storage.write() as txn:
-            for k, v in list(txn.scan(self.db, prefix=_TOKEN)):  # sweep the expired ones
-                if loads(v)["x"] <= self.now():  # type: ignore[index]
-                    txn.delete(bytes(k), db=self.db)
-            txn.put(_TOKEN + _sha(token.encode("ascii")), dumps(record), db=self.db)
+            for key in [bytes(k) for k, _ in txn.scan(self.db, prefix=_TOKEN)]:
+                found = self._get(txn, key)  # sweep the expired ones
+                if found is None or found["x"] <= self.now():
+                    txn.delete(key, db=self.db)
+            self._put(txn, _TOKEN + _sha(token.encode("ascii")), record)
             txn.commit()
         return {
             "personToken": token,
@@ -422,14 +444,13 @@ class PersonState:
         if not token.startswith(PERSON_TOKEN_PREFIX) or len(token) > 100:
             raise refused
         with self.store.read_txn() as txn:
-            raw = txn.get(_TOKEN + _sha(token.encode("ascii", "replace")), db=self.db)
-            if raw is None:
+            record = self._get(txn, _TOKEN + _sha(token.encode("ascii", "replace")))
+            if record is None:
                 raise refused
-            record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
-            passkey = txn.get(_KEY + record["k"], db=self.db)
+            passkey = self._get(txn, _KEY + record["k"])
         if record["x"] <= self.now() or passkey is None:
             raise refused
-        if loads(passkey)["h"] != record["h"]:  # type: ignore[index]
+        if passkey["h"] != record["h"]:
             raise refused
         return PersonSession(record["h"], record["k"], record["o"], record["x"])
 
@@ -443,10 +464,9 @@ class PersonState:
 
     def _passkeys(self, txn: ReadTxn, holder_id: bytes) -> list[dict[str, Any]]:
         out = []
-        for key, value in txn.scan(self.db, prefix=_KEY):
-            record: dict[str, Any] = loads(value)  # type: ignore[assignment]
+        for key, record in self._scan(txn, _KEY):
             if record["h"] == holder_id:
-                out.append({**record, "key": bytes(key)[1:]})
+                out.append({**record, "key": key[1:]})
         return out
 
     def passkeys(self, holder_id: bytes) -> list[Passkey]:
@@ -466,8 +486,8 @@ class PersonState:
         except ValueError as err:
             raise MalformedInput("passkeyId must be hexadecimal") from err
         with self.store.storage.write() as txn:
-            raw = txn.get(_KEY + passkey_id, db=self.db) if len(passkey_id) == 32 else None
-            if raw is None or loads(raw)["h"] != holder_id:  # type: ignore[index]
+            found = self._get(txn, _KEY + passkey_id) if len(passkey_id) == 32 else None
+            if found is None or found["h"] != holder_id:
                 raise NotFound("no such passkey", code=ErrorCode.NOT_FOUND)
             txn.delete(_KEY + passkey_id, db=self.db)
             txn.commit()
@@ -482,7 +502,7 @@ class PersonState:
         key = _NAME + holder_id + grant_id
         with self.store.storage.write() as txn:
             if name.strip():
-                txn.put(key, name.strip().encode("utf-8"), db=self.db)
+                self._put(txn, key, {"n": name.strip()})
             else:
                 txn.delete(key, db=self.db)
             txn.commit()
@@ -492,8 +512,8 @@ class PersonState:
         prefix = _NAME + holder_id
         out = {}
         with self.store.read_txn() as txn:
-            for key, value in txn.scan(self.db, prefix=prefix):
-                out[bytes(key)[len(prefix) :].hex()] = bytes(value).decode("utf-8")
+            for key, record in self._scan(txn, prefix):
+                out[key[len(prefix) :].hex()] = record["n"]
         return out
 
     # -- edits ----------------------------------------------------------------------------------
@@ -504,7 +524,7 @@ class PersonState:
         superseded, so the page asks here."""
         record = {"o": old_cell, "t": at}
         with self.store.storage.write() as txn:
-            txn.put(_SUPERSEDED + holder_id + new_cell, dumps(record), db=self.db)
+            self._put(txn, _SUPERSEDED + holder_id + new_cell, record)
             txn.commit()
 
     def replaced(self, holder_id: bytes, cell_id: bytes) -> list[dict[str, object]]:
@@ -514,10 +534,9 @@ class PersonState:
         with self.store.read_txn() as txn:
             current = cell_id
             while len(out) < HISTORY_MAX:
-                raw = txn.get(_SUPERSEDED + holder_id + current, db=self.db)
-                if raw is None:
+                record = self._get(txn, _SUPERSEDED + holder_id + current)
+                if record is None:
                     break
-                record: dict[str, Any] = loads(raw)  # type: ignore[assignment]
                 if record["o"] in seen:
                     break
                 out.append({"cellId": record["o"].hex(), "replacedAt": record["t"]})
@@ -535,7 +554,7 @@ def _printable(text: str) -> bool:
 def _same_origin(given: str | None, expected: str) -> None:
     """Refuse a request whose Origin header names another origin than the link's."""
     if given is not None and given != expected:
-        raise NotPermitted("this request comes from another origin", code="bad_origin")
+        raise NotPermitted("this request comes from another origin", code=ErrorCode.BAD_ORIGIN)
 
 
 def _credential(value: object) -> dict[str, Any]:

@@ -505,3 +505,61 @@ async def test_a_method_outside_the_page_is_refused(client, operator, authority,
     token = await enrol(client, state, person.holder_id, Authenticator(ORIGIN))
     for method in ("saihm_share", "saihm_forget_session", "saihm_governance_vote", "nope"):
         assert await call(client, token, method) == (404, {"error": "unknown_method"})
+
+
+async def test_records_written_by_raw_store_access_are_refused(client, operator, authority, state):
+    """The person namespace is sealed with the store's record key (outside the data
+    directory): a link or a passkey written by raw access to the store grants nothing."""
+    import hashlib
+
+    from saihm.projections.keys import dumps
+    from tests.me.authenticator import Authenticator as Auth
+
+    person = Person(operator, authority)
+    db = operator.store.storage.namespace(b"person")
+    # a forged link: the attacker knows the code because they wrote its digest
+    code = secrets.token_bytes(32)
+    link_id = secrets.token_bytes(16)
+    forged_link = {
+        "h": person.holder_id,
+        "c": hashlib.sha256(code).digest(),
+        "x": state.now() + 3600,
+        "o": ORIGIN,
+        "r": "localhost",
+    }
+    # a forged passkey: the attacker's own key, enrolled for the victim by a raw write
+    attacker = Auth(ORIGIN)
+    real = await enrol(client, state, person.holder_id, Auth(ORIGIN))  # a real one, for contrast
+    _, options = await post(client, "/me/v1/signin/options")
+    attacker.create({"rp": {"id": "localhost"}, "challenge": "AA", "user": {"id": "AA"}})
+    passkey = attacker.passkeys[0]
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    point = passkey.key.public_key().public_bytes(Encoding.X962, PublicFormat.UncompressedPoint)
+    import cbor2
+
+    cose = cbor2.dumps({1: 2, 3: -7, -1: 1, -2: point[1:33], -3: point[33:]})
+    forged_key = {
+        "h": person.holder_id,
+        "id": passkey.credential_id,
+        "pk": cose,
+        "n": 0,
+        "o": ORIGIN,
+        "r": "localhost",
+        "t": state.now(),
+    }
+    with operator.store.storage.write() as txn:
+        txn.put(b"L" + link_id, dumps(forged_link), db=db)
+        txn.put(b"K" + hashlib.sha256(passkey.credential_id).digest(), dumps(forged_key), db=db)
+        txn.commit()
+    from tests.me.authenticator import b64
+
+    assert await post(client, "/me/v1/enrol/options", {"link": f"{link_id.hex()}.{b64(code)}"}) == (
+        401,
+        {"error": "link_refused"},
+    )
+    assertion = attacker.get(options["publicKey"], passkey=passkey)
+    body = {"ceremonyId": options["ceremonyId"], "credential": assertion}
+    assert await post(client, "/me/v1/signin", body) == (401, {"error": "passkey_refused"})
+    assert len(state.passkeys(person.holder_id)) == 1  # only the real one is listed
+    assert (await call(client, real, "saihm_status"))[0] == 200

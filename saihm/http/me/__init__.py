@@ -138,7 +138,7 @@ def check_person(
         )
     session = state.session(token)
     if origin is not None and origin != session.origin:
-        raise NotPermitted("this request comes from another origin", code="bad_origin")
+        raise NotPermitted("this request comes from another origin", code=ErrorCode.BAD_ORIGIN)
     return session
 
 
