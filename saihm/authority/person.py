@@ -32,7 +32,10 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import secrets
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -54,6 +57,7 @@ __all__ = [
     "Passkey",
     "PersonSession",
     "PersonState",
+    "note_grant_read",
     "operator_origin",
 ]
 
@@ -69,9 +73,15 @@ PERSON_TOKEN_PREFIX = "saihm-person-v1."
 LABEL_MAX = 80
 
 _LINK, _CHALLENGE, _KEY, _TOKEN, _NAME, _SUPERSEDED = b"L", b"C", b"K", b"T", b"N", b"S"
+_USE = b"U"
+#: A worker writes a grant's reads at most this often (the rest wait in its memory).
+USE_FLUSH_SECONDS = 5
+#: How many of a grant's latest reads are kept.
+USE_READS_KEPT = 10
 #: How far back :meth:`PersonState.replaced` follows a chain of edits.
 HISTORY_MAX = 100
 _LOOPBACK_NAMES = frozenset({"localhost"})
+_log = logging.getLogger("saihm.person")
 
 
 def _b64(data: bytes) -> str:
@@ -158,6 +168,9 @@ class PersonState:
         self.store = store
         self.db: Namespace = store.storage.namespace(PERSON)
         self._clock = clock or store.clock
+        self._reads: dict[bytes, list[list[int]]] = {}  # grant key -> [[when, cells]] unwritten
+        self._flushed: dict[bytes, int] = {}
+        self._reads_lock = threading.Lock()
 
     def now(self) -> int:
         """Seconds since the epoch (the store's clock unless one was given)."""
@@ -543,6 +556,89 @@ class PersonState:
                 seen.add(record["o"])
                 current = record["o"]
         return out
+
+    # -- what each grant read (the operator's own record, never the public log) ---------------
+
+    def note_read(self, holder_id: bytes, grant_id: bytes, cells: int) -> Callable[[], None] | None:
+        """Note that a grant's token read ``cells`` cells now. The public RECALL receipts name
+        the holder, not the grant, so this is kept here, sealed. The note is in this worker's
+        memory at once (the page sees it); the store is written at most every
+        :data:`USE_FLUSH_SECONDS` seconds per grant: the write to run (off the event loop) is
+        returned, or None."""
+        key = _USE + holder_id + grant_id
+        now = self.now()
+        with self._reads_lock:
+            self._reads.setdefault(key, []).append([now, cells])
+            if now - self._flushed.get(key, -USE_FLUSH_SECONDS) < USE_FLUSH_SECONDS:
+                return None
+            self._flushed[key] = now
+            pending = list(self._reads[key])
+
+        def write() -> None:
+            self._write_reads(key, pending)
+
+        return write
+
+    def _write_reads(self, key: bytes, pending: list[list[int]]) -> None:
+        # Under the lock, so :meth:`grant_uses` sees each read once: in memory or stored.
+        with self._reads_lock, self.store.storage.write() as txn:
+            record = self._get(txn, key) or {"reads": [], "calls": 0, "cells": 0}
+            record["reads"] = (record["reads"] + pending)[-USE_READS_KEPT:]
+            record["calls"] += len(pending)
+            record["cells"] += sum(n for _, n in pending)
+            self._put(txn, key, record)
+            txn.commit()
+            waiting = self._reads.get(key, [])
+            self._reads[key] = [r for r in waiting if all(r is not p for p in pending)]
+
+    def grant_uses(self, holder_id: bytes) -> dict[str, dict[str, object]]:
+        """grantId (hex) -> ``{"lastReadAt", "lastCells", "reads": [[when, cells]], "calls",
+        "cells"}`` for the holder's grants that read (this worker's unwritten reads included)."""
+        prefix = _USE + holder_id
+        with self._reads_lock, self.store.read_txn() as txn:
+            waiting = {k: list(v) for k, v in self._reads.items() if k.startswith(prefix)}
+            found = dict(self._scan(txn, prefix))
+        out: dict[str, dict[str, object]] = {}
+        for key in set(found) | set(waiting):
+            record = found.get(key) or {"reads": [], "calls": 0, "cells": 0}
+            extra = waiting.get(key, [])
+            reads = (record["reads"] + extra)[-USE_READS_KEPT:]
+            out[key[len(prefix) :].hex()] = {
+                "lastReadAt": reads[-1][0],
+                "lastCells": reads[-1][1],
+                "reads": [list(r) for r in reversed(reads)],
+                "calls": record["calls"] + len(extra),
+                "cells": record["cells"] + sum(n for _, n in extra),
+            }
+        return out
+
+
+def note_grant_read(state: PersonState | None, token: str, cells: int) -> Callable[[], None] | None:
+    """:meth:`PersonState.note_read` for an already verified token, when it is a grant's (the
+    write to run off the event loop, or None); never raises: a read is answered whatever
+    happens to its note."""
+    if state is None:
+        return None
+    try:
+        from saihm.events import Capability
+
+        cap = Capability.from_token(token)
+        if cap.scope.grant_id is None:
+            return None
+        write = state.note_read(cap.holder_id, cap.scope.grant_id, cells)
+    except Exception as err:  # the note is best effort; the class only, never the token
+        _log.warning("grant read not noted: %s", type(err).__name__)
+        return None
+    if write is None:
+        return None
+
+    def guarded() -> None:
+        try:
+            write()
+        except Exception as err:
+            _log.warning("grant read not written: %s", type(err).__name__)
+
+    return guarded
 
 
 def _printable(text: str) -> bool:

@@ -563,3 +563,40 @@ async def test_records_written_by_raw_store_access_are_refused(client, operator,
     assert await post(client, "/me/v1/signin", body) == (401, {"error": "passkey_refused"})
     assert len(state.passkeys(person.holder_id)) == 1  # only the real one is listed
     assert (await call(client, real, "saihm_status"))[0] == 200
+
+
+async def test_what_each_grant_read_is_kept_for_the_person_not_in_the_log(
+    client, operator, authority, state
+):
+    from saihm.http.common import EXECUTOR
+
+    person = Person(operator, authority)
+    for text in ("one", "two", "three"):
+        operator.memory.remember(operator.store.authenticate(person.session_token), text)
+    size = _size(operator)
+    headers = {"Authorization": f"Bearer {person.grant_token}"}
+    body = {"method": "saihm_recall", "params": {"limit": 2}}
+    async with client.post("/", json=body, headers=headers) as resp:
+        assert resp.status == 200 and len(await resp.json()) == 2
+    async with client.post(
+        "/", json={"method": "saihm_recall", "params": {}}, headers=headers
+    ) as r:
+        assert r.status == 200
+    token = await enrol(client, state, person.holder_id, Authenticator(ORIGIN))
+    status, grants = await get(client, "/me/v1/grants", token)
+    assert status == 200
+    use = grants["uses"][person.grant_id]
+    assert use["calls"] == 2 and use["cells"] == 5 and use["lastCells"] == 3
+    assert [n for _, n in use["reads"]] == [3, 2]  # newest first
+    assert person.narrow_id not in grants["uses"]  # a grant that read nothing
+    # the public log has the two RECALL receipts, naming the holder, never the grant
+    assert _operations(operator, size) == ["RECALL", "RECALL"]
+    with operator.store.read_txn() as txn:
+        leaves = operator.store.tree.leaves(txn, size, _size(operator))
+    assert all(bytes.fromhex(person.grant_id) not in leaf for leaf in leaves)
+    # the first read is written to the store (the second waits in the worker's memory, at
+    # most USE_FLUSH_SECONDS); run the worker's pending writes, then another worker (a second
+    # PersonState over the same store) sees the first
+    client.server.app[EXECUTOR].shutdown(wait=True)
+    other = PersonState(operator.store)
+    assert other.grant_uses(person.holder_id)[person.grant_id]["reads"] == [use["reads"][1]]

@@ -30,8 +30,9 @@ from the command line):
   own session (:func:`person_session`);
 - ``GET /me/v1/history?cellId=``: the cells the person's own edits replaced with this one
   (ids and times; the public log does not say which cell a REMEMBER superseded);
-- ``GET /me/v1/grants``: the local vault's consumer grants of this holder and the labels the
-  person gave grants; ``POST /me/v1/grants/name`` ``{"grantId", "name"}``;
+- ``GET /me/v1/grants``: the local vault's consumer grants of this holder, the labels the
+  person gave grants, and what each grant read (when, how many cells: kept by the operator,
+  sealed, never in the public log); ``POST /me/v1/grants/name`` ``{"grantId", "name"}``;
 - ``POST /me/v1/grants/revoke`` ``{"grantId"}``: UNGRANT (a vault consumer's grant also
   rejects its pending proposals, as ``saihm memory revoke``);
 - ``GET /me/v1/pending``; ``POST /me/v1/pending/accept`` | ``/reject`` ``{"id"}``;
@@ -197,7 +198,11 @@ def list_grants(operator: Operator, holder_id: bytes, state: PersonState) -> dic
             for name, entry in sorted(vault.meta.consumers.items())
         ]
     )
-    return {"grants": consumers, "names": state.grant_names(holder_id)}
+    return {
+        "grants": consumers,
+        "names": state.grant_names(holder_id),
+        "uses": state.grant_uses(holder_id),
+    }
 
 
 def _holders_grant(operator: Operator, holder_id: bytes, grant_hex: str) -> bytes:

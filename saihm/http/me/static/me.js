@@ -668,6 +668,7 @@ async function grantList(out, reload) {
   const gone = new Set(ungranted.receipts.map((e) => e.receipt.subjectId));
   const consumers = new Map(named.grants.filter((g) => g.grantId).map((g) => [g.grantId, g]));
   const labels = named.names || {};
+  const uses = named.uses || {};
   const now = Date.now() / 1000;
   const rows = granted.receipts
     .filter((e) => e.receipt.holderId === state.holderId && !gone.has(e.receipt.subjectId))
@@ -688,8 +689,16 @@ async function grantList(out, reload) {
       const slot = el("div", { class: "confirm-slot" });
       const nameSlot = el("div", { class: "name-slot" });
       const shown = label ? `“${label}”` : "this agent";
+      const use = uses[grantId];
+      const plural = (n) => `${n} item${n === 1 ? "" : "s"}`;
+      const read = use
+        ? el("div", { class: "grant-use" },
+          el("p", { class: "when", text: `Last read ${date(use.lastReadAt)}: ${plural(use.lastCells)}; ${use.calls} read${use.calls === 1 ? "" : "s"} in all, ${plural(use.cells)}.` }),
+          el("details", {}, el("summary", { text: "Its latest reads" }),
+            el("ul", { class: "reads" }, ...use.reads.map(([when, n]) => el("li", { text: `${date(when)}: ${plural(n)}` })))))
+        : el("p", { class: "when grant-use", text: "No read seen by this operator yet." });
       return el("li", { "data-grant": grantId },
-        name, " may read ", ...what, `${mode}, in every session, ${until}; granted ${date(e.receipt.timestamp)}. `,
+        name, " may read ", ...what, `${mode}, in every session, ${until}; granted ${date(e.receipt.timestamp)}. `, read,
         el("div", { class: "actions" },
           el("button", { type: "button", class: "plain name-grant", text: label ? "Rename" : "Name it", onclick: () => askName(grantId, label || "", nameSlot, out, reload) }),
           confirmed("Revoke…", "danger revoke-grant",
