@@ -21,8 +21,9 @@ only as SHA-256 digests: the link's code and the person token.
 The person token (``saihm-person-v1.`` then 43 base64url characters) is of its own kind: it
 is not a capability and no capability passes where it is asked for (:func:`check_person`),
 it lives at most :data:`PERSON_TOKEN_TTL` seconds, and it dies with the passkey that signed it
-in. Challenges are single use and live :data:`CHALLENGE_TTL` seconds; links are single use and
-live at most :data:`LINK_TTL_MAX` seconds.
+in. Challenges live :data:`CHALLENGE_TTL` seconds, sealed inside the ceremony id (asking for
+options stores nothing), and are spent in the write of the ceremony's effect, so each works
+once; links are single use and live at most :data:`LINK_TTL_MAX` seconds.
 """
 
 from __future__ import annotations
@@ -67,8 +68,6 @@ LINK_TTL_MAX = 86_400
 PERSON_TOKEN_TTL = 12 * 3600
 #: A ceremony's challenge lives five minutes.
 CHALLENGE_TTL = 300
-#: At most this many ceremonies are open at once (the endpoints need no credential).
-CHALLENGES_MAX = 10_000
 PERSON_TOKEN_PREFIX = "saihm-person-v1."
 LABEL_MAX = 80
 
@@ -245,47 +244,51 @@ class PersonState:
 
     # -- ceremonies ---------------------------------------------------------------------
 
-    def _open_ceremony(self, record: dict[str, Any]) -> str:
-        """Store a single-use challenge record; its id (hex). Expired ones are swept first."""
-        ceremony_id = secrets.token_bytes(16)
-        now = self.now()
-        with self.store.storage.write() as txn:
-            live = 0
-            for key in [bytes(k) for k, _ in txn.scan(self.db, prefix=_CHALLENGE)]:
-                found = self._get(txn, key)
-                if found is None or found["x"] <= now:
-                    txn.delete(key, db=self.db)
-                else:
-                    live += 1
-            if live >= CHALLENGES_MAX:
-                from saihm.errors import Unavailable
+    # A ceremony is stateless until it succeeds: its id carries the challenge record itself,
+    # sealed with the store's record key, so asking for options writes nothing (the options
+    # calls need no credential). A verified ceremony is then spent in the same write as its
+    # effect (a marker kept until the challenge expires), so each challenge works once.
 
-                raise Unavailable("too many sign-ins at once; try again")
-            self._put(txn, _CHALLENGE + ceremony_id, {**record, "x": now + CHALLENGE_TTL})
-            txn.commit()
-        return ceremony_id.hex()
+    def _open_ceremony(self, record: dict[str, Any]) -> str:
+        """A ceremony id: ``payload.tag`` in base64url (the record, its expiry and an id)."""
+        payload = dumps({**record, "x": self.now() + CHALLENGE_TTL, "id": secrets.token_bytes(16)})
+        tag = self.store.record_seal.tag(PERSON, b"ceremony", payload)
+        return f"{_b64(payload)}.{_b64(tag)}"
 
     def _take_ceremony(self, ceremony: object, kind: str) -> dict[str, Any]:
-        """Remove and return a live challenge record (single use)."""
+        """The live challenge record a ceremony id carries (not yet spent: see
+        :meth:`_spend`); :class:`Unauthenticated` (``ceremony_refused``) otherwise."""
         refused = Unauthenticated(
             "this sign-in expired or was used: start again", code=ErrorCode.CEREMONY_REFUSED
         )
-        if not isinstance(ceremony, str) or len(ceremony) != 32:
+        if not isinstance(ceremony, str) or len(ceremony) > 2048 or "." not in ceremony:
             raise refused
+        payload_text, _, tag_text = ceremony.partition(".")
         try:
-            key = _CHALLENGE + bytes.fromhex(ceremony)
+            payload, tag = _unb64(payload_text), _unb64(tag_text)
         except ValueError as err:
             raise refused from err
-        with self.store.storage.write() as txn:
-            found = self._get(txn, key)
-            if found is None:
-                raise refused
-            txn.delete(key, db=self.db)
-            txn.commit()
-        record = found
+        expected = self.store.record_seal.tag(PERSON, b"ceremony", payload)
+        if not hmac.compare_digest(tag, expected):
+            raise refused
+        record: dict[str, Any] = loads(payload)  # type: ignore[assignment]
         if record["k"] != kind or record["x"] <= self.now():
             raise refused
         return record
+
+    def _spend(self, txn: WriteTxn, record: dict[str, Any]) -> None:
+        """Mark a verified ceremony used, in the write of its effect; refuse a second use."""
+        key = _CHALLENGE + record["id"]
+        if txn.get(key, db=self.db) is not None:
+            raise Unauthenticated(
+                "this sign-in expired or was used: start again", code=ErrorCode.CEREMONY_REFUSED
+            )
+        now = self.now()
+        for old in [bytes(k) for k, _ in txn.scan(self.db, prefix=_CHALLENGE)]:
+            found = self._get(txn, old)
+            if found is None or found["x"] <= now:
+                txn.delete(old, db=self.db)
+        self._put(txn, key, {"x": record["x"]})
 
     def registration_options(self, link_text: object, origin: str | None) -> dict[str, Any]:
         """``navigator.credentials.create`` options for a live link, and the ceremony id."""
@@ -349,6 +352,7 @@ class PersonState:
                 raise Unauthenticated(
                     "this link is not valid: ask for a new one", code=ErrorCode.LINK_REFUSED
                 )
+            self._spend(txn, record)
             if txn.get(key, db=self.db) is not None:  # enrolled already (sealed or not)
                 raise Unauthenticated(
                     "this passkey is enrolled already", code=ErrorCode.PASSKEY_REFUSED
@@ -419,6 +423,7 @@ class PersonState:
             raise refused from err
         now = self.now()
         with self.store.storage.write() as txn:
+            self._spend(txn, record)
             current = self._get(txn, key)
             if current is None:
                 raise refused

@@ -250,12 +250,45 @@ async def test_a_replayed_assertion_is_refused(client, operator, authority, stat
     assertion = auth.get(options["publicKey"])
     body = {"ceremonyId": options["ceremonyId"], "credential": assertion}
     assert (await post(client, "/me/v1/signin", body))[0] == 200
-    # the same ceremony again: its challenge is spent
-    assert await post(client, "/me/v1/signin", body) == (401, {"error": "ceremony_refused"})
+    # the same ceremony again: refused (its counter no longer grows)
+    assert (await post(client, "/me/v1/signin", body))[0] == 401
     # the same assertion in a fresh ceremony: it signs another challenge
     _, fresh = await post(client, "/me/v1/signin/options")
     replay = {"ceremonyId": fresh["ceremonyId"], "credential": assertion}
     assert await post(client, "/me/v1/signin", replay) == (401, {"error": "passkey_refused"})
+
+
+async def test_a_replay_is_refused_where_the_counter_cannot_tell(
+    client, operator, authority, state
+):
+    """Many platform passkeys always send a zero counter: the spent challenge refuses the
+    replay, and a forged or expired ceremony id is refused before any check."""
+    person = Person(operator, authority)
+    auth = Authenticator(ORIGIN)
+    await enrol(client, state, person.holder_id, auth)
+    _, options = await post(client, "/me/v1/signin/options")
+    body = {
+        "ceremonyId": options["ceremonyId"],
+        "credential": auth.get(options["publicKey"], counter=0),
+    }
+    first, second = (
+        await post(client, "/me/v1/signin", body),
+        await post(client, "/me/v1/signin", body),
+    )
+    assert first[0] == 200
+    assert second == (401, {"error": "ceremony_refused"})
+    payload, _, tag = options["ceremonyId"].partition(".")
+    for forged in (payload + "." + tag[:-2] + "AA", "x", payload, 5):
+        _, fresh = await post(client, "/me/v1/signin/options")
+        body = {"ceremonyId": forged, "credential": auth.get(fresh["publicKey"], counter=0)}
+        assert await post(client, "/me/v1/signin", body) == (401, {"error": "ceremony_refused"})
+    late = PersonState(operator.store, clock=lambda: state.now() + 301)
+    _, fresh = await post(client, "/me/v1/signin/options")
+    from saihm.errors import Unauthenticated
+
+    with pytest.raises(Unauthenticated) as err:
+        late.authenticate(fresh["ceremonyId"], auth.get(fresh["publicKey"], counter=0))
+    assert err.value.code == "ceremony_refused"
 
 
 async def test_a_counter_that_does_not_grow_is_refused(client, operator, authority, state):
