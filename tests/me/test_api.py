@@ -189,3 +189,35 @@ def _request(url, path, token, body=None):
     data = None if body is None else json.dumps(body).encode()
     status, raw = fetch(url + path, data=data, headers={"Authorization": f"Bearer {token}"})
     return status, json.loads(raw)
+
+
+def test_an_operator_url_no_passkey_could_bind_to_is_refused_in_one_line(tmp_path):
+    data = tmp_path / "data"
+    for url in ("http://127.0.0.1:8080/", "http://example.com/", "ftp://localhost/"):
+        done = run_saihm(
+            "authority",
+            "serve",
+            "--data",
+            str(data),
+            "--authority-dir",
+            str(tmp_path / "authority"),
+            "--operator-url",
+            url,
+            "--listen",
+            "127.0.0.1:0",
+        )
+        assert "operator URL" in one_line_refusal(done) or "IP address" in done.stderr, url
+        assert done.returncode == 2
+
+
+def test_the_cli_refuses_an_ip_operator_url(world):
+    done = run_saihm(
+        "person-link",
+        "--data",
+        str(world.data),
+        "--holder",
+        world.holder_id,
+        "--operator-url",
+        "http://127.0.0.1:8080/",
+    )
+    assert "host name" in one_line_refusal(done)
