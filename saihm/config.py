@@ -42,6 +42,8 @@ class Config:
     checkpoint_interval: float = 1.0
     recall_receipts: bool = True
     status_receipts: bool = True
+    #: Retired (``saihm serve --person-actions`` prints a notice): the person acts with a
+    #: passkey, never an agent's token (docs/authority.md).
     person_actions: bool = False
     governance: bool = True
     voting_window: int = 7 * DAY

@@ -13,6 +13,7 @@ __all__ = [
     "GrantBody",
     "GrantRevokeBody",
     "HolderBody",
+    "PersonLinkBody",
     "RenewBody",
     "RevokeBody",
     "SessionBody",
@@ -74,3 +75,10 @@ class GrantRevokeBody(Body):
     """``POST /v1/grants/revoke``."""
 
     grantId: Hex64
+
+
+class PersonLinkBody(Body):
+    """``POST /v1/person-links``: a one-time link of at most a day (default a day)."""
+
+    holderId: Hex64
+    ttl: Annotated[int, Field(gt=0, le=86_400, strict=True)] | None = None

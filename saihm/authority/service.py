@@ -15,6 +15,9 @@ The calls (pinned paths; JSON in and out, ``{"error": code}`` on failure):
   revoke``;
 - ``POST /v1/grants`` ``{"holderId", "namespaces"?, "ttl"?}`` — ``saihm grant``;
 - ``POST /v1/grants/revoke`` ``{"grantId"}`` — ``saihm grant revoke``;
+- ``POST /v1/person-links`` ``{"holderId", "ttl"?}`` — ``saihm person-link``: a one-time link
+  that enrols the person's passkey at ``--operator-url``'s ``/me/``
+  (:mod:`saihm.authority.person`);
 - ``GET /v1/health`` — ``{"status": "ok"}``, without credential.
 
 Each call does what its command does, with the same functions (saihm.authority.actions,
@@ -50,6 +53,7 @@ from saihm.authority.bodies import (
     GrantBody,
     GrantRevokeBody,
     HolderBody,
+    PersonLinkBody,
     RenewBody,
     RevokeBody,
     SessionBody,
@@ -60,6 +64,7 @@ from saihm.authority.credential import (
     check_credential,
     load_or_create_credential,
 )
+from saihm.authority.person import LINK_TTL_MAX
 from saihm.config import Config
 from saihm.errors import ErrorCode, MalformedInput, SaihmError, TooLarge
 from saihm.events import Capability, CapabilityScope
@@ -71,6 +76,9 @@ if TYPE_CHECKING:
 __all__ = ["AuthorityService", "create_authority_app", "main"]
 
 log = logging.getLogger("saihm.authority")
+
+#: Where the person's page is, unless ``--operator-url`` says (``saihm serve``'s default).
+DEFAULT_OPERATOR_URL = "http://localhost:8080/"
 
 #: A request body is a few ids and namespaces.
 MAX_BODY = 64 * 1024
@@ -84,8 +92,18 @@ class AuthorityService:
     store is used from one thread (``executor``), as a command would use it."""
 
     def __init__(
-        self, operator: Operator, authority: Authority, credential_sha256: bytes, token_ttl: int
+        self,
+        operator: Operator,
+        authority: Authority,
+        credential_sha256: bytes,
+        token_ttl: int,
+        operator_url: str = DEFAULT_OPERATOR_URL,
     ) -> None:
+        from saihm.authority.person import PersonState, operator_origin
+
+        operator_origin(operator_url)  # refuse a URL no passkey could bind to, at start
+        self.operator_url = operator_url
+        self.person = PersonState(operator.store)
         self.operator = operator
         self.authority = authority
         self.credential_sha256 = credential_sha256
@@ -158,6 +176,18 @@ class AuthorityService:
         log.info(json.dumps({"event": "grant_revoked", "grantId": grant_id.hex()}))
         return {"grantId": grant_id.hex(), "revoked": True, "changed": changed}
 
+    def person_link(self, body: PersonLinkBody) -> dict[str, object]:
+        """A one-time link that enrols a passkey for the holder at the operator's ``/me/``."""
+        holder_id = bytes.fromhex(body.holderId)
+        answer = self.person.mint_link(holder_id, self.operator_url, body.ttl or LINK_TTL_MAX)
+        record = {"event": "person_link", "holderId": holder_id.hex()}
+        log.info(json.dumps({**record, "expiresAt": answer["expiresAt"]}))
+        return {
+            "url": answer["url"],
+            "expiresAtUtc": answer["expiresAtUtc"],
+            "expiresAt": answer["expiresAt"],
+        }
+
 
 def _audit(event: str, cap: Capability) -> None:
     """One log line per issued token: ids and expiry, never the token."""
@@ -194,6 +224,7 @@ _CALLS: dict[str, tuple[type[Body], str]] = {
     "/v1/sessions/revoke": (RevokeBody, "revoke_session"),
     "/v1/grants": (GrantBody, "grant"),
     "/v1/grants/revoke": (GrantRevokeBody, "revoke_grant"),
+    "/v1/person-links": (PersonLinkBody, "person_link"),
 }
 
 
@@ -287,9 +318,12 @@ class ServiceOptions:
     listen: str = "127.0.0.1:8090"
     tls_cert: str | None = None
     tls_key: str | None = None
+    operator_url: str = DEFAULT_OPERATOR_URL
 
 
-def _open(config: Config) -> tuple[AuthorityService, bool]:
+def _open(
+    config: Config, operator_url: str = DEFAULT_OPERATOR_URL
+) -> tuple[AuthorityService, bool]:
     """The service over the data directory and the authority's key; refuses an authority
     whose public key is not the one the data directory's operator pins."""
     from saihm.compose import open_operator
@@ -303,7 +337,12 @@ def _open(config: Config) -> tuple[AuthorityService, bool]:
         )
     credential, created = load_or_create_credential(config.authority_dir)
     operator = open_operator(config, checkpointer=False)
-    return AuthorityService(operator, authority, credential, config.token_ttl), created
+    try:
+        service = AuthorityService(operator, authority, credential, config.token_ttl, operator_url)
+    except BaseException:
+        operator.store.close()
+        raise
+    return service, created
 
 
 async def _serve(service: AuthorityService, sock: Any, context: Any) -> None:
@@ -332,7 +371,10 @@ def main(options: ServiceOptions) -> int:
             if options.tls_cert and options.tls_key
             else None
         )
-        service, created = _open(options.config)
+        from saihm.authority.person import operator_origin
+
+        operator_origin(options.operator_url)
+        service, created = _open(options.config, options.operator_url)
     except SaihmError as err:
         from saihm.storage.url import scrub
 

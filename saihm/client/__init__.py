@@ -23,7 +23,14 @@ serve``): create a user, open, renew and revoke sessions, grant cross-session re
 from saihm.client._async import AsyncClient, RecordKind
 from saihm.client._endpoint import redact_endpoint
 from saihm.client._sync import Client
-from saihm.client.admin import Admin, AsyncAdmin, Issued, RevokedGrant, RevokedSession
+from saihm.client.admin import (
+    Admin,
+    AsyncAdmin,
+    Issued,
+    PersonLink,
+    RevokedGrant,
+    RevokedSession,
+)
 from saihm.client.errors import ClientError
 from saihm.client.models import (
     ContractAnswer,
@@ -53,6 +60,7 @@ __all__ = [
     "Forgotten",
     "IncomingContract",
     "Issued",
+    "PersonLink",
     "Proposal",
     "Proposed",
     "RecalledCell",

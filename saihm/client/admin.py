@@ -42,7 +42,15 @@ from saihm.client._transport import (
 )
 from saihm.client.errors import ClientError
 
-__all__ = ["Admin", "AsyncAdmin", "Issued", "RevokedGrant", "RevokedSession", "TokenScope"]
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "Issued",
+    "PersonLink",
+    "RevokedGrant",
+    "RevokedSession",
+    "TokenScope",
+]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -105,6 +113,16 @@ class RevokedGrant(_Answer):
     grant_id: str
     revoked: bool
     changed: bool
+
+
+class PersonLink(_Answer):
+    """person_link: the one-time link that lets the person enrol a passkey at the operator's
+    ``/me/`` page. ``url`` is a secret until used (its one-time code is in the fragment) and
+    is kept out of ``repr``; ``expires_at`` is UNIX seconds."""
+
+    url: str = Field(repr=False)
+    expires_at: int
+    expires_at_utc: str
 
 
 def _ttl(ttl: int | None) -> dict[str, int]:
@@ -223,6 +241,12 @@ class AsyncAdmin:
         UNGRANT."""
         return await self._call("v1/grants/revoke", {"grantId": grant_id}, RevokedGrant)
 
+    async def person_link(self, holder_id: str, *, ttl: int | None = None) -> PersonLink:
+        """A one-time link (single use, at most 24 hours, default 24) that opens the
+        operator's ``/me/`` page to enrol a passkey for ``holder_id``. Give it to the person
+        only; a person who lost every passkey gets a new one the same way. Logs nothing."""
+        return await self._call("v1/person-links", {"holderId": holder_id, **_ttl(ttl)}, PersonLink)
+
 
 class Admin:
     """The synchronous face of :class:`AsyncAdmin`: same arguments, methods and answers. Each
@@ -297,3 +321,7 @@ class Admin:
     def revoke_grant(self, grant_id: str) -> RevokedGrant:
         """See :meth:`AsyncAdmin.revoke_grant`."""
         return self._run(self._async.revoke_grant(grant_id))
+
+    def person_link(self, holder_id: str, *, ttl: int | None = None) -> PersonLink:
+        """See :meth:`AsyncAdmin.person_link`."""
+        return self._run(self._async.person_link(holder_id, ttl=ttl))

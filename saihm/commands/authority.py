@@ -14,7 +14,11 @@ def _run(args: argparse.Namespace) -> int:
     from saihm.authority import service
 
     options = service.ServiceOptions(
-        config=config_from(args), listen=args.listen, tls_cert=args.tls_cert, tls_key=args.tls_key
+        config=config_from(args),
+        listen=args.listen,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        operator_url=args.operator_url,
     )
     return service.main(options)
 
@@ -55,6 +59,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         default="127.0.0.1:8090",
         metavar="HOST:PORT",
         help="address to listen on (plain http only on the loopback)",
+    )
+    serve.add_argument(
+        "--operator-url",
+        default="http://localhost:8080/",
+        metavar="URL",
+        help="where the operator serves /me/: person links point there and passkeys bind to "
+        "its host (default http://localhost:8080/; plain http only for localhost)",
     )
     serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate")
     serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")

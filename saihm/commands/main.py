@@ -23,6 +23,7 @@ from saihm.commands import (
     host,
     memory,
     migrate,
+    person,
     publish,
     serve,
 )
@@ -46,6 +47,7 @@ EPILOG = """first steps:
 FAMILIES = (
     serve,
     admin,
+    person,
     backup,
     migrate,
     host,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from saihm.commands.common import config_from, data_options, store_option
 from saihm.config import Config
 from saihm.errors import SaihmError
 
-__all__ = ["register"]
+__all__ = ["PERSON_ACTIONS_RETIRED", "register"]
+
+#: The one line ``--person-actions`` (or SAIHM_PERSON_ACTIONS, or the config file) now prints.
+PERSON_ACTIONS_RETIRED = (
+    "saihm: --person-actions is retired and does nothing: the person signs in at /me/ with a "
+    "passkey and acts there by default; an agent's token never may (docs/authority.md)"
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -142,8 +149,8 @@ def _serve_policy(serve: argparse.ArgumentParser) -> None:
         ("--status-receipts", "log a STATUS receipt per status"),
         (
             "--person-actions",
-            "let a holder-wide grant revoke grants and decide pending proposals from /me/ "
-            "(off: only the command line does)",
+            "retired, does nothing: the person acts from /me/ with a passkey, and no agent "
+            "token ever may (docs/authority.md)",
         ),
     ):
         default = _policy_default(option[2:].replace("-", "_"))
@@ -201,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
     from saihm.http.serve import POLICY_RANGES, ServeOptions, main
 
     store_option(args, os.environ)
+    if getattr(args, "person_actions", False):
+        print(PERSON_ACTIONS_RETIRED, file=sys.stderr, flush=True)
     return main(
         ServeOptions(
             data=args.data,

@@ -68,9 +68,24 @@ def _handler(
             result = await loop.run_in_executor(None, call, provider, body)
         except SaihmError as err:
             return web.json_response({"error": err.code}, status=err.status)
+        if model is MemoryQuery:
+            _note_read(request, token, result)
         return web.json_response(result)
 
     return handle
+
+
+def _note_read(request: web.Request, token: str, result: Any) -> None:
+    """What a consumer's grant read, for the person's page (the records of a query or a
+    context block), off the event loop."""
+    from saihm.authority.person import note_grant_read
+    from saihm.http.me import PERSON_STATE
+
+    excerpt = result.get("memory", {}).get("excerpt", result) if "memory" in result else result
+    cells = len(excerpt.get("records", ())) if isinstance(excerpt, dict) else 0
+    write = note_grant_read(request.app.get(PERSON_STATE), token, cells)
+    if write is not None:
+        asyncio.get_running_loop().run_in_executor(None, write)
 
 
 def add_routes(app: web.Application, vault: VaultSource) -> None:

@@ -271,9 +271,13 @@ class Store:
         """A bearer token as an :class:`Access` (:meth:`Authenticator.authenticate`)."""
         return self.authenticator.authenticate(token)
 
-    def person_access(self, holder_id: bytes, session_id: bytes, ttl: int = 300) -> Access:
+    def person_access(
+        self, holder_id: bytes, session_id: bytes, ttl: int = 300, *, all_sessions: bool = False
+    ) -> Access:
         """The person's in-process :class:`Access` (:meth:`Authenticator.person_access`)."""
-        return self.authenticator.person_access(holder_id, session_id, ttl)
+        return self.authenticator.person_access(
+            holder_id, session_id, ttl, all_sessions=all_sessions
+        )
 
     # -- the checked read path (saihm/store/reader.py) -----------------------------------
 

@@ -183,10 +183,14 @@ class Authenticator:
             )
         )
 
-    def person_access(self, holder_id: bytes, session_id: bytes, ttl: int = 300) -> Access:
+    def person_access(
+        self, holder_id: bytes, session_id: bytes, ttl: int = 300, *, all_sessions: bool = False
+    ) -> Access:
         """The session-scoped :class:`Access` of the person acting on their own data directory
         in process (``saihm memory store|forget|accept``), with no token: the same scope a
-        session token from the authority gives, for ``ttl`` seconds.
+        session token from the authority gives, for ``ttl`` seconds. With ``all_sessions``
+        (the person signed in with a passkey at ``/me/``) it reads every session of the
+        holder and writes into ``session_id``.
 
         Raises :class:`Unauthenticated` for a holder with no KEY receipt or a revoked session,
         as :meth:`authenticate` would for that session's token, and :class:`StaleProjections`
@@ -202,7 +206,7 @@ class Authenticator:
             Access(
                 holder_id=holder_id,
                 session_id=session_id,
-                all_sessions=False,
+                all_sessions=all_sessions,
                 namespaces=None,
                 grant_id=None,
                 consumer=None,

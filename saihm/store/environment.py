@@ -29,7 +29,9 @@ CHECKPOINTS = b"checkpoints"  # tree size u64 -> signed checkpoint note
 #: proposalId ->
 #: {1: cell CBOR, 2: caller's meta}; not a projection.
 PENDING = b"provider-pending"
-OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING)
+#: The person's passkeys, one-time links and sign-ins (saihm/authority/person.py).
+PERSON = b"person"
+OWN_DBS = (BODIES, CHECKPOINTS, MEMO, STATS, PENDING, PERSON)
 
 #: Every namespace the store opens its storage with.
 STORAGE_NAMES: tuple[bytes, ...] = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.support.cli import run_saihm
+from tests.support.cli import one_line_refusal, run_saihm
 from tests.support.serve import fetch, holder_create, post, serving
 
 CSP_PARTS = ("default-src 'none'", "script-src 'self'", "connect-src 'self'")
@@ -128,31 +128,96 @@ def test_rejecting_a_proposal_drops_it_once(world):
         assert _call(world, path, token, body) == (404, {"error": "proposal_not_found"})
 
 
-def test_without_person_actions_a_holder_wide_grant_may_read_but_not_act(tmp_path):
-    """An agent's holder-wide grant looks like the person's: unless the operator opts in
-    (--person-actions), the page's actions are refused and change nothing."""
+def test_person_actions_is_retired_and_no_grant_acts_with_it(tmp_path):
+    """``--person-actions`` prints one line and changes nothing: an agent's holder-wide grant
+    is refused every action of the page, and the grant keeps working."""
     data = tmp_path / "data"
-    with serving(tmp_path, "--data", str(data)) as (_, url):
+    with serving(tmp_path, "--data", str(data), "--person-actions") as (_, url):
         holder = holder_create(data)
         done = run_saihm(
             "grant", "--data", str(data), "--holder", holder["holderId"], "--sessions", "all"
         )
         grant = json.loads(done.stdout)
         token = grant["token"]
-        status, _ = _request(url, "me/v1/grants", token)
-        assert status == 200
         for path, body in (
+            ("me/v1/grants", None),
+            ("me/v1/pending", None),
             ("me/v1/grants/revoke", {"grantId": grant["grantId"]}),
             ("me/v1/pending/accept", {"id": "ab" * 32}),
             ("me/v1/pending/reject", {"id": "ab" * 32}),
+            ("me/v1/call", {"method": "saihm_status", "params": {}}),
         ):
             status, answer = _request(url, path, token, body)
             assert (status, answer) == (403, {"error": "not_permitted"}), path
         # The grant still works: nothing was withdrawn.
         assert post(url, token, "saihm_recall", {})[0] == 200
+    said = (tmp_path / "serve.err").read_text()
+    assert said.count("--person-actions is retired") == 1
+
+
+def test_the_person_link_and_token_reach_no_log(world):
+    link = world.person_link()
+    code = link.split("#enrol=", 1)[1]
+    assert link.startswith(world.page_url + "me/#enrol=")
+    output = world.server_output()
+    assert code not in output and code.split(".")[1] not in output
+    assert world.person_token not in output
+    assert world.person_token.split(".", 1)[1] not in output
+
+
+def test_the_cli_mints_a_link_beside_a_default_serve(world):
+    """``saihm person-link`` (the authority in process, beside a development serve)."""
+    done = run_saihm(
+        "person-link",
+        "--data",
+        str(world.data),
+        "--holder",
+        world.holder_id,
+        "--operator-url",
+        world.page_url,
+    )
+    link = json.loads(done.stdout)
+    assert link["url"].startswith(world.page_url + "me/#enrol=")
+    code = link["url"].split("#enrol=", 1)[1]
+    options = world.ceremony("me/v1/enrol/options", {"link": code})
+    assert options["publicKey"]["rp"]["id"] == "localhost"
+    refused = run_saihm("person-link", "--data", str(world.data), "--holder", "ab" * 32)
+    assert "holder" in one_line_refusal(refused)
 
 
 def _request(url, path, token, body=None):
     data = None if body is None else json.dumps(body).encode()
     status, raw = fetch(url + path, data=data, headers={"Authorization": f"Bearer {token}"})
     return status, json.loads(raw)
+
+
+def test_an_operator_url_no_passkey_could_bind_to_is_refused_in_one_line(tmp_path):
+    data = tmp_path / "data"
+    for url in ("http://127.0.0.1:8080/", "http://example.com/", "ftp://localhost/"):
+        done = run_saihm(
+            "authority",
+            "serve",
+            "--data",
+            str(data),
+            "--authority-dir",
+            str(tmp_path / "authority"),
+            "--operator-url",
+            url,
+            "--listen",
+            "127.0.0.1:0",
+        )
+        assert "operator URL" in one_line_refusal(done) or "IP address" in done.stderr, url
+        assert done.returncode == 2
+
+
+def test_the_cli_refuses_an_ip_operator_url(world):
+    done = run_saihm(
+        "person-link",
+        "--data",
+        str(world.data),
+        "--holder",
+        world.holder_id,
+        "--operator-url",
+        "http://127.0.0.1:8080/",
+    )
+    assert "host name" in one_line_refusal(done)
