@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from saihm.authority.authority import Authority, check_token_fits
 from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound
 from saihm.events import CapabilityScope
+from saihm.names import check_namespace
 from saihm.projections.grants import revocation_subject
 
 if TYPE_CHECKING:
@@ -97,8 +98,10 @@ def check_revocable(store: Store, authority: Authority, holder_id: bytes, given:
 
 def grant_scope(namespaces: list[str] | None, grant_id: bytes) -> CapabilityScope:
     """The scope of a grant's token: every session of the holder, in ``namespaces`` (None:
-    every namespace). Raises :class:`MalformedInput` for a namespace outside 1..256
-    characters."""
+    every namespace). Raises :class:`~saihm.names.BadNamespace` for a namespace that is not a
+    name (docs/formats.md "Namespaces")."""
+    for namespace in namespaces or ():
+        check_namespace(namespace)
     try:
         return CapabilityScope(
             sessions="all",
@@ -110,6 +113,7 @@ def grant_scope(namespaces: list[str] | None, grant_id: bytes) -> CapabilityScop
 
 
 def check_grant_token(holder_id: bytes, namespaces: list[str] | None, expires_at: int) -> None:
-    """Refuse, before GRANT is logged, a grant whose token no server could read
+    """Refuse, before GRANT is logged, a grant naming a namespace that is not a name
+    (:class:`~saihm.names.BadNamespace`) or whose token no server could read
     (:class:`MalformedInput`, "token_too_long")."""
     check_token_fits(holder_id, bytes(32), grant_scope(namespaces, bytes(32)), expires_at)

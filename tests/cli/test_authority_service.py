@@ -404,7 +404,7 @@ HOLDER = "ab" * 32
             % (HOLDER.encode(), HOLDER.encode(), b"cd" * 16),
         ),
         ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "namespaces": []}'),
-        ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "namespaces": [""]}'),
+        # An empty namespace is bad_namespace (tests/http/test_namespaces.py).
         ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "namespaces": "a,b"}'),
         ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "sessions": "all"}'),
         ("v1/grants/revoke", b'{"grantId": ["x"]}'),
