@@ -351,6 +351,34 @@ def test_the_authority_binds_each_id_it_mints_to_its_holder(tmp_path: Path) -> N
     assert not authority.minted(a, bytes(20))
 
 
+def test_after_a_revoked_session_the_advice_names_commands_that_work(both: Both) -> None:
+    """Issue #32 item 9: after ``Admin.revoke_session`` the client's 401 advice named only
+    ``saihm session renew``, which refuses a revoked session. Each command the advice names is
+    run as written: renewing is refused, as the advice now says, and opening a new session
+    gives a token the operator accepts."""
+    import re
+
+    with both.admin() as admin:
+        user = admin.create_holder()
+        admin.revoke_session(user.holder_id, user.session_id)
+    with Client(both.url, f"Bearer {user.token}") as agent:
+        advice = _refused(lambda: agent.recall("anything")).advice
+    assert advice is not None and "a revoked session cannot be renewed" in advice
+    fill = {"DIR": str(both.data), "HOLDER": user.holder_id, "SESSION": user.session_id}
+    fill["SECONDS"] = "60"
+    ran = {}
+    for command in re.findall(r"`(saihm [^`]+)`", advice):
+        words = [fill.get(word, word) for word in command.split()[1:]]
+        done = subprocess.run([SAIHM, *words], capture_output=True, text=True)
+        ran[" ".join(w for w in words[:2] if not w.startswith("-"))] = done
+    assert set(ran) == {"session renew", "session open", "grant"}
+    assert ran["session renew"].returncode == 2 and "revoked" in ran["session renew"].stderr
+    assert ran["grant"].returncode == 0
+    opened = json.loads(ran["session open"].stdout)
+    with Client(both.url, f"Bearer {opened['token']}") as agent:
+        agent.remember("a new session after the revocation")
+
+
 def test_a_wrong_credential_gets_401_and_no_token(both: Both) -> None:
     start = both.log_size()
     body = b"{}"
