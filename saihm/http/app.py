@@ -52,7 +52,7 @@ THREADS = 32
 #: Longest path written to the access log, so a hostile path cannot flood it.
 LOG_PATH_MAX = 200
 
-#: The access log's status for a request whose client went away before an answer (nginx's).
+#: The access log's status for a request cancelled before any answer (nginx's "client closed").
 CLIENT_GONE = 499
 
 access_log = logging.getLogger("saihm.http.access")
@@ -79,7 +79,8 @@ async def access_log_middleware(request: web.Request, handler: Handler) -> web.S
 
     The status is the one the client gets: a returned response's, or that of an
     ``HTTPException`` that aiohttp answers (a redirect, raised past the error middleware);
-    499 when the request was cancelled because the client went away (nothing was answered);
+    499 when the request was cancelled before any answer (the client went away or the server
+    stopped);
     500 for an exception aiohttp answers with 500 (docs/operations.md "Access log").
     Never the Authorization header, the query text or any body.
     """
