@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     docs/formats.md §6 that is missing here.
     """
 
+    BAD_NAMESPACE = "bad_namespace"
     BAD_NOTE = "bad_note"
     BAD_ORIGIN = "bad_origin"
     BAD_REQUEST = "bad_request"

@@ -26,7 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent / "saihm"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "shared leaves: import nothing of saihm",
-        ("saihm", "saihm.errors", "saihm.mldsa", "saihm.logs", "saihm.commands.helpformat"),
+        (
+            "saihm",
+            "saihm.errors",
+            "saihm.names",
+            "saihm.mldsa",
+            "saihm.logs",
+            "saihm.commands.helpformat",
+        ),
     ),
     (
         "the core and small helpers: import only the leaves",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import time
 from pathlib import Path
@@ -16,6 +18,8 @@ __all__ = ["ISSUABLE_TOKEN_CHARS", "Authority", "check_token_fits"]
 
 SEED_FILE = "authority.seed"
 PUBLIC_FILE = "authority.pub"
+_ID_KEY_LABEL = b"saihm authority id key v1"
+_ID_LABEL = b"saihm authority id v1\x00"
 
 
 def _refuse(chars: int) -> MalformedInput:
@@ -62,6 +66,8 @@ class Authority:
     def __init__(self, key: AuthorityKey, directory: Path) -> None:
         self._key = key
         self.directory = directory
+        # The key that binds the ids this authority mints to their holder (never leaves here).
+        self._id_key = hmac.digest(key.seed_bytes(), _ID_KEY_LABEL, hashlib.sha256)
 
     def __repr__(self) -> str:
         return f"Authority(directory={str(self.directory)!r})"
@@ -83,6 +89,31 @@ class Authority:
         if not public.exists():
             public.write_bytes(key.public_key)
         return cls(key, path)
+
+    def _bound(self, holder_id: bytes, nonce: bytes) -> bytes:
+        """``nonce`` followed by a tag binding it to ``holder_id``, as long as the nonce."""
+        tag = hmac.digest(self._id_key, _ID_LABEL + holder_id + nonce, hashlib.sha256)
+        return nonce + tag[: len(nonce)]
+
+    def session_id(self, holder_id: bytes) -> bytes:
+        """A new sessionId of ``holder_id``: 16 random bytes and a 16-byte HMAC tag binding
+        them to the holder, so :meth:`minted` can later tell whose session it is without a
+        record of every session opened (docs/authority.md "Ids belong to their holder")."""
+        return self._bound(holder_id, os.urandom(16))
+
+    def token_id(self, holder_id: bytes) -> bytes:
+        """A new tokenId of ``holder_id``: 8 random bytes and an 8-byte tag, as
+        :meth:`session_id`."""
+        return self._bound(holder_id, os.urandom(8))
+
+    def minted(self, holder_id: bytes, token_or_session_id: bytes) -> bool:
+        """Whether this authority minted ``token_or_session_id`` (32 bytes: a sessionId, 16: a
+        tokenId) for ``holder_id``. False for another holder's id, for any other length and
+        for an id minted before ids were bound (random: one in 2^64 or 2^128 passes)."""
+        if len(token_or_session_id) not in (16, 32):
+            return False
+        nonce = token_or_session_id[: len(token_or_session_id) // 2]
+        return hmac.compare_digest(self._bound(holder_id, nonce), token_or_session_id)
 
     @property
     def public_key(self) -> bytes:
@@ -113,6 +144,7 @@ class Authority:
             session_id=session_id,
             scope=scope,
             expires_at=issued + ttl,
+            token_id=self.token_id(holder_id),
         )
         chars = len(cap.to_token())
         if chars > ISSUABLE_TOKEN_CHARS:  # the measure above is exact; this keeps it honest

@@ -25,7 +25,6 @@ TTL_MAX = 10 * 365 * 86_400
 Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
 Hex32 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{32}$")]
 Ttl = Annotated[int, Field(gt=0, le=TTL_MAX, strict=True)]
-Namespace = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
 class Body(BaseModel):
@@ -64,10 +63,11 @@ class RevokeBody(Body):
 
 
 class GrantBody(Body):
-    """``POST /v1/grants``; ``namespaces`` absent or null for every namespace."""
+    """``POST /v1/grants``; ``namespaces`` absent or null for every namespace. Each is checked
+    as a name by the grant itself (``bad_namespace``, saihm.authority.actions.grant_scope)."""
 
     holderId: Hex64
-    namespaces: Annotated[list[Namespace], Field(min_length=1, max_length=64)] | None = None
+    namespaces: Annotated[list[str], Field(min_length=1, max_length=64)] | None = None
     ttl: Ttl | None = None
 
 

@@ -34,7 +34,6 @@ import asyncio
 import hmac
 import json
 import logging
-import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -46,7 +45,13 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from saihm.authority.actions import check_grant_token, check_holder, check_renewable, grant_scope
+from saihm.authority.actions import (
+    check_grant_token,
+    check_holder,
+    check_renewable,
+    check_revocable,
+    grant_scope,
+)
 from saihm.authority.authority import Authority
 from saihm.authority.bodies import (
     Body,
@@ -119,7 +124,7 @@ class AuthorityService:
     def create_holder(self, body: HolderBody) -> dict[str, object]:
         """``saihm holder create``: log the KEY receipt, then a token for a new session."""
         holder_id = self.operator.admin.create_holder()
-        session_id = secrets.token_bytes(32)
+        session_id = self.authority.session_id(holder_id)
         cap, fields = self._issued(holder_id, session_id, CapabilityScope(), body.ttl)
         _audit("holder_created", cap)
         return {"holderId": holder_id.hex(), "sessionId": session_id.hex(), **fields}
@@ -128,7 +133,7 @@ class AuthorityService:
         """``saihm session open``: a token for a new session of a known holder."""
         holder_id = bytes.fromhex(body.holderId)
         check_holder(self.operator.store, holder_id)
-        session_id = secrets.token_bytes(32)
+        session_id = self.authority.session_id(holder_id)
         cap, fields = self._issued(holder_id, session_id, CapabilityScope(), body.ttl)
         _audit("session_opened", cap)
         return {"sessionId": session_id.hex(), **fields}
@@ -136,17 +141,19 @@ class AuthorityService:
     def renew_session(self, body: RenewBody) -> dict[str, object]:
         """``saihm session renew``: a fresh token for the same session, unless revoked."""
         holder_id, session_id = bytes.fromhex(body.holderId), bytes.fromhex(body.sessionId)
-        check_renewable(self.operator.store, holder_id, session_id)
+        check_renewable(self.operator.store, self.authority, holder_id, session_id)
         cap, fields = self._issued(holder_id, session_id, CapabilityScope(), body.ttl)
         _audit("session_renewed", cap)
         return {"sessionId": session_id.hex(), **fields}
 
     def revoke_session(self, body: RevokeBody) -> dict[str, object]:
-        """``saihm session revoke``: log UNGRANT for the session's (or one token's) tokens."""
+        """``saihm session revoke``: log UNGRANT for the session's (or one token's) tokens;
+        refused (404, nothing logged) for an id that is not the holder's."""
         given = [i for i in (body.sessionId, body.tokenId) if i is not None]
         if len(given) != 1:
             raise MalformedInput("give exactly one of sessionId and tokenId")
         holder_id, revoked = bytes.fromhex(body.holderId), bytes.fromhex(given[0])
+        check_revocable(self.operator.store, self.authority, holder_id, revoked)
         changed = self.operator.admin.revoke_session(holder_id, revoked)
         record = {"event": "session_revoked", "holderId": holder_id.hex(), "id": revoked.hex()}
         log.info(json.dumps(record))
@@ -165,7 +172,8 @@ class AuthorityService:
         check_grant_token(holder_id, body.namespaces, now + ttl)
         grant_id, _ = self.operator.admin.grant(holder_id, body.namespaces, now + ttl)
         scope = grant_scope(body.namespaces, grant_id)
-        cap = self.authority.issue(holder_id, secrets.token_bytes(32), scope, ttl, now=now)
+        session_id = self.authority.session_id(holder_id)
+        cap = self.authority.issue(holder_id, session_id, scope, ttl, now=now)
         _audit("grant_made", cap)
         return {"grantId": grant_id.hex(), "token": cap.to_token(), **token_fields(cap)}
 

@@ -209,7 +209,8 @@ class AsyncAdmin:
         self, holder_id: str, session_id: str, *, ttl: int | None = None
     ) -> Issued:
         """A fresh token for the same session, so the agent keeps its memory (``saihm session
-        renew``); refused (``conflict``) for a revoked session."""
+        renew``); refused (``conflict``) for a revoked session and (``not_found``) for a
+        session that is not the holder's."""
         payload = {"holderId": holder_id, "sessionId": session_id, **_ttl(ttl)}
         return await self._call("v1/sessions/renew", payload, Issued)
 
@@ -217,7 +218,8 @@ class AsyncAdmin:
         self, holder_id: str, session_id: str | None = None, *, token_id: str | None = None
     ) -> RevokedSession:
         """Revoke every token of a session, or one token by ``token_id`` (``saihm session
-        revoke``); the operator refuses them from then on."""
+        revoke``); the operator refuses them from then on. An id that is not the holder's is
+        refused (``not_found``) with nothing logged."""
         if (session_id is None) == (token_id is None):
             raise ClientError("give exactly one of session_id and token_id", kind="refused")
         which = {"sessionId": session_id} if session_id is not None else {"tokenId": token_id}

@@ -21,12 +21,14 @@ STORE_NOTE = (
 
 _UNAUTHENTICATED = (
     "the operator did not accept the credential (value not shown). Most likely it expired "
-    "(a session token and a grant last 30 days unless --ttl said otherwise), its grant "
-    "was revoked, or it was issued for another operator's data directory. A person fixes it on "
-    "the operator's machine: `saihm session renew --data DIR --holder HOLDER --session SESSION` "
-    "issues a fresh token for the same session; `saihm grant --data DIR --holder HOLDER "
-    "--sessions all --ttl SECONDS` lets the agent recall across all its sessions "
-    f"{STORE_NOTE}. Then set "
+    "(a session token and a grant last 30 days unless --ttl said otherwise), its session or "
+    "grant was revoked, or it was issued for another operator's data directory. A person fixes "
+    "it on the operator's machine: for an expired session token, `saihm session renew --data "
+    "DIR --holder HOLDER --session SESSION` issues a fresh token for the same session; a "
+    "revoked session cannot be renewed, so `saihm session open --data DIR --holder HOLDER` "
+    "opens a new one (Admin.open_session through an authority service); `saihm grant --data "
+    "DIR --holder HOLDER --sessions all --ttl SECONDS` lets the agent recall across all its "
+    f"sessions {STORE_NOTE}. Then set "
     'the Authorization value (SAIHM_AUTH_HEADER) to "Bearer <new token>" and restart the host'
 )
 _NOT_HOLDER = (

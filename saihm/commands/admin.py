@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
 import time
 from collections.abc import Mapping
@@ -14,6 +13,7 @@ from saihm.commands.common import Parser, config_from, data_options, emit, hex32
 from saihm.config import Config
 
 if TYPE_CHECKING:
+    from saihm.authority import Authority
     from saihm.events import CapabilityScope
 
 __all__ = ["build_grant_revoke_parser", "register"]
@@ -118,20 +118,29 @@ def build_grant_revoke_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _issue(
-    args: argparse.Namespace, holder_id: bytes, session_id: bytes, scope: CapabilityScope
-) -> tuple[str, dict[str, object], str]:
-    """The token, its ``scope``/``expiresAt`` fields and the stderr line saying what it sees."""
+def _authority(args: argparse.Namespace) -> Authority:
+    """The authority whose key is in ``--authority-dir``."""
     from saihm.authority import Authority
+
+    return Authority.open(config_from(args).authority_dir)
+
+
+def _issue(
+    args: argparse.Namespace, holder_id: bytes, session_id: bytes | None, scope: CapabilityScope
+) -> tuple[bytes, str, dict[str, object], str]:
+    """The sessionId (a new one the authority mints when ``session_id`` is None), the token,
+    its ``scope``/``expiresAt`` fields and the stderr line saying what it sees."""
     from saihm.authority.continuity import choose_ttl, token_fields, token_summary
 
     config = config_from(args)
-    authority = Authority.open(config.authority_dir)
+    authority = _authority(args)
+    if session_id is None:
+        session_id = authority.session_id(holder_id)
     ttl = choose_ttl(getattr(args, "ttl", None), config.token_ttl)
     now = int(time.time())
     cap = authority.issue(holder_id, session_id, scope, ttl, now=now)
     summary = token_summary(cap, str(config.data_dir), now=now, store=config.store)
-    return cap.to_token(), token_fields(cap), summary
+    return session_id, cap.to_token(), token_fields(cap), summary
 
 
 def _print_issued(obj: dict[str, object], summary: str) -> None:
@@ -151,8 +160,7 @@ def _holder_create(args: argparse.Namespace) -> int:
         holder_id = operator.admin.create_holder()
     finally:
         operator.store.close()
-    session_id = secrets.token_bytes(32)
-    token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
+    session_id, token, fields, summary = _issue(args, holder_id, None, CapabilityScope())
     _print_issued(
         {"holderId": holder_id.hex(), "token": token, "sessionId": session_id.hex(), **fields},
         summary,
@@ -172,8 +180,7 @@ def _session_open(args: argparse.Namespace) -> int:
         check_holder(operator.store, holder_id)
     finally:
         operator.store.close()
-    session_id = secrets.token_bytes(32)
-    token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
+    session_id, token, fields, summary = _issue(args, holder_id, None, CapabilityScope())
     _print_issued({"sessionId": session_id.hex(), "token": token, **fields}, summary)
     return 0
 
@@ -182,8 +189,9 @@ def _session_open(args: argparse.Namespace) -> int:
 def _session_renew(args: argparse.Namespace) -> int:
     """A new token for an existing session id: the agent keeps recalling that session.
 
-    Refused, with nothing issued or logged, for an unknown holder and a revoked session
-    (docs/formats.md "Session revocation"; saihm.authority.actions.check_renewable).
+    Refused, with nothing issued or logged, for an unknown holder, a session that is not the
+    holder's and a revoked session (docs/formats.md "Session revocation";
+    saihm.authority.actions.check_renewable).
     """
     from saihm.authority.actions import check_renewable
     from saihm.compose import open_operator
@@ -191,18 +199,22 @@ def _session_renew(args: argparse.Namespace) -> int:
 
     holder_id = hex32(args.holder, "holder")
     session_id = hex32(args.session, "session")
+    authority = _authority(args)
     operator = open_operator(config_from(args), checkpointer=False)
     try:
-        check_renewable(operator.store, holder_id, session_id)
+        check_renewable(operator.store, authority, holder_id, session_id)
     finally:
         operator.store.close()
-    token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
+    _, token, fields, summary = _issue(args, holder_id, session_id, CapabilityScope())
     _print_issued({"sessionId": session_id.hex(), "token": token, **fields}, summary)
     return 0
 
 
 @settled
 def _session_revoke(args: argparse.Namespace) -> int:
+    """Refused, with nothing logged, for an id that is not the holder's
+    (saihm.authority.actions.check_revocable)."""
+    from saihm.authority.actions import check_revocable
     from saihm.compose import open_operator
     from saihm.errors import MalformedInput
 
@@ -211,8 +223,10 @@ def _session_revoke(args: argparse.Namespace) -> int:
         revoked = bytes.fromhex(args.id)
     except ValueError as err:
         raise MalformedInput("the id must be hex") from err
+    authority = _authority(args)
     operator = open_operator(config_from(args), checkpointer=False)
     try:
+        check_revocable(operator.store, authority, holder_id, revoked)
         changed = operator.admin.revoke_session(holder_id, revoked)
     finally:
         operator.store.close()
@@ -256,7 +270,7 @@ def _grant(args: argparse.Namespace) -> int:
     finally:
         operator.store.close()
     scope = grant_scope(namespaces, grant_id)
-    token, fields, summary = _issue(args, holder_id, secrets.token_bytes(32), scope)
+    _, token, fields, summary = _issue(args, holder_id, None, scope)
     _print_issued({"grantId": grant_id.hex(), "token": token, **fields}, summary)
     return 0
 

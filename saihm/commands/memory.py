@@ -164,7 +164,7 @@ def run(ns: argparse.Namespace) -> int:
     """Run the ``saihm memory`` action ``ns.action``."""
     from pydantic import ValidationError
 
-    from saihm.provider.records import validation_message
+    from saihm.provider.records import schema_refusal
 
     if ns.action == "mcp":
         from saihm.provider.mcp import main as mcp_main
@@ -173,7 +173,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         return _run(ns)
     except ValidationError as err:
-        raise MalformedInput(validation_message(err)) from err
+        raise schema_refusal(err) from err
 
 
 def _run(ns: argparse.Namespace) -> int:

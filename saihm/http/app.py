@@ -52,6 +52,9 @@ THREADS = 32
 #: Longest path written to the access log, so a hostile path cannot flood it.
 LOG_PATH_MAX = 200
 
+#: The access log's status for a request cancelled before any answer (nginx's "client closed").
+CLIENT_GONE = 499
+
 access_log = logging.getLogger("saihm.http.access")
 error_log = logging.getLogger("saihm.http")
 
@@ -74,6 +77,11 @@ async def access_log_middleware(request: web.Request, handler: Handler) -> web.S
     """One JSON line per request: method, path (no query string), status, duration in ms and
     the serving process id (which worker answered).
 
+    The status is the one the client gets: a returned response's, or that of an
+    ``HTTPException`` that aiohttp answers (a redirect, raised past the error middleware);
+    499 when the request was cancelled before any answer (the client went away or the server
+    stopped);
+    500 for an exception aiohttp answers with 500 (docs/operations.md "Access log").
     Never the Authorization header, the query text or any body.
     """
     started = time.perf_counter()
@@ -82,6 +90,12 @@ async def access_log_middleware(request: web.Request, handler: Handler) -> web.S
         response = await handler(request)
         status = response.status
         return response
+    except web.HTTPException as err:
+        status = err.status
+        raise
+    except asyncio.CancelledError:
+        status = CLIENT_GONE
+        raise
     finally:
         access_log.info(
             json.dumps(

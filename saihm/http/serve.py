@@ -130,6 +130,7 @@ def _announce(args: ServeOptions, config: Config, url: str, created: bool) -> No
         f"saihm: store {_store_shown(config)}\n"
         f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
         f" governance at {url}governance\n"
+        f"saihm: your own page at {url}me/, the log explorer at {url}explorer/\n"
         "saihm: first call (in another terminal):\n"
         f"  TOKEN=$({_saihm_command()} holder create --data {data} | python3 -c "
         "'import json,sys; print(json.load(sys.stdin)[\"token\"])')\n"

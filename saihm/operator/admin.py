@@ -15,6 +15,7 @@ from saihm.events import Operation
 from saihm.events.details import GrantDetail
 from saihm.events.identity import HolderKey
 from saihm.events.signing import sign_receipt
+from saihm.names import check_namespace
 from saihm.operator.context import ToolContext
 from saihm.projections.grants import revocation_subject
 from saihm.storage import WriteTxn
@@ -50,8 +51,11 @@ class AdminTools:
     ) -> tuple[bytes, bytes]:
         """Log a person's holder-wide grant (GRANT); return (grantId, receiptId).
 
-        Raises :class:`NotFound` ("holder_not_found") for an unknown holder.
+        Raises :class:`NotFound` ("holder_not_found") for an unknown holder and
+        :class:`~saihm.names.BadNamespace` for a namespace that is not a name.
         """
+        for namespace in namespaces or ():
+            check_namespace(namespace)
         ctx = self.context
         with ctx.store.read_txn() as txn:
             if not ctx.store.projections.holders.known(txn, holder_id):

@@ -18,6 +18,7 @@ from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound, NotPermi
 from saihm.events import Cell, Operation, SealedPayload
 from saihm.events.envelope import seal_with_receipt
 from saihm.events.signing import sign_receipt
+from saihm.names import check_namespace
 from saihm.operator.context import ToolContext
 from saihm.operator.governance import GovernanceTools, ProposalSummary
 from saihm.operator.sharing import SharingTools
@@ -545,10 +546,10 @@ class MemoryTools:
 
 
 def _check_writable(access: Access, namespace: str) -> bytes:
-    """Refuse a write the token may not make: a namespace out of bounds or scope, no session.
+    """Refuse a write the token may not make: a namespace that is not a name
+    (:class:`~saihm.names.BadNamespace`, ``bad_namespace``) or out of scope, no session.
     Returns the session the write goes into."""
-    if not namespace or len(namespace) > 256:
-        raise MalformedInput("namespace must be 1 to 256 characters")
+    check_namespace(namespace)
     session = access.own_session()
     if access.namespaces is not None and namespace not in access.namespaces:
         raise NotPermitted("namespace outside the token's scope", code=ErrorCode.NOT_HOLDER)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from saihm.errors import Disabled, ErrorCode, MalformedInput, NotFound, NotPermitted
 from saihm.events.operations import METHODS, Method
+from saihm.names import check_namespace
 from saihm.operator import (
     MODES,
     SCOPES,
@@ -84,7 +85,7 @@ def _remember_params(params: dict[str, Any], config: Config) -> tuple[str, str, 
     supersedes = p.get("supersedes")
     return (
         P.text(p, "content"),
-        P.text(p, "namespace", default="memory"),
+        check_namespace(P.text(p, "namespace", default="memory", code=ErrorCode.BAD_NAMESPACE)),
         None if supersedes is None else P.id32(supersedes, what="supersedes"),
     )
 

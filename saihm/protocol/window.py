@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from saihm.errors import MalformedInput
+from saihm.names import check_namespace
 from saihm.operator import RecallWindow
 
 __all__ = ["KINDS", "MAX_LIMIT", "MAX_NAMES", "encode_cursor", "parse_window"]
@@ -39,14 +40,20 @@ def _count(value: object, name: str, code: str) -> int | None:
 
 
 def _names(value: object, name: str, allowed: frozenset[str] | None = None) -> frozenset[str]:
+    """A non-empty array of at most :data:`MAX_NAMES` strings (``invalid_filter`` otherwise):
+    kinds among ``allowed``, or namespaces that are names (``bad_namespace``,
+    :func:`saihm.names.check_namespace`)."""
     if (
         not isinstance(value, list)
         or not 1 <= len(value) <= MAX_NAMES
-        or not all(isinstance(v, str) and 1 <= len(v) <= 256 for v in value)
+        or not all(isinstance(v, str) for v in value)
     ):
         raise MalformedInput(f"{name} must be a non-empty array of names", code="invalid_filter")
     if allowed is not None and not set(value) <= allowed:
         raise MalformedInput(f"{name} holds an unknown kind", code="invalid_filter")
+    if allowed is None:
+        for namespace in value:
+            check_namespace(namespace)
     return frozenset(value)
 
 

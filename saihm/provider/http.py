@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from saihm.errors import MalformedInput, SaihmError, Unauthenticated
 from saihm.provider.models import GraphQuery, MemoryContext, MemoryQuery, MemoryStore
+from saihm.provider.records import schema_refusal
 from saihm.provider.vault import ConsumerProvider, LocalVault
 
 PREFIX = "/memory/v1"
@@ -45,7 +46,7 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate_json(await request.read())
     except ValidationError as err:
-        raise MalformedInput("request body does not match the schema") from err
+        raise schema_refusal(err) from err
     except web.RequestPayloadError as err:
         raise MalformedInput("the request body is malformed") from err
 

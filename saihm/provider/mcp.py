@@ -46,6 +46,7 @@ from saihm.client._transport import (
 )
 from saihm.client.errors import ClientError
 from saihm.mcp.server import StrictMCPServer
+from saihm.names import namespace_problem
 
 __all__ = ["MEMORY_TOOL_NAMES", "MemoryEndpoint", "build_memory_mcp", "main"]
 
@@ -66,6 +67,8 @@ _ADVICE = {
     "not_consumer": "SAIHM_AUTH_HEADER must carry a consumer token from saihm memory grant, "
     "not a session token",
     "no_vault": "the operator has no vault yet (saihm memory init)",
+    "bad_namespace": "a namespace must be 1 to 256 printable characters without control, "
+    "format, bidi or invisible characters and without surrounding whitespace",
     "section_not_granted": "a requested passport section is outside this consumer's grant",
 }
 
@@ -168,6 +171,13 @@ def _failure(status: int | None, code: str) -> CallToolResult:
     return _result(text, body, True)
 
 
+def _bad_namespaces(namespaces: list[str] | None) -> CallToolResult | None:
+    """The refusal, before anything is sent, of namespaces that are not names (saihm.names)."""
+    if any(namespace_problem(n) is not None for n in namespaces or ()):
+        return _failure(None, "bad_namespace")
+    return None
+
+
 async def _guarded(run: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
     """``run()``, with every client failure reported as a tool error that quotes no secret."""
     try:
@@ -247,6 +257,8 @@ def build_memory_mcp(endpoint: MemoryEndpoint) -> MCPServer:
         """
 
         async def run() -> CallToolResult:
+            if (refused := _bad_namespaces(namespaces)) is not None:
+                return refused
             body = _query(namespaces, intent, limit, max_bytes, text)
             status, got = await endpoint.call("query", body)
             if status != 200 or not isinstance(got, dict) or "records" not in got:
@@ -273,6 +285,8 @@ def build_memory_mcp(endpoint: MemoryEndpoint) -> MCPServer:
         """
 
         async def run() -> CallToolResult:
+            if (refused := _bad_namespaces(namespaces)) is not None:
+                return refused
             status, grant = await endpoint.call("status", None)
             if status != 200 or not isinstance(grant, dict) or "consumer" not in grant:
                 code = grant.get("error") if isinstance(grant, dict) else None

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -21,6 +22,10 @@ from pydantic import (
     field_validator,
     model_serializer,
 )
+from pydantic_core import PydanticCustomError
+
+from saihm.errors import ErrorCode
+from saihm.names import namespace_problem
 
 PROVIDER_ID = "local-vault"
 PROVIDER_VERSION = "0.1.0"
@@ -33,7 +38,18 @@ MAX_CONTENT_BYTES = 65_536
 OPTIONAL_RECORD_FIELDS = ("confidence", "verified_at", "sources")
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-Namespace = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[\x21-\x7e]+$")]
+
+
+def _namespace(value: str) -> str:
+    """The shared namespace rule (saihm.names); its error type is ``bad_namespace``, which
+    :func:`saihm.provider.records.schema_refusal` answers with that code."""
+    problem = namespace_problem(value)
+    if problem is not None:
+        raise PydanticCustomError(ErrorCode.BAD_NAMESPACE, problem)
+    return value
+
+
+Namespace = Annotated[str, AfterValidator(_namespace)]
 ConsumerName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")]
 Mode = Literal["read", "write", "readwrite"]
 

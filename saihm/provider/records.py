@@ -14,7 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from saihm.errors import MalformedInput, TooLarge
+from saihm.errors import ErrorCode, MalformedInput, TooLarge
+from saihm.names import BadNamespace
 from saihm.provider.models import MAX_CONTENT_BYTES, MemoryRecord, MemoryStore, iso8601
 from saihm.retrieval import analyse, analyse_query
 from saihm.retrieval.context import TURN_KINDS, Item, in_order, rank_in_context
@@ -145,7 +146,18 @@ def parse_store(raw: str, namespace: str, **meta: object) -> MemoryStore:
         # The metadata is the command line's, unchecked: the model validates it.
         return MemoryStore.model_validate({"namespace": namespace, "content": content, **fields})
     except ValueError as err:
-        raise MalformedInput(validation_message(err)) from err
+        raise schema_refusal(err) from err
+
+
+def schema_refusal(err: ValueError) -> MalformedInput:
+    """The refusal of a pydantic validation error: :class:`~saihm.names.BadNamespace` when a
+    namespace broke the shared rule, otherwise ``bad_request``; the message never echoes the
+    input (:func:`validation_message`)."""
+    errors = getattr(err, "errors", None)
+    message = validation_message(err)
+    if callable(errors) and any(e.get("type") == ErrorCode.BAD_NAMESPACE for e in errors()):
+        return BadNamespace(message)
+    return MalformedInput(message)
 
 
 def validation_message(err: ValueError) -> str:

@@ -163,9 +163,8 @@ class LocalVault:
                 consumer=consumer,
                 mode=mode,
             )
-            cap = authority.issue(
-                self.meta.holder_id, secrets.token_bytes(32), scope, ttl, now=self._now()
-            )
+            session_id = authority.session_id(self.meta.holder_id)
+            cap = authority.issue(self.meta.holder_id, session_id, scope, ttl, now=self._now())
             token = cap.to_token()
             entry.update(grantId=grant_id.hex(), expiresAt=expires_at)
         self.meta.consumers[consumer] = entry

@@ -257,6 +257,128 @@ def test_the_service_logs_what_the_commands_log(both: Both) -> None:
     assert by_service[2].subject_id.hex() == granted.grant_id
 
 
+def _token_id(token: str) -> str:
+    from saihm.events import Capability
+
+    return Capability.from_token(token).token_id.hex()
+
+
+def test_an_id_that_is_not_the_holders_is_404_and_changes_nothing(both: Both) -> None:
+    """Issue #32 item 3: "A session (or grant) that does not belong to the named holder gets
+    404 not_found, changes nothing and writes nothing; the same for renew." Revoking holder
+    A's session or token under holder B's id would log an UNGRANT that matches nothing (the
+    revocation is keyed by holder) while answering "revoked", and A's token would keep
+    working."""
+    with both.admin() as admin:
+        a, b = admin.create_holder(), admin.create_holder()
+        with Client(both.url, f"Bearer {a.token}") as agent:
+            agent.remember("ownership: A wrote this")
+        start = both.log_size()
+        for wrong in (
+            lambda: admin.revoke_session(b.holder_id, a.session_id),
+            lambda: admin.revoke_session(b.holder_id, token_id=_token_id(a.token)),
+            lambda: admin.revoke_session(a.holder_id, "cd" * 32),  # never minted
+            lambda: admin.revoke_session(a.holder_id, token_id="cd" * 16),
+            lambda: admin.renew_session(b.holder_id, a.session_id),
+            lambda: admin.renew_session(a.holder_id, "cd" * 32),
+        ):
+            err = _refused(wrong)
+            assert (err.http_status, err.operator_code) == (404, "not_found"), err
+            assert "not_found" in str(err) and both.credential not in str(err)
+        status, answer = both.raw(
+            "v1/sessions/revoke",
+            json.dumps({"holderId": b.holder_id, "sessionId": a.session_id}).encode(),
+        )
+        assert (status, answer) == (404, {"error": "not_found"})
+        assert both.log_size() == start  # nothing written
+        with Client(both.url, f"Bearer {a.token}") as agent:
+            assert [c.plaintext for c in agent.recall("ownership")] == ["ownership: A wrote this"]
+        start = both.log_size()  # the recall logged its RECALL receipts
+        # The command line refuses the same, in one line, with nothing logged.
+        argv = ["session", "revoke", "--data", str(both.data), "--holder", b.holder_id]
+        done = subprocess.run(
+            [SAIHM, *argv, a.session_id],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode != 0 and done.stdout == "", done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+        assert both.log_size() == start
+        # The holder's own ids still revoke: one token, then the session.
+        one = admin.revoke_session(a.holder_id, token_id=_token_id(a.token))
+        assert (one.revoked, one.changed) == (True, True)
+        with Client(both.url, f"Bearer {a.token}") as agent:
+            assert _refused(lambda: agent.recall("ownership")).http_status == 401
+        assert admin.revoke_session(a.holder_id, a.session_id).changed is True
+        assert both.log_size() == start + 2
+
+
+def test_a_session_minted_before_ids_were_bound_is_its_holders_once_it_wrote(
+    both: Both,
+) -> None:
+    """A session id the authority did not bind to its holder (issued before it did) is known
+    to be the holder's by what it wrote under that holder; under another holder it is 404."""
+    import secrets
+
+    from saihm.authority import Authority
+    from saihm.events import CapabilityScope
+
+    authority = Authority.open(both.tmp / "authority")
+    with both.admin() as admin:
+        a, b = admin.create_holder(), admin.create_holder()
+        legacy = secrets.token_bytes(32)
+        cap = authority.issue(bytes.fromhex(a.holder_id), legacy, CapabilityScope(), 600)
+        with Client(both.url, f"Bearer {cap.to_token()}") as agent:
+            agent.remember("legacy: written by an old session")
+        err = _refused(lambda: admin.revoke_session(b.holder_id, legacy.hex()))
+        assert (err.http_status, err.operator_code) == (404, "not_found")
+        assert admin.renew_session(a.holder_id, legacy.hex()).session_id == legacy.hex()
+        assert admin.revoke_session(a.holder_id, legacy.hex()).changed is True
+
+
+def test_the_authority_binds_each_id_it_mints_to_its_holder(tmp_path: Path) -> None:
+    from saihm.authority import Authority
+
+    authority = Authority.open(tmp_path / "authority", create=True)
+    other = Authority.open(tmp_path / "other", create=True)
+    a, b = bytes(range(32)), bytes(32)
+    for mint in (authority.session_id, authority.token_id):
+        given = mint(a)
+        assert authority.minted(a, given) and not authority.minted(b, given)
+        assert not other.minted(a, given)  # another authority's key
+        flipped = given[:-1] + bytes([given[-1] ^ 1])
+        assert not authority.minted(a, flipped) and mint(a) != given
+    assert not authority.minted(a, bytes(20))
+
+
+def test_after_a_revoked_session_the_advice_names_commands_that_work(both: Both) -> None:
+    """Issue #32 item 9: after ``Admin.revoke_session`` the client's 401 advice named only
+    ``saihm session renew``, which refuses a revoked session. Each command the advice names is
+    run as written: renewing is refused, as the advice now says, and opening a new session
+    gives a token the operator accepts."""
+    import re
+
+    with both.admin() as admin:
+        user = admin.create_holder()
+        admin.revoke_session(user.holder_id, user.session_id)
+    with Client(both.url, f"Bearer {user.token}") as agent:
+        advice = _refused(lambda: agent.recall("anything")).advice
+    assert advice is not None and "a revoked session cannot be renewed" in advice
+    fill = {"DIR": str(both.data), "HOLDER": user.holder_id, "SESSION": user.session_id}
+    fill["SECONDS"] = "60"
+    ran = {}
+    for command in re.findall(r"`(saihm [^`]+)`", advice):
+        words = [fill.get(word, word) for word in command.split()[1:]]
+        done = subprocess.run([SAIHM, *words], capture_output=True, text=True)
+        ran[" ".join(w for w in words[:2] if not w.startswith("-"))] = done
+    assert set(ran) == {"session renew", "session open", "grant"}
+    assert ran["session renew"].returncode == 2 and "revoked" in ran["session renew"].stderr
+    assert ran["grant"].returncode == 0
+    opened = json.loads(ran["session open"].stdout)
+    with Client(both.url, f"Bearer {opened['token']}") as agent:
+        agent.remember("a new session after the revocation")
+
+
 def test_a_wrong_credential_gets_401_and_no_token(both: Both) -> None:
     start = both.log_size()
     body = b"{}"
@@ -310,7 +432,7 @@ HOLDER = "ab" * 32
             % (HOLDER.encode(), HOLDER.encode(), b"cd" * 16),
         ),
         ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "namespaces": []}'),
-        ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "namespaces": [""]}'),
+        # An empty namespace is bad_namespace (tests/http/test_namespaces.py).
         ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "namespaces": "a,b"}'),
         ("v1/grants", b'{"holderId": "' + HOLDER.encode() + b'", "sessions": "all"}'),
         ("v1/grants/revoke", b'{"grantId": ["x"]}'),

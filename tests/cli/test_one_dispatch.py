@@ -86,6 +86,7 @@ def test_the_top_level_holds_only_the_shared_modules() -> None:
     assert top - {"cellcache", "jobs", "origin"} <= {
         "__init__",
         "errors",
+        "names",
         "mldsa",
         "logs",
         "config",

@@ -191,3 +191,14 @@ def _binding_pids(access_log: Path) -> set[int]:
     """The worker pids that answered ``POST /`` according to the JSON access log."""
     lines = [json.loads(x) for x in access_log.read_text().splitlines() if x.startswith("{")]
     return {line["pid"] for line in lines if line.get("path") == "/"}
+
+
+def test_the_banner_names_the_persons_page_and_the_explorer_and_both_answer(tmp_path):
+    """Issue #32 item 9: a newcomer could not find ``/me/`` or ``/explorer/`` from the serve
+    banner. Both URLs are printed, and each serves its HTML page."""
+    with serving(tmp_path, "--data", str(tmp_path / "data")) as (_, url):
+        printed = (tmp_path / "serve.out").read_text()
+        for page in ("me/", "explorer/"):
+            assert re.search(rf"(?m)^saihm: .*{re.escape(url + page)}(,|\s|$)", printed), printed
+            status, body = fetch(url + page)
+            assert status == 200 and body.lstrip().lower().startswith(b"<!doctype html")
