@@ -4,6 +4,7 @@ found in their pinned packages and checked by SHA-256; ``--embedding-model none`
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import threading
@@ -180,3 +181,27 @@ def test_remember_answers_while_the_model_is_blocked(tmp_path: Path) -> None:
     finally:
         embedder.gate.set()
         world.store.close()
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, "bundled"),
+        ({"SAIHM_EMBEDDING_MODEL": "none"}, None),
+        ({"SAIHM_EMBEDDING_MODEL": "/m"}, Path("/m")),
+    ],
+)
+def test_the_option_from_the_environment(environ: dict[str, str], expected: object) -> None:
+    """``SAIHM_EMBEDDING_MODEL`` takes the same values as the option: unset is the bundled
+    model, ``none`` is off, anything else a folder."""
+    from saihm.commands.main import build_parser
+    from saihm.commands.serve import _settle_model
+    from saihm.commands.settings import parse_with_settings
+
+    parser = build_parser()
+    (serve,) = (
+        a.choices["serve"] for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    args = parse_with_settings(serve, ["--data", "x"], environ)
+    _settle_model(args)
+    assert args.embedding_model == (bundled_model_dir() if expected == "bundled" else expected)
