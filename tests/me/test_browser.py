@@ -8,6 +8,8 @@ person would, asserts what it shows, then checks the operator's side through the
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 from tests.me.conftest import WAIT_MS, enrol, saihm, sign_in
@@ -106,14 +108,44 @@ def test_kind_filter_narrows_to_records(page, world):
     assert world.plaintexts["said"] in page.inner_text("#memory-list")
 
 
+_PLANT = """
+import sys
+import saihm.operator.memory as memory
+from saihm.compose import open_operator
+from saihm.config import Config
+
+memory.check_namespace = lambda value: value  # the rule did not exist when this was written
+operator = open_operator(Config.for_data(sys.argv[1]), checkpointer=False)
+access = operator.store.authenticate(sys.stdin.read())
+print(operator.memory.remember(access, "a legacy label", namespace=sys.argv[2]).cell_id.hex())
+operator.store.close()
+"""
+
+
+def _plant_legacy_label(world, namespace: str) -> str:
+    """A cell with ``namespace`` remembered in-process below the namespace rule; its cellId."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PLANT, str(world.data), namespace],
+        input=world.session_token,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
 def test_hostile_content_and_namespace_labels_render_as_marked_text(page, world, shots):
-    status, legacy = post(
+    # Such a label can no longer enter (400 bad_namespace: saihm.names); one written before the
+    # rule existed is planted below it, in its own process on the served data directory.
+    status, refused = post(
         world.url,
         world.session_token,
         "saihm_remember",
         {"content": "a legacy label", "namespace": "notes\u202eevil\u200b"},
     )
-    assert status == 200, legacy
+    assert (status, refused) == (400, {"error": "bad_namespace"})
+    legacy = {"cellId": _plant_legacy_label(world, "notes\u202eevil\u200b")}
     enrol(page, world)
     card = page.locator(f"article.memory[data-cell-id='{world.cells['hostile']}']")
     shown = card.locator(".content").inner_text()
