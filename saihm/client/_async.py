@@ -24,6 +24,12 @@ from saihm.client._endpoint import (
     validate_endpoint,
 )
 from saihm.client._env import read_env
+from saihm.client._retry import (
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_MAX_ATTEMPTS,
+    RetryPolicy,
+    with_retries,
+)
 from saihm.client._transport import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_RESPONSE_BYTES,
@@ -50,6 +56,13 @@ class AsyncClient:
 
     Used as ``async with AsyncClient(...) as client:`` it keeps one connection pool for its
     calls; otherwise each call opens and closes its own.
+
+    A call the operator refused without applying it (429 ``rate_limited``, or 503
+    ``operator_storage_unavailable`` / ``operator_log_unavailable`` where that means nothing
+    took effect) is sent again after the answer's ``Retry-After`` (else a jittered backoff):
+    at most ``max_attempts`` calls in all (1 turns retrying off), and no wait ending more
+    than ``retry_deadline`` seconds after the first call began (saihm/client/_retry.py).
+    A timeout or a broken connection is never retried.
     """
 
     def __init__(
@@ -62,8 +75,11 @@ class AsyncClient:
         tls_pin_sha256: str | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         names: tuple[str, str] = ("endpoint", "auth_header"),
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        retry_deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         endpoint_name, auth_name = names
+        self._retry = RetryPolicy(max_attempts, retry_deadline)
         url = validate_endpoint(endpoint, endpoint_name, auth_name)
         auth = check_auth_header(auth_header, auth_name)
         pin = parse_pin(tls_pin_sha256)
@@ -118,8 +134,11 @@ class AsyncClient:
             await session.close()
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
-        """One raw binding call: the parsed 2xx JSON body, or :class:`ClientError`."""
-        return await post(self._target, method, params, self._session)
+        """One raw binding call: the parsed 2xx JSON body, or :class:`ClientError`; a call
+        refused without effect is retried as the class says."""
+        return await with_retries(
+            method, lambda: post(self._target, method, params, self._session), self._retry
+        )
 
     async def _send(self, call: _core.Call[R]) -> R:
         return call.result(await self.call(call.method, call.params))

@@ -17,6 +17,7 @@ from saihm.client import _core, models
 from saihm.client._async import AsyncClient
 from saihm.client._core import RecordKind
 from saihm.client._loop import LoopThread
+from saihm.client._retry import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 
 __all__ = ["Client"]
@@ -42,6 +43,8 @@ class Client:
         tls_pin_sha256: str | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         names: tuple[str, str] = ("endpoint", "auth_header"),
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        retry_deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         self._wrap(
             AsyncClient(
@@ -52,6 +55,8 @@ class Client:
                 tls_pin_sha256=tls_pin_sha256,
                 max_response_bytes=max_response_bytes,
                 names=names,
+                max_attempts=max_attempts,
+                retry_deadline=retry_deadline,
             )
         )
 
