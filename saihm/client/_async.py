@@ -145,13 +145,26 @@ class AsyncClient:
 
     # -- the eight tools --------------------------------------------------------------------
 
-    async def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
+    async def remember(
+        self,
+        content: str,
+        *,
+        namespace: str | None = None,
+        supersedes: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> models.Remembered:
         """saihm_remember: store ``content`` as a new cell of the token's session.
 
         ``namespace`` (extension, default "memory" at the operator) must lie in the token's
-        scope. Blank content is refused before sending.
+        scope. ``supersedes`` (extension) is the cellId of the caller's fact this one
+        replaces: the operator forgets that cell in the same change (a REMEMBER and a FORGET
+        receipt, or neither), and recall shows the new cell's ``supersedes``. ``metadata``
+        (extension) is a JSON object kept beside the text (at most 256 KiB as JSON): recall
+        returns it as ``RecalledCell.metadata``; it is never ranked or shown as content.
+        Blank content, a ``supersedes`` that is not 64 hex digits and metadata JSON cannot
+        hold are refused before sending.
         """
-        return await self._send(_core.remember(content, namespace))
+        return await self._send(_core.remember(content, namespace, supersedes, metadata))
 
     async def recall(
         self,
@@ -233,12 +246,15 @@ class AsyncClient:
         """saihm_decline_contract: the grantee declines, or withdraws an earlier acceptance."""
         return await self._send(_core.decline_contract(contract_id))
 
-    async def record(self, kind: RecordKind, content: str) -> models.Recorded:
+    async def record(
+        self, kind: RecordKind, content: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> models.Recorded:
         """saihm_record: append what the agent said ("said") or did ("did") to the session's
         record, or close it ("end", content may be empty). Entries are chained (seq, prev)
         and can never be altered; they come back from :meth:`recall` with their ``kind``.
+        ``metadata`` is kept beside the text as in :meth:`remember`.
         """
-        return await self._send(_core.record(kind, content))
+        return await self._send(_core.record(kind, content, metadata))
 
     async def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session: erase every cell (memory and record) of one session; every

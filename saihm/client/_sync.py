@@ -112,9 +112,16 @@ class Client:
     def _send(self, call: _core.Call[T]) -> T:
         return call.result(self.call(call.method, call.params))
 
-    def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
+    def remember(
+        self,
+        content: str,
+        *,
+        namespace: str | None = None,
+        supersedes: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> models.Remembered:
         """saihm_remember (see :meth:`AsyncClient.remember`)."""
-        return self._send(_core.remember(content, namespace))
+        return self._send(_core.remember(content, namespace, supersedes, metadata))
 
     def recall(
         self,
@@ -177,9 +184,11 @@ class Client:
         """saihm_decline_contract (see :meth:`AsyncClient.decline_contract`)."""
         return self._send(_core.decline_contract(contract_id))
 
-    def record(self, kind: RecordKind, content: str) -> models.Recorded:
+    def record(
+        self, kind: RecordKind, content: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> models.Recorded:
         """saihm_record (see :meth:`AsyncClient.record`)."""
-        return self._send(_core.record(kind, content))
+        return self._send(_core.record(kind, content, metadata))
 
     def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session (see :meth:`AsyncClient.forget_session`)."""

@@ -182,6 +182,7 @@ class MemoryTools:
         *,
         namespace: str = "memory",
         supersedes: bytes | None = None,
+        metadata: str | None = None,
     ) -> Remembered:
         """Seal ``content`` into a new cell of the caller's session and log REMEMBER
         (saihm-protocol "saihm_remember").
@@ -189,7 +190,11 @@ class MemoryTools:
         With ``supersedes`` (a cellId of the caller's, in the token's scope: DESIGN.md "Pinned
         additions for the third round") the old cell is forgotten in the same change: both
         receipts (REMEMBER, then FORGET of the old cell) are logged in one transaction, or
-        neither.
+        neither. The new cell's sealed payload names the old one (``supersedes``), so recall
+        can show which cell a cell replaced, also after ``saihm rebuild``.
+
+        ``metadata`` (the compact JSON of an object, :func:`saihm.events.models.check_metadata`)
+        is sealed beside ``content``: recall returns it, nothing ranks or shows it as content.
 
         Raises :class:`MalformedInput` ("empty_content") for content that is only whitespace,
         ("no_session") for a token with no session, and :class:`NotPermitted` ("not_holder")
@@ -204,7 +209,12 @@ class MemoryTools:
         if supersedes is not None:
             self._check_supersedable(access, supersedes)
         payload = SealedPayload(
-            content=content, session_id=session, namespace=namespace, kind="memory"
+            content=content,
+            session_id=session,
+            namespace=namespace,
+            kind="memory",
+            supersedes=supersedes,
+            metadata=metadata,
         )
         guard = None if supersedes is None else self._live_guard(supersedes)
         change, cell = self._cell_change(access, payload, None, guard)
@@ -315,8 +325,11 @@ class MemoryTools:
             cell, receipt, session_id, deks=deks, record=record, guard=guard
         )
 
-    def record(self, access: Access, content: str, kind: str) -> Recorded:
+    def record(
+        self, access: Access, content: str, kind: str, *, metadata: str | None = None
+    ) -> Recorded:
         """Append a record cell to the caller's session chain (seq, prev); "end" closes it.
+        ``metadata`` is sealed beside ``content`` as in :meth:`remember`.
 
         Raises :class:`MalformedInput` ("invalid_kind") for a kind other than said, did or
         end, ("empty_content") for empty content of said or did, and :class:`Conflict`
@@ -343,6 +356,7 @@ class MemoryTools:
                 kind=cast(Literal["said", "did", "end"], kind),  # checked against RECORD_KINDS
                 seq=seq,
                 prev=prev,
+                metadata=metadata,
             )
 
             def guard(txn: WriteTxn, expected: RecordHead | None = head) -> None:
