@@ -27,7 +27,7 @@ _DIGITS = re.compile(r"[0-9]{1,40}")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2})+")
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 #: The operator's bound on ``metadata`` (saihm.events.models.METADATA_MAX_BYTES).
-METADATA_MAX_BYTES = 256 * 1024
+METADATA_MAX_BYTES = 1024 * 1024
 
 
 def _refused(message: str) -> ClientError:
@@ -50,13 +50,12 @@ def check_cell_id(cell_id: str, what: str) -> str:
 
 def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` to send: a mapping JSON can hold exactly (string keys; no NaN, infinity
-    or lone surrogate) whose compact JSON is at most 256 KiB, as a plain dict."""
+    or lone surrogate) whose compact JSON is at most 1 MiB, as a plain dict."""
     if not isinstance(metadata, Mapping):
         raise _refused("metadata is not a mapping")
     value = dict(metadata)
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False,
-                          ensure_ascii=False)  # fmt: skip
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
         size = len(text.encode("utf-8"))
     except (TypeError, ValueError, RecursionError) as err:
         raise _refused("metadata is not a JSON object with string keys") from err

@@ -346,7 +346,7 @@ class SealedPayload(Record):
 
 
 #: The most UTF-8 bytes of a sealed payload's ``metadata`` (its compact JSON).
-METADATA_MAX_BYTES = 256 * 1024
+METADATA_MAX_BYTES = 1024 * 1024
 
 
 def check_metadata(text: str) -> None:
@@ -364,10 +364,9 @@ def check_metadata(text: str) -> None:
 
 
 def dump_metadata(value: dict[str, Any]) -> str:
-    """The one text form of a metadata object: compact, keys sorted, UTF-8 kept."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    """The one text form of a metadata object: compact, in the writer's key order, UTF-8
+    kept (a text with a repeated key is not this form of any object)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _no_constant(name: str) -> Any:

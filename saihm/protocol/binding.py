@@ -82,7 +82,7 @@ class Binding(Generic[A, R]):
 
 def _metadata(p: Mapping[str, Any]) -> str | None:
     """The extension param ``metadata``: a JSON object kept beside the content (absent or
-    null: none), as its one compact text form; over 256 KiB is 413 ``too_large``."""
+    null: none), as its one compact text form; over 1 MiB is 413 ``too_large``."""
     value = p.get("metadata")
     if value is None:
         return None
