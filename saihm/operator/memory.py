@@ -219,18 +219,27 @@ class MemoryTools:
         guard = None if supersedes is None else self._live_guard(supersedes)
         change, cell = self._cell_change(access, payload, None, guard)
         if supersedes is not None:
-            ctx = self.context
-            change.receipts.append(
-                sign_receipt(
-                    ctx.key(access),
-                    subject_id=supersedes,
-                    operation=Operation.FORGET,
-                    timestamp=cell.timestamp,
-                )
-            )
-            change.destroy.append(supersedes)
+            self._forget_in(change, access, supersedes, cell.timestamp)
         self.context.commit(change)
         return _cell_result(cell, change)
+
+    def _forget_in(self, change: Change, access: Access, cell_id: bytes, timestamp: int) -> None:
+        """Add the FORGET of ``cell_id`` (its receipt after the change's REMEMBER, and its
+        wrapped DEK destroyed) to ``change``: a supersede is one change."""
+        change.receipts.append(
+            sign_receipt(
+                self.context.key(access),
+                subject_id=cell_id,
+                operation=Operation.FORGET,
+                timestamp=timestamp,
+            )
+        )
+        change.destroy.append(cell_id)
+
+    def check_supersedable(self, access: Access, cell_id: bytes) -> None:
+        """Refuse, as :meth:`remember` would, a ``supersedes`` that ``access`` could not
+        forget (for a write prepared now and committed later: a provider proposal)."""
+        self._check_supersedable(access, cell_id)
 
     def _check_supersedable(self, access: Access, cell_id: bytes) -> None:
         """Refuse a ``supersedes`` the caller could not forget (see :meth:`remember`)."""
@@ -266,6 +275,7 @@ class MemoryTools:
         cell: Cell,
         session_id: bytes,
         guard: Guard | None = None,
+        supersedes: bytes | None = None,
     ) -> Remembered:
         """Log REMEMBER for a cell sealed earlier by this operator (a held Memory Provider
         proposal, RFC 0007 "never silent agent write") and store it, as :meth:`remember`
@@ -275,10 +285,21 @@ class MemoryTools:
         holder; the caller checked its plaintext through the read path. ``guard`` runs inside
         the write transaction (:class:`Change`), for example to take the proposal atomically.
         The receipt's timestamp is now; the cell keeps the one it was sealed with.
+
+        With ``supersedes`` (the payload's, which the caller read) the cell replaces that one as
+        in :meth:`remember`: checked now against ``access``, re-checked inside the transaction,
+        and its FORGET written in the same change.
         """
         if cell.holder_id != access.holder_id:
             raise NotPermitted("the cell is not the caller's", code=ErrorCode.NOT_HOLDER)
-        change = self._change_for(access, cell, session_id, None, guard, (), self.context.now())
+        if supersedes is not None:
+            self._check_supersedable(access, supersedes)
+            # The read-only check first: a refusal must come before the proposal is taken.
+            guard = _both(self._live_guard(supersedes), guard)
+        now = self.context.now()
+        change = self._change_for(access, cell, session_id, None, guard, (), now)
+        if supersedes is not None:
+            self._forget_in(change, access, supersedes, now)
         self.context.commit(change)
         return _cell_result(cell, change)
 
@@ -583,3 +604,16 @@ def _cell_result(cell: Cell, change: Change) -> Remembered:
 
 class _Retry(Conflict):
     """A record chain moved between reading its head and committing; re-seal and retry."""
+
+
+def _both(first: Guard, second: Guard | None) -> Guard:
+    """A guard that runs ``first``, then ``second`` (if any); the first refusal or outcome
+    wins. ``first`` must write nothing: a refusal by ``second`` cannot undo its writes."""
+
+    def guard(txn: WriteTxn) -> object:
+        outcome = first(txn)
+        if outcome is not None or second is None:
+            return outcome
+        return second(txn)
+
+    return guard
