@@ -159,8 +159,9 @@ class AsyncClient:
         scope. ``supersedes`` (extension) is the cellId of the caller's fact this one
         replaces: the operator forgets that cell in the same change (a REMEMBER and a FORGET
         receipt, or neither), and recall shows the new cell's ``supersedes``. ``metadata``
-        (extension) is a JSON object kept beside the text (at most 1 MiB as JSON; with the text, within the operator's request bound): recall
-        returns it as ``RecalledCell.metadata``; it is never ranked or shown as content.
+        (extension) is a JSON object kept beside the text (at most 1 MiB as JSON, and the
+        whole request within the operator's request bound): recall returns it as
+        ``RecalledCell.metadata``; it is never ranked or shown as content.
         Blank content, a ``supersedes`` that is not 64 hex digits and metadata JSON cannot
         hold are refused before sending.
         """
