@@ -99,3 +99,22 @@ def test_sealed_metadata_must_be_the_one_compact_form_of_an_object(text):
         SealedPayload(
             content="t", session_id=SESSION, namespace="memory", kind="memory", metadata=text
         )
+
+
+def test_the_cell_cache_counts_a_cells_metadata_against_its_bound():
+    from saihm.retrieval import analyse
+    from saihm.store.cache import _estimate
+    from saihm.store.views import CellHeader, OpenedCell
+
+    header = CellHeader(b"c" * 32, b"h" * 32, 1, "STANDARD", b"n" * 16, b"s" * 16, 0)
+
+    def opened(metadata: str | None) -> OpenedCell:
+        payload = SealedPayload(
+            content="tea", session_id=SESSION, namespace="memory", kind="memory",
+            metadata=metadata,
+        )  # fmt: skip
+        return OpenedCell(cell=header, payload=payload, shared=False, index=0)
+
+    big = dump_metadata({"value": "x" * 100_000})
+    plain = _estimate(opened(None), analyse("tea"), None)
+    assert _estimate(opened(big), analyse("tea"), None) >= plain + 2 * len(big)
