@@ -34,8 +34,9 @@ def test_a_bulk_import_through_client_at_the_default_rate_loses_nothing(tmp_path
         auth = "Bearer " + holder_create(data)["token"]
         with Client(url, auth) as client, ThreadPoolExecutor(WRITERS) as pool:
             # One client, one token, several threads: faster than the rate on any machine.
-            ids = list(pool.map(lambda i: client.remember(f"imported fact {i}").cell_id,
-                                range(COUNT)))  # fmt: skip
+            ids = list(
+                pool.map(lambda i: client.remember(f"imported fact {i}").cell_id, range(COUNT))
+            )
             shards = client.status().shards
             texts = {cell.plaintext for cell in client.recall(limit=COUNT + 10)}
         refused = refusals(tmp_path)

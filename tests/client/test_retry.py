@@ -26,9 +26,12 @@ def refusal(
     status: int = 429, code: str | None = "rate_limited", retry_after: str | None = None
 ) -> ClientError:
     return ClientError(
-        f"HTTP {status}", kind="status", http_status=status, operator_code=code,
+        f"HTTP {status}",
+        kind="status",
+        http_status=status,
+        operator_code=code,
         retry_after=retry_after,
-    )  # fmt: skip
+    )
 
 
 @dataclass
@@ -195,9 +198,13 @@ async def test_an_error_that_is_not_retryable_is_raised_at_once() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"max_attempts": 0}, {"max_attempts": True}, {"retry_deadline": -1},
-     {"retry_deadline": float("inf")}],
-)  # fmt: skip
+    [
+        {"max_attempts": 0},
+        {"max_attempts": True},
+        {"retry_deadline": -1},
+        {"retry_deadline": float("inf")},
+    ],
+)
 def test_bad_retry_settings_are_refused_before_any_call(kwargs) -> None:
     with pytest.raises(ClientError) as caught:
         AsyncClient("http://127.0.0.1:1/", AUTH, **kwargs)

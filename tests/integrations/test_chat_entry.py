@@ -74,22 +74,36 @@ def test_an_entry_is_read_from_its_metadata_and_its_text_is_only_text() -> None:
         ("human", "I like green tea", None, "human: I like green tea"),
         ("ai", [{"type": "text", "text": "Noted"}, {"type": "image"}], None, "ai: Noted"),
         ("user", [{"block_type": "text", "text": "a"}, {"text": "b"}], None, "user: a\nb"),
-        ("assistant", {"type": "message", "content": [{"type": "output_text", "text": "hi"}]},
-         None, "assistant: hi"),
+        (
+            "assistant",
+            {"type": "message", "content": [{"type": "output_text", "text": "hi"}]},
+            None,
+            "assistant: hi",
+        ),
         ("tool", {"type": "function_call_output", "output": "21 C"}, None, "tool: 21 C"),
-        ("assistant", {"type": "function_call", "name": "weather"}, "function_call",
-         "assistant: (function_call)"),
+        (
+            "assistant",
+            {"type": "function_call", "name": "weather"},
+            "function_call",
+            "assistant: (function_call)",
+        ),
         (None, "", None, "message: (no text)"),
     ],
-)  # fmt: skip
+)
 def test_an_entry_text_is_the_speaker_and_what_was_said(role, message, what, text) -> None:
     assert entry_text(role, message, what) == text
 
 
-@given(st.recursive(st.none() | st.text(max_size=5) | st.integers(),
-                    lambda inner: st.lists(inner, max_size=3)
-                    | st.dictionaries(st.sampled_from(["text", "content", "x"]), inner, max_size=3),
-                    max_leaves=8))  # fmt: skip
+@given(
+    st.recursive(
+        st.none() | st.text(max_size=5) | st.integers(),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from(["text", "content", "x"]), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+)
 def test_entry_text_is_never_blank_and_message_text_never_raises(message: Any) -> None:
     assert isinstance(message_text(message), str)
     assert entry_text("user", message).strip()

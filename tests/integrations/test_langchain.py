@@ -129,8 +129,11 @@ def test_chat_history_stores_each_message_as_its_text(tmp_path) -> None:
     data = tmp_path / "data"
     with serving(tmp_path, "--data", str(data)) as (_, url):
         auth = f"Bearer {holder_create(data)['token']}"
-        legacy = {"saihm-chat": 1, "at": 1, "message": {"type": "human", "data": {
-            "content": "an old line", "type": "human"}}}  # fmt: skip
+        legacy = {
+            "saihm-chat": 1,
+            "at": 1,
+            "message": {"type": "human", "data": {"content": "an old line", "type": "human"}},
+        }
         with Client(url, auth) as client:
             client.record("said", json.dumps(legacy))
         history = SaihmChatMessageHistory(url, auth)

@@ -67,14 +67,20 @@ def test_each_item_is_stored_as_its_text_and_read_back_exactly(site) -> None:
         _user("what is the weather in Leeds?"),
         {"type": "function_call", "name": "weather", "arguments": "{}", "call_id": "c1"},
         {"type": "function_call_output", "call_id": "c1", "output": "12 C and rain"},
-        {"role": "assistant", "type": "message",
-         "content": [{"type": "output_text", "text": "It is 12 C and raining."}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "type": "message",
+            "content": [{"type": "output_text", "text": "It is 12 C and raining."}],
+        },
+    ]
     asyncio.run(session.add_items(items))
     assert asyncio.run(session.get_items()) == items
     with Client(url, auth) as client:
-        mine = [c for c in client.recall(kinds=["said"]) if (c.metadata or {}).get("session")
-                == "as-text"]  # fmt: skip
+        mine = [
+            c
+            for c in client.recall(kinds=["said"])
+            if (c.metadata or {}).get("session") == "as-text"
+        ]
     assert [c.plaintext for c in mine] == [
         "user: what is the weather in Leeds?",
         "assistant: (function_call)",

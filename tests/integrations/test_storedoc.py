@@ -106,13 +106,15 @@ def test_an_item_round_trips_through_its_metadata_with_its_text_as_content(
         ({"text": "likes green tea"}, "likes green tea"),
         ({"content": "  padded  "}, "padded"),
         ({"n": 3}, "3"),
-        ({"name": "Priya", "diet": {"eats": "fish", "since": 2024}},
-         "name: Priya\ndiet.eats: fish\ndiet.since: 2024"),
+        (
+            {"name": "Priya", "diet": {"eats": "fish", "since": 2024}},
+            "name: Priya\ndiet.eats: fish\ndiet.since: 2024",
+        ),
         ({"tags": ["tea", "green"]}, "tags: tea\ntags: green"),
         ({"blank": " ", "none": None, "list": []}, "the-key"),
         ({}, "the-key"),
     ],
-)  # fmt: skip
+)
 def test_the_text_of_a_value_is_what_a_person_reads(value, text) -> None:
     assert doc.value_text("the-key", value) == text
 

@@ -110,9 +110,12 @@ def test_the_cell_cache_counts_a_cells_metadata_against_its_bound():
 
     def opened(metadata: str | None) -> OpenedCell:
         payload = SealedPayload(
-            content="tea", session_id=SESSION, namespace="memory", kind="memory",
+            content="tea",
+            session_id=SESSION,
+            namespace="memory",
+            kind="memory",
             metadata=metadata,
-        )  # fmt: skip
+        )
         return OpenedCell(cell=header, payload=payload, shared=False, index=0)
 
     big = dump_metadata({"value": "x" * 100_000})

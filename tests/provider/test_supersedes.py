@@ -40,9 +40,10 @@ def test_a_consumer_proposal_supersedes_when_accepted(world):
     old = world.put("notes", {"fact": "vegetarian"})
     agent = world.consumer("agent", ["notes"], "readwrite")
     ref = agent.store(
-        MemoryStore(consumer="agent", namespace="notes", content={"fact": "eats fish"},
-                    supersedes=old)
-    )  # fmt: skip
+        MemoryStore(
+            consumer="agent", namespace="notes", content={"fact": "eats fish"}, supersedes=old
+        )
+    )
     assert ref.state == "pending" and _live_contents(world) == [{"fact": "vegetarian"}]
     before = world.store.size()
     world.vault.accept(ref.id)
