@@ -24,6 +24,12 @@ from saihm.client._endpoint import (
     validate_endpoint,
 )
 from saihm.client._env import read_env
+from saihm.client._retry import (
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_MAX_ATTEMPTS,
+    RetryPolicy,
+    with_retries,
+)
 from saihm.client._transport import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_RESPONSE_BYTES,
@@ -50,6 +56,13 @@ class AsyncClient:
 
     Used as ``async with AsyncClient(...) as client:`` it keeps one connection pool for its
     calls; otherwise each call opens and closes its own.
+
+    A call the operator refused without applying it (429 ``rate_limited``, or 503
+    ``operator_storage_unavailable`` / ``operator_log_unavailable`` where that means nothing
+    took effect) is sent again after the answer's ``Retry-After`` (else a jittered backoff):
+    at most ``max_attempts`` calls in all (1 turns retrying off), and no wait ending more
+    than ``retry_deadline`` seconds after the first call began (saihm/client/_retry.py).
+    A timeout or a broken connection is never retried.
     """
 
     def __init__(
@@ -62,8 +75,11 @@ class AsyncClient:
         tls_pin_sha256: str | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         names: tuple[str, str] = ("endpoint", "auth_header"),
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        retry_deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         endpoint_name, auth_name = names
+        self._retry = RetryPolicy(max_attempts, retry_deadline)
         url = validate_endpoint(endpoint, endpoint_name, auth_name)
         auth = check_auth_header(auth_header, auth_name)
         pin = parse_pin(tls_pin_sha256)
@@ -118,21 +134,38 @@ class AsyncClient:
             await session.close()
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
-        """One raw binding call: the parsed 2xx JSON body, or :class:`ClientError`."""
-        return await post(self._target, method, params, self._session)
+        """One raw binding call: the parsed 2xx JSON body, or :class:`ClientError`; a call
+        refused without effect is retried as the class says."""
+        return await with_retries(
+            method, lambda: post(self._target, method, params, self._session), self._retry
+        )
 
     async def _send(self, call: _core.Call[R]) -> R:
         return call.result(await self.call(call.method, call.params))
 
     # -- the eight tools --------------------------------------------------------------------
 
-    async def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
+    async def remember(
+        self,
+        content: str,
+        *,
+        namespace: str | None = None,
+        supersedes: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> models.Remembered:
         """saihm_remember: store ``content`` as a new cell of the token's session.
 
         ``namespace`` (extension, default "memory" at the operator) must lie in the token's
-        scope. Blank content is refused before sending.
+        scope. ``supersedes`` (extension) is the cellId of the caller's fact this one
+        replaces: the operator forgets that cell in the same change (a REMEMBER and a FORGET
+        receipt, or neither), and recall shows the new cell's ``supersedes``. ``metadata``
+        (extension) is a JSON object kept beside the text (at most 1 MiB as JSON, and the
+        whole request within the operator's request bound): recall returns it as
+        ``RecalledCell.metadata``; it is never ranked or shown as content.
+        Blank content, a ``supersedes`` that is not 64 hex digits and metadata JSON cannot
+        hold are refused before sending.
         """
-        return await self._send(_core.remember(content, namespace))
+        return await self._send(_core.remember(content, namespace, supersedes, metadata))
 
     async def recall(
         self,
@@ -214,12 +247,15 @@ class AsyncClient:
         """saihm_decline_contract: the grantee declines, or withdraws an earlier acceptance."""
         return await self._send(_core.decline_contract(contract_id))
 
-    async def record(self, kind: RecordKind, content: str) -> models.Recorded:
+    async def record(
+        self, kind: RecordKind, content: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> models.Recorded:
         """saihm_record: append what the agent said ("said") or did ("did") to the session's
         record, or close it ("end", content may be empty). Entries are chained (seq, prev)
         and can never be altered; they come back from :meth:`recall` with their ``kind``.
+        ``metadata`` is kept beside the text as in :meth:`remember`.
         """
-        return await self._send(_core.record(kind, content))
+        return await self._send(_core.record(kind, content, metadata))
 
     async def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session: erase every cell (memory and record) of one session; every

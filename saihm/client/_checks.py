@@ -6,20 +6,28 @@ message never quotes the refused value. Shared by the client library and the MCP
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from saihm.client.errors import ClientError
 
 __all__ = [
+    "check_cell_id",
     "check_content",
     "check_expiry_epoch",
     "check_grantees",
+    "check_metadata",
     "check_proposal",
     "check_shard_ids",
 ]
 
 _DIGITS = re.compile(r"[0-9]{1,40}")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2})+")
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+#: The operator's bound on ``metadata`` (saihm.events.models.METADATA_MAX_BYTES).
+METADATA_MAX_BYTES = 1024 * 1024
 
 
 def _refused(message: str) -> ClientError:
@@ -31,6 +39,29 @@ def check_content(content: str) -> str:
     if not isinstance(content, str) or not content.strip():
         raise _refused("the content is empty or only white space")
     return content
+
+
+def check_cell_id(cell_id: str, what: str) -> str:
+    """A cellId to send (``supersedes``): 64 hexadecimal characters, sent in lowercase."""
+    if not isinstance(cell_id, str) or _HEX64.fullmatch(cell_id) is None:
+        raise _refused(f"{what} is not a cellId (64 hexadecimal characters)")
+    return cell_id.lower()
+
+
+def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` to send: a mapping JSON can hold exactly (string keys; no NaN, infinity
+    or lone surrogate) whose compact JSON is at most 1 MiB, as a plain dict."""
+    if not isinstance(metadata, Mapping):
+        raise _refused("metadata is not a mapping")
+    value = dict(metadata)
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        size = len(text.encode("utf-8"))
+    except (TypeError, ValueError, RecursionError) as err:
+        raise _refused("metadata is not a JSON object with string keys") from err
+    if size > METADATA_MAX_BYTES:
+        raise _refused(f"metadata is over {METADATA_MAX_BYTES} bytes as JSON")
+    return value
 
 
 def check_grantees(grantees: list[str]) -> list[str]:

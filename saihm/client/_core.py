@@ -11,7 +11,7 @@ for the extension methods and params).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -91,11 +91,21 @@ def _as(model: type[M]) -> Callable[[Any, str], M]:
 # -- the eight tools ------------------------------------------------------------------------
 
 
-def remember(content: str, namespace: str | None) -> Call[models.Remembered]:
-    """saihm_remember; blank content is refused before sending."""
+def remember(
+    content: str,
+    namespace: str | None,
+    supersedes: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Call[models.Remembered]:
+    """saihm_remember; blank content, a ``supersedes`` that is not a cellId and ``metadata``
+    JSON cannot hold are refused before sending."""
     params: dict[str, Any] = {"content": _checks.check_content(content)}
     if namespace is not None:
         params["namespace"] = namespace
+    if supersedes is not None:
+        params["supersedes"] = _checks.check_cell_id(supersedes, "supersedes")
+    if metadata is not None:
+        params["metadata"] = _checks.check_metadata(metadata)
     return Call("saihm_remember", params, _as(models.Remembered))
 
 
@@ -232,14 +242,19 @@ def decline_contract(contract_id: str) -> Call[models.ContractAnswer]:
     return Call("saihm_decline_contract", {"contractId": contract_id}, _as(models.ContractAnswer))
 
 
-def record(kind: RecordKind, content: str) -> Call[models.Recorded]:
-    """saihm_record; the kind, and the content of a "said" or "did" entry, are checked before
-    sending."""
+def record(
+    kind: RecordKind, content: str, metadata: Mapping[str, Any] | None = None
+) -> Call[models.Recorded]:
+    """saihm_record; the kind, the content of a "said" or "did" entry and ``metadata`` are
+    checked before sending."""
     if kind not in _RECORD_KINDS:
         raise ClientError("refused before sending: kind must be said, did or end", kind="refused")
     if kind != "end":
         _checks.check_content(content)
-    return Call("saihm_record", {"kind": kind, "content": content}, _as(models.Recorded))
+    params: dict[str, Any] = {"kind": kind, "content": content}
+    if metadata is not None:
+        params["metadata"] = _checks.check_metadata(metadata)
+    return Call("saihm_record", params, _as(models.Recorded))
 
 
 def forget_session(session_id: str) -> Call[models.SessionForgotten]:

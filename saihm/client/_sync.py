@@ -17,6 +17,7 @@ from saihm.client import _core, models
 from saihm.client._async import AsyncClient
 from saihm.client._core import RecordKind
 from saihm.client._loop import LoopThread
+from saihm.client._retry import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 
 __all__ = ["Client"]
@@ -42,6 +43,8 @@ class Client:
         tls_pin_sha256: str | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         names: tuple[str, str] = ("endpoint", "auth_header"),
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        retry_deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         self._wrap(
             AsyncClient(
@@ -52,6 +55,8 @@ class Client:
                 tls_pin_sha256=tls_pin_sha256,
                 max_response_bytes=max_response_bytes,
                 names=names,
+                max_attempts=max_attempts,
+                retry_deadline=retry_deadline,
             )
         )
 
@@ -107,9 +112,16 @@ class Client:
     def _send(self, call: _core.Call[T]) -> T:
         return call.result(self.call(call.method, call.params))
 
-    def remember(self, content: str, *, namespace: str | None = None) -> models.Remembered:
+    def remember(
+        self,
+        content: str,
+        *,
+        namespace: str | None = None,
+        supersedes: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> models.Remembered:
         """saihm_remember (see :meth:`AsyncClient.remember`)."""
-        return self._send(_core.remember(content, namespace))
+        return self._send(_core.remember(content, namespace, supersedes, metadata))
 
     def recall(
         self,
@@ -172,9 +184,11 @@ class Client:
         """saihm_decline_contract (see :meth:`AsyncClient.decline_contract`)."""
         return self._send(_core.decline_contract(contract_id))
 
-    def record(self, kind: RecordKind, content: str) -> models.Recorded:
+    def record(
+        self, kind: RecordKind, content: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> models.Recorded:
         """saihm_record (see :meth:`AsyncClient.record`)."""
-        return self._send(_core.record(kind, content))
+        return self._send(_core.record(kind, content, metadata))
 
     def forget_session(self, session_id: str) -> models.SessionForgotten:
         """saihm_forget_session (see :meth:`AsyncClient.forget_session`)."""

@@ -233,6 +233,7 @@ async def _post(
                 kind="status",
                 http_status=status,
                 operator_code=code,
+                retry_after=resp.headers.get("Retry-After"),
             )
             failure.fix = configuration_fix(status, target.auth, urlsplit(target.url).path)
             raise failure

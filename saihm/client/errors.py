@@ -50,7 +50,10 @@ class ClientError(SaihmError):
     - ``kind``: why the call failed (:data:`Kind`);
     - ``outcome``: ``"not_sent"``, ``"failed"`` or ``"unknown"`` (:data:`Outcome`);
     - ``http_status``: the HTTP status when there was one;
-    - ``operator_code``: the operator's error code, or ``None``.
+    - ``operator_code``: the operator's error code, or ``None``;
+    - ``retry_after``: the answer's ``Retry-After`` header text, or ``None``;
+    - ``attempts``: how many times the call was sent (more than 1 only after a 429 or a 503
+      that the client retried, saihm/client/_retry.py).
     """
 
     status = 502
@@ -62,12 +65,15 @@ class ClientError(SaihmError):
         kind: Kind,
         http_status: int | None = None,
         operator_code: str | None = None,
+        retry_after: str | None = None,
     ) -> None:
         super().__init__(message, code=operator_code or kind)
         self.kind: Kind = kind
         self.outcome: Outcome = _OUTCOME.get(kind, "unknown")
         self.http_status = http_status
         self.operator_code = operator_code
+        self.retry_after = retry_after
+        self.attempts = 1
         #: A mistake in the client's own configuration seen behind this answer (advice.py).
         self.fix: str | None = None
 

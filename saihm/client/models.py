@@ -96,7 +96,10 @@ class RecalledCell(Result):
     ``shared_by_other_holder`` is computed by the client (conformance item 9): true when
     ``holder_id_hex`` differs from the caller's holderId, or while that is unknown. ``score``
     (extension, docs/retrieval.md) is the operator's relevance for a recall with a query,
-    higher is more relevant; ``None`` without a query.
+    higher is more relevant; ``None`` without a query. ``supersedes`` (extension) is the
+    cellId of the cell this one replaced (``remember(..., supersedes=)``), ``None`` for a cell
+    that replaced none. ``metadata`` (extension) is the structure its writer kept beside the
+    text (``remember(..., metadata=)``, a JSON object), never part of ``plaintext``.
     """
 
     cell_id: Ident
@@ -111,6 +114,8 @@ class RecalledCell(Result):
     namespace: str | None = None
     session_id: str | None = None
     score: Number | None = None
+    supersedes: Ident | None = None
+    metadata: dict[str, Any] | None = None
     shared_by_other_holder: bool = True
 
     @property

@@ -11,6 +11,7 @@ operation carries one.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, Strict, model_validator
@@ -38,6 +39,7 @@ from saihm.events.governance import Proposal
 from saihm.events.operations import Operation
 
 __all__ = [
+    "METADATA_MAX_BYTES",
     "Capability",
     "CapabilityScope",
     "Cell",
@@ -49,6 +51,8 @@ __all__ = [
     "Receipt",
     "SealedPayload",
     "VoteDetail",
+    "check_metadata",
+    "dump_metadata",
 ]
 
 
@@ -270,8 +274,14 @@ class Contract(Record):
 class SealedPayload(Record):
     """The plaintext inside a cell (DESIGN.md "Data at rest").
 
-    CBOR {1: content, 2: sessionId, 3: namespace, 4: kind, 5: seq, 6: prev}; all six keys are
-    always present, and an absent ``seq`` or ``prev`` is CBOR null.
+    CBOR {1: content, 2: sessionId, 3: namespace, 4: kind, 5: seq, 6: prev, 7: supersedes,
+    8: metadata}; keys 1 to 6 are always present (an absent ``seq`` or ``prev`` is CBOR null),
+    keys 7 and 8 only when set. ``supersedes`` is the cellId of the caller's cell this one
+    replaced (``saihm_remember``'s ``supersedes``: that cell was forgotten in the same change);
+    ``metadata`` is a writer's structure kept beside the text (compact JSON of an object, at
+    most :data:`METADATA_MAX_BYTES` bytes), which recall returns but never ranks or shows as
+    content. Both are sealed and signed with the cell, so they survive ``saihm rebuild`` and
+    never reach the public log.
     """
 
     model_config = FROZEN
@@ -282,18 +292,29 @@ class SealedPayload(Record):
     kind: Literal["memory", "said", "did", "end"]
     seq: U64 | None = None
     prev: Id32 | None = None
+    supersedes: Id32 | None = None
+    metadata: Annotated[str | None, Strict(), Field(repr=False)] = None
+
+    @model_validator(mode="after")
+    def _metadata_is_a_json_object(self) -> Self:
+        if self.metadata is not None:
+            check_metadata(self.metadata)
+        return self
 
     def to_cbor(self) -> bytes:
-        return encode(
-            {
-                1: self.content,
-                2: self.session_id,
-                3: self.namespace,
-                4: self.kind,
-                5: self.seq,
-                6: self.prev,
-            }
-        )
+        body: dict[int, Any] = {
+            1: self.content,
+            2: self.session_id,
+            3: self.namespace,
+            4: self.kind,
+            5: self.seq,
+            6: self.prev,
+        }
+        if self.supersedes is not None:
+            body[7] = self.supersedes
+        if self.metadata is not None:
+            body[8] = self.metadata
+        return encode(body)
 
     @classmethod
     @rejects()
@@ -303,7 +324,13 @@ class SealedPayload(Record):
         ``authenticated=True`` is for plaintext that just passed its AES-GCM tag (see
         ``codec.decode_authenticated``); every field is validated either way.
         """
-        m = read_map(data, "sealed payload", set(range(1, 7)), authenticated=authenticated)
+        m = read_map(
+            data,
+            "sealed payload",
+            set(range(1, 7)),
+            frozenset({7, 8}),
+            authenticated=authenticated,
+        )
         return build(
             cls,
             "sealed payload",
@@ -313,4 +340,34 @@ class SealedPayload(Record):
             kind=need(m[4], str, "sealed payload kind"),
             seq=m[5],
             prev=m[6],
+            supersedes=need(m[7], bytes, "sealed payload supersedes") if 7 in m else None,
+            metadata=need(m[8], str, "sealed payload metadata") if 8 in m else None,
         )
+
+
+#: The most UTF-8 bytes of a sealed payload's ``metadata`` (its compact JSON).
+METADATA_MAX_BYTES = 1024 * 1024
+
+
+def check_metadata(text: str) -> None:
+    """Raise ``ValueError`` unless ``text`` is the compact JSON of an object (no NaN or
+    infinity) of at most :data:`METADATA_MAX_BYTES` UTF-8 bytes, exactly as
+    :func:`dump_metadata` writes it."""
+    if len(text.encode("utf-8", "surrogatepass")) > METADATA_MAX_BYTES:
+        raise ValueError(f"metadata is over {METADATA_MAX_BYTES} bytes")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as err:
+        raise ValueError("metadata is not JSON") from err
+    if not isinstance(value, dict) or dump_metadata(value) != text:
+        raise ValueError("metadata is not the compact JSON of an object")
+
+
+def dump_metadata(value: dict[str, Any]) -> str:
+    """The one text form of a metadata object: compact, in the writer's key order, UTF-8
+    kept (a text with a repeated key is not this form of any object)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

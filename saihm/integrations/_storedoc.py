@@ -11,10 +11,13 @@ authenticated with the cell and a token limited to some namespaces (``saihm gran
 --namespaces``) limits the store the same way. SAIHM namespaces are 1 to 256 characters, so
 the joined labels may be at most 253 characters.
 
-An item is one memory cell whose plaintext is the JSON document
+An item is one memory cell whose text (what recall ranks and the person's page and MCP show)
+is the value's own text (:func:`value_text`), and whose ``metadata`` (saihm_remember's
+extension param, sealed beside the text and never ranked) is the document
 ``{"saihm-store": 1, "key": KEY, "value": VALUE, "created_at": US, "updated_at": US}``
-(microseconds since the UNIX epoch, UTC, from the adapter's clock). Any other cell, a record
-entry, or a cell shared by another holder is never read as an item.
+(microseconds since the UNIX epoch, UTC, from the adapter's clock). A cell written before
+``metadata`` existed, whose text is that document, is still read as its item. Any other cell,
+a record entry, or a cell shared by another holder is never read as an item.
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ __all__ = [
     "decode_namespace",
     "encode_namespace",
     "item_content",
+    "item_metadata",
     "matches_filter",
     "matches_path",
     "now_micros",
     "parse_item",
     "to_datetime",
+    "value_text",
 ]
 
 NAMESPACE_PREFIX = "lg:"
@@ -109,8 +114,10 @@ def now_micros() -> int:
     return (datetime.now(UTC) - _EPOCH) // timedelta(microseconds=1)
 
 
-def item_content(key: str, value: Mapping[str, Any], created_at: int, updated_at: int) -> str:
-    """The plaintext of the cell that stores ``value`` under ``key``.
+def item_metadata(
+    key: str, value: Mapping[str, Any], created_at: int, updated_at: int
+) -> dict[str, Any]:
+    """The ``metadata`` of the cell that stores ``value`` under ``key`` (module docstring).
 
     Raises ``ValueError``/``TypeError`` (before anything is sent) for a value JSON cannot
     hold exactly: a non-string key, NaN or infinity, or an object JSON does not know.
@@ -125,7 +132,43 @@ def item_content(key: str, value: Mapping[str, Any], created_at: int, updated_at
         "updated_at": updated_at,
     }
     _check_json_keys(body["value"])
+    json.dumps(body, allow_nan=False)  # NaN, infinity or an unknown object: refused now
+    return body
+
+
+def item_content(key: str, value: Mapping[str, Any], created_at: int, updated_at: int) -> str:
+    """The plaintext an item's cell had before ``metadata`` existed: the document of
+    :func:`item_metadata` as compact JSON (still read by :func:`parse_item`)."""
+    body = item_metadata(key, value, created_at, updated_at)
     return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def value_text(key: str, value: Mapping[str, Any]) -> str:
+    """The text of a store value, for people and for the ranking: a value with one scalar
+    (``{"text": "likes pizza"}``) is that scalar; otherwise one ``path: scalar`` line per
+    scalar, in the value's order (``path`` joins the keys with "."; list positions are left
+    out); a value with none is named by its ``key``. Never blank."""
+    leaves = list(_leaves(value, ""))
+    if len(leaves) == 1:
+        return _scalar(leaves[0][1])
+    if leaves:
+        return "\n".join(f"{path}: {_scalar(v)}" if path else _scalar(v) for path, v in leaves)
+    return key if key.strip() else "(empty value)"
+
+
+def _leaves(value: object, path: str) -> Iterable[tuple[str, object]]:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _leaves(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v, path)
+    elif value is not None and not (isinstance(value, str) and not value.strip()):
+        yield path, value
+
+
+def _scalar(value: object) -> str:
+    return value.strip() if isinstance(value, str) else json.dumps(value)
 
 
 def _check_json_keys(value: object) -> None:
@@ -158,18 +201,26 @@ class StoredItem:
 
 
 def parse_item(
-    cell_id: str, namespace: str | None, kind: str | None, shared: bool, plaintext: str
+    cell_id: str,
+    namespace: str | None,
+    kind: str | None,
+    shared: bool,
+    plaintext: str,
+    metadata: Mapping[str, Any] | None = None,
 ) -> StoredItem | None:
     """The item a recalled cell holds, or None when the cell is not one this adapter wrote
-    (other kind, another holder's, another namespace, or not the document above)."""
+    (other kind, another holder's, another namespace, or neither ``metadata`` nor, for a cell
+    written before it existed, ``plaintext`` is the document of :func:`item_metadata`)."""
     labels = decode_namespace(namespace)
     if labels is None or kind != "memory" or shared:
         return None
-    try:
-        body = json.loads(plaintext)
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or body.get(STORE_MARK) != 1:
+    body: object = metadata
+    if metadata is None:
+        try:
+            body = json.loads(plaintext)
+        except ValueError:
+            return None
+    if not isinstance(body, Mapping) or body.get(STORE_MARK) != 1:
         return None
     key, value = body.get("key"), body.get("value")
     created, updated = body.get("created_at"), body.get("updated_at")

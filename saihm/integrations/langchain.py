@@ -12,9 +12,11 @@ results is ``k`` (constructor or ``invoke(query, k=n)``). It holds an endpoint a
 receipt at the operator. Tested with ``langchain-tests``' ``RetrieversIntegrationTests``.
 
 :class:`SaihmChatMessageHistory` is a ``BaseChatMessageHistory``: each added message is the
-host's record (``saihm_record`` kind ``said``) of the session the token opens, its content
-``{"saihm-chat": 1, "at": <ns>, "message": message_to_dict(m)}``; ``messages`` recalls the
-session's ``said`` cells in that form, oldest first; ``clear()`` erases them (``saihm_forget``
+host's record (``saihm_record`` kind ``said``) of the session the token opens: its content is
+the message's text (``"human: hello"``, what recall, the person's page and MCP show) and its
+``metadata`` ``{"saihm-chat": 1, "at": <ns>, "message": message_to_dict(m)}``; ``messages``
+recalls the session's ``said`` cells in that form (or, written by an earlier version, with
+that object as the content), oldest first; ``clear()`` erases them (``saihm_forget``
 each, a FORGET receipt per message). Other cells and records are never read as messages.
 Given ``admin=``, ``session_id=`` and ``holder_id=`` or ``user_id=`` instead of a token, the
 history opens (or renews) that session through the authority service
@@ -23,13 +25,12 @@ history opens (or renews) that session through the authority service
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from saihm.integrations import require
-from saihm.integrations._chat import chat_entry
+from saihm.integrations._chat import chat_entry, entry_text
 
 require("langchain_core", "langchain")
 
@@ -147,7 +148,7 @@ class SaihmChatMessageHistory(BaseChatMessageHistory):
 
     def _entries(self, client: Client) -> list[tuple[int, str, dict[str, Any]]]:
         found = []
-        for cell in client.recall(CHAT_MARK):
+        for cell in client.recall(kinds=["said"]):
             entry = _chat_entry(cell)
             if entry is not None:
                 found.append((entry[0], cell.cell_id, entry[1]))
@@ -163,8 +164,11 @@ class SaihmChatMessageHistory(BaseChatMessageHistory):
         """Append ``messages`` as ``saihm_record`` ``said`` cells, in order."""
         with self._client() as client:
             for message in messages:
-                body = {CHAT_MARK: 1, "at": time.time_ns(), "message": message_to_dict(message)}
-                client.record("said", json.dumps(body, ensure_ascii=False))
+                as_dict = message_to_dict(message)
+                body = {CHAT_MARK: 1, "at": time.time_ns(), "message": as_dict}
+                data = as_dict.get("data") or {}
+                text = entry_text(as_dict.get("type"), data.get("content"), "tool call")
+                client.record("said", text, metadata=body)
 
     def clear(self) -> None:
         """Erase every chat message of this history (``saihm_forget`` each)."""

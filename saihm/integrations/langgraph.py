@@ -7,11 +7,17 @@ endpoint and an ``Authorization`` value (a secret, hidden from ``repr``), never 
 - A namespace tuple is the SAIHM namespace ``"lg:" + ".".join(labels)`` (at most 253
   characters of joined labels; labels LangGraph allows: non-empty, no "." or NUL); an item is
   one memory cell in it (:mod:`saihm.integrations._storedoc` has the document).
+- An item's cell holds the value's text as its content (what recall ranks and the person's
+  page and MCP show: ``{"text": "likes pizza"}`` is "likes pizza"; a value of several fields
+  is one ``field: value`` line each) and the key, the value itself and the times as its
+  ``metadata`` (kept beside the text, never ranked), so ``get`` returns the value exactly.
 - ``PutOp`` of a new key is ``saihm_remember``. ``PutOp`` of an existing key supersedes it:
-  ``saihm_remember`` the new value, then ``saihm_forget`` the old cell, each with its own
-  receipt in the public log (remember first, so a refused write, e.g. a value over the
-  operator's request bound, leaves the old value in place). ``created_at`` is kept,
-  ``updated_at`` moves forward. ``PutOp`` with ``value=None`` is ``saihm_forget``.
+  one ``saihm_remember`` with ``supersedes`` = the current cell, which the operator forgets in
+  the same change (a REMEMBER and a FORGET receipt, or neither: a refused write, e.g. a value
+  over the operator's request bound, leaves the old value in place); recall then names the
+  replaced cell (``RecalledCell.supersedes``). ``created_at`` is kept, ``updated_at`` moves
+  forward. Older cells of the key that racing writers left are forgotten after it. ``PutOp``
+  with ``value=None`` is ``saihm_forget``.
 - ``GetOp`` returns the current ``Item`` or None; ``SearchOp`` the items under a namespace
   prefix that meet ``filter`` (LangGraph's operators ``$eq $ne $gt $gte $lt $lte``), most
   recently updated first, or, with ``query``, in the operator's recall ranking (the score in
@@ -26,7 +32,8 @@ endpoint and an ``Authorization`` value (a secret, hidden from ``repr``), never 
   holder, and with ``--namespaces`` only those (``lg:...``) namespaces. Cells shared by
   another holder are never read as items.
 - ``index`` and ``ttl`` are not supported (``supports_ttl`` is False); every item is in the
-  operator's keyword ranking, the whole JSON document included.
+  operator's ranking by its text (the value's text; not the key or the field names of a
+  one-field value).
 
 Errors from the operator are :class:`saihm.client.ClientError` (never carrying the
 credential); a namespace LangGraph forbids is ``InvalidNamespaceError``, a bad value or filter
@@ -57,7 +64,7 @@ from langgraph.store.base import (  # noqa: E402
 )
 from pydantic import SecretStr  # noqa: E402
 
-from saihm.client import AsyncClient, Client, RecalledCell  # noqa: E402
+from saihm.client import AsyncClient, Client, ClientError, RecalledCell  # noqa: E402
 from saihm.integrations import _storedoc as doc  # noqa: E402
 from saihm.integrations.identity import resolve_auth  # noqa: E402
 
@@ -125,7 +132,7 @@ def _plan(ops: Iterable[Op]) -> _Plan:
             encoded = _encode(op.namespace)
             value = None if op.value is None else dict(op.value)
             if value is not None:
-                doc.item_content(op.key, value, 0, 0)  # JSON-checks the value now
+                doc.item_metadata(op.key, value, 0, 0)  # JSON-checks the value now
             key = (tuple(op.namespace), op.key)
             puts.pop(key, None)  # the last put of a key wins, in its own place
             puts[key] = _Write(key, encoded, value)
@@ -172,7 +179,12 @@ def _items(cells: Iterable[RecalledCell]) -> list[tuple[doc.StoredItem, float | 
     found = []
     for cell in cells:
         item = doc.parse_item(
-            cell.cell_id, cell.namespace, cell.kind, cell.shared_by_other_holder, cell.plaintext
+            cell.cell_id,
+            cell.namespace,
+            cell.kind,
+            cell.shared_by_other_holder,
+            cell.plaintext,
+            cell.metadata,
         )
         if item is not None:
             found.append((item, None if cell.score is None else float(cell.score)))
@@ -268,14 +280,29 @@ def _dedupe(
     return [(item, score) for item, score in found if item.cell_id in keep]
 
 
-def _content(write: _Write, old: list[doc.StoredItem]) -> str:
-    """The new cell's plaintext: ``created_at`` kept from the current cell, ``updated_at``
-    now, and always later than the current cell's (so an update is visible as one)."""
+def _content(write: _Write, old: list[doc.StoredItem]) -> tuple[str, dict[str, Any]]:
+    """The new cell's text and metadata: ``created_at`` kept from the current cell,
+    ``updated_at`` now, and always later than the current cell's (so an update is visible as
+    one)."""
     assert write.value is not None
     now = doc.now_micros()
     created = old[0].created_at if old else now
     updated = max(now, old[0].updated_at + 1) if old else now
-    return doc.item_content(write.key[1], write.value, min(created, updated), updated)
+    metadata = doc.item_metadata(write.key[1], write.value, min(created, updated), updated)
+    return doc.value_text(write.key[1], write.value), metadata
+
+
+def _remember_args(write: _Write, old: list[doc.StoredItem]) -> tuple[str, dict[str, Any]]:
+    text, metadata = _content(write, old)
+    kwargs: dict[str, Any] = {"namespace": write.encoded, "metadata": metadata}
+    if old:
+        kwargs["supersedes"] = old[0].cell_id
+    return text, kwargs
+
+
+def _replaced_meanwhile(err: ClientError) -> bool:
+    """Another writer erased the cell this put supersedes after the batch read it."""
+    return err.code == "erased"
 
 
 class SaihmStore(BaseStore):
@@ -339,7 +366,14 @@ class SaihmStore(BaseStore):
         for write in plan.writes:
             old = state.cells_of(write.key)
             if write.value is not None:
-                client.remember(_content(write, old), namespace=write.encoded)
+                text, kwargs = _remember_args(write, old)
+                try:
+                    client.remember(text, **kwargs)
+                except ClientError as err:
+                    if "supersedes" not in kwargs or not _replaced_meanwhile(err):
+                        raise
+                    client.remember(text, namespace=write.encoded, metadata=kwargs["metadata"])
+                old = old[1:]
             for cell in old:
                 client.forget(cell.cell_id)
         return results
@@ -368,7 +402,16 @@ class SaihmStore(BaseStore):
             for write in plan.writes:
                 old = state.cells_of(write.key)
                 if write.value is not None:
-                    await client.remember(_content(write, old), namespace=write.encoded)
+                    text, kwargs = _remember_args(write, old)
+                    try:
+                        await client.remember(text, **kwargs)
+                    except ClientError as err:
+                        if "supersedes" not in kwargs or not _replaced_meanwhile(err):
+                            raise
+                        await client.remember(
+                            text, namespace=write.encoded, metadata=kwargs["metadata"]
+                        )
+                    old = old[1:]
                 for cell in old:
                     await client.forget(cell.cell_id)
         return results

@@ -3,8 +3,10 @@ memory and a long-term memory block.
 
 :class:`SaihmMemory` is a ``llama_index.core.memory.BaseMemory`` (llama-index-core 0.14):
 the chat is the host's record of the session the token opens, each message one
-``saihm_record`` entry of kind ``said`` whose content is
-``{"saihm-llama": 1, "chat": CHAT_KEY, "at": <time_ns>, "message": ChatMessage JSON}``.
+``saihm_record`` entry of kind ``said`` whose content is the message's text (``"user:
+hello"``, what recall, the person's page and MCP show) and whose ``metadata`` is
+``{"saihm-llama": 1, "chat": CHAT_KEY, "at": <time_ns>, "message": ChatMessage JSON}``
+(an entry an earlier version wrote with that object as its content is still read).
 
 - ``put``/``put_messages`` append entries; ``get`` returns the chat oldest first (the last
   ``message_limit`` messages when set), ``get_all`` all of it; one ``saihm_recall`` each.
@@ -33,12 +35,11 @@ session.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from saihm.integrations import require
-from saihm.integrations._chat import chat_entry
+from saihm.integrations._chat import chat_entry, entry_text
 
 require("llama_index.core", "llamaindex")
 
@@ -122,7 +123,7 @@ class SaihmMemory(BaseMemory):
 
     def _entries(self, client: Client) -> list[tuple[int, str, ChatMessage]]:
         found = []
-        for cell in client.recall(CHAT_MARK, kinds=["said"]):
+        for cell in client.recall(kinds=["said"]):
             entry = _entry(cell, self.chat_key)
             if entry is not None:
                 found.append(entry)
@@ -130,13 +131,10 @@ class SaihmMemory(BaseMemory):
 
     def _record(self, client: Client, messages: list[ChatMessage]) -> None:
         for message in messages:
-            body = {
-                CHAT_MARK: 1,
-                "chat": self.chat_key,
-                "at": time.time_ns(),
-                "message": message.model_dump(mode="json"),
-            }
-            client.record("said", json.dumps(body, ensure_ascii=False))
+            dumped = message.model_dump(mode="json")
+            body = {CHAT_MARK: 1, "chat": self.chat_key, "at": time.time_ns(), "message": dumped}
+            text = entry_text(dumped.get("role"), dumped.get("blocks"), "no text")
+            client.record("said", text, metadata=body)
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """The chat, oldest first; only the last ``message_limit`` messages when set.

@@ -5,8 +5,11 @@
 ``Runner.run(agent, text, session=SaihmSession(...))`` keeps the conversation in SAIHM.
 
 Each item (a JSON object: a message, a function call, its output, ...) is one entry of the
-host's record (``saihm_record`` kind ``said``), its content
-``{"saihm-agents": 1, "session": session_id, "at": <time_ns>, "message": item}``; the record
+host's record (``saihm_record`` kind ``said``): its content is the item's text (``"user:
+hello"``; ``"assistant: (function_call)"`` for an item without text), what recall, the
+person's page and MCP show, and its ``metadata``
+``{"saihm-agents": 1, "session": session_id, "at": <time_ns>, "message": item}`` (an entry an
+earlier version wrote with that object as its content is still read); the record
 fits a conversation (an append-only, hash-chained account of what was said and done) and is
 kept apart from the memory cells an agent recalls. ``get_items`` recalls the entries of this
 ``session_id``, oldest first (the latest ``limit`` when given); ``pop_item`` erases the newest
@@ -28,7 +31,7 @@ import time
 from typing import Any
 
 from saihm.integrations import require
-from saihm.integrations._chat import chat_entry
+from saihm.integrations._chat import chat_entry, entry_text
 
 require("agents", "openai-agents")
 
@@ -94,7 +97,7 @@ class SaihmSession:
 
     async def _entries(self, client: AsyncClient) -> list[tuple[int, str, dict[str, Any]]]:
         found = []
-        for cell in await client.recall(CHAT_MARK, kinds=["said"]):
+        for cell in await client.recall(kinds=["said"]):
             entry = chat_entry(cell, CHAT_MARK)
             if entry is not None and entry[2].get("session") == self.session_id:
                 found.append((entry[0], cell.cell_id, entry[1]))
@@ -110,17 +113,22 @@ class SaihmSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Record ``items`` in order (one ``saihm_record`` ``said`` entry each)."""
-        bodies = []
+        entries = []
         for item in items:
             if not isinstance(item, dict):
                 raise ValueError("an Agents SDK session item must be a JSON object")
             body = {CHAT_MARK: 1, "session": self.session_id, "at": _stamp(), "message": item}
-            bodies.append(json.dumps(body, ensure_ascii=False))
-        if not bodies:
+            try:
+                json.dumps(body, allow_nan=False)
+            except (TypeError, ValueError) as err:
+                raise ValueError("an Agents SDK session item must be JSON") from err
+            role = item.get("role") or ("tool" if "output" in item else "assistant")
+            entries.append((entry_text(role, item, item.get("type") or "item"), body))
+        if not entries:
             return
         async with self._client() as client:
-            for text in bodies:
-                await client.record("said", text)
+            for text, body in entries:
+                await client.record("said", text, metadata=body)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Erase the newest item and return it; None when the session is empty."""

@@ -183,6 +183,7 @@ class MemoryTools:
         *,
         namespace: str = "memory",
         supersedes: bytes | None = None,
+        metadata: str | None = None,
     ) -> Remembered:
         """Seal ``content`` into a new cell of the caller's session and log REMEMBER
         (saihm-protocol "saihm_remember").
@@ -190,7 +191,11 @@ class MemoryTools:
         With ``supersedes`` (a cellId of the caller's, in the token's scope: DESIGN.md "Pinned
         additions for the third round") the old cell is forgotten in the same change: both
         receipts (REMEMBER, then FORGET of the old cell) are logged in one transaction, or
-        neither.
+        neither. The new cell's sealed payload names the old one (``supersedes``), so recall
+        can show which cell a cell replaced, also after ``saihm rebuild``.
+
+        ``metadata`` (the compact JSON of an object, :func:`saihm.events.models.check_metadata`)
+        is sealed beside ``content``: recall returns it, nothing ranks or shows it as content.
 
         Raises :class:`MalformedInput` ("empty_content") for content that is only whitespace,
         ("no_session") for a token with no session, and :class:`NotPermitted` ("not_holder")
@@ -205,23 +210,37 @@ class MemoryTools:
         if supersedes is not None:
             self._check_supersedable(access, supersedes)
         payload = SealedPayload(
-            content=content, session_id=session, namespace=namespace, kind="memory"
+            content=content,
+            session_id=session,
+            namespace=namespace,
+            kind="memory",
+            supersedes=supersedes,
+            metadata=metadata,
         )
         guard = None if supersedes is None else self._live_guard(supersedes)
         change, cell = self._cell_change(access, payload, None, guard)
         if supersedes is not None:
-            ctx = self.context
-            change.receipts.append(
-                sign_receipt(
-                    ctx.key(access),
-                    subject_id=supersedes,
-                    operation=Operation.FORGET,
-                    timestamp=cell.timestamp,
-                )
-            )
-            change.destroy.append(supersedes)
+            self._forget_in(change, access, supersedes, cell.timestamp)
         self.context.commit(change)
         return _cell_result(cell, change)
+
+    def _forget_in(self, change: Change, access: Access, cell_id: bytes, timestamp: int) -> None:
+        """Add the FORGET of ``cell_id`` (its receipt after the change's REMEMBER, and its
+        wrapped DEK destroyed) to ``change``: a supersede is one change."""
+        change.receipts.append(
+            sign_receipt(
+                self.context.key(access),
+                subject_id=cell_id,
+                operation=Operation.FORGET,
+                timestamp=timestamp,
+            )
+        )
+        change.destroy.append(cell_id)
+
+    def check_supersedable(self, access: Access, cell_id: bytes) -> None:
+        """Refuse, as :meth:`remember` would, a ``supersedes`` that ``access`` could not
+        forget (for a write prepared now and committed later: a provider proposal)."""
+        self._check_supersedable(access, cell_id)
 
     def _check_supersedable(self, access: Access, cell_id: bytes) -> None:
         """Refuse a ``supersedes`` the caller could not forget (see :meth:`remember`)."""
@@ -257,6 +276,7 @@ class MemoryTools:
         cell: Cell,
         session_id: bytes,
         guard: Guard | None = None,
+        supersedes: bytes | None = None,
     ) -> Remembered:
         """Log REMEMBER for a cell sealed earlier by this operator (a held Memory Provider
         proposal, RFC 0007 "never silent agent write") and store it, as :meth:`remember`
@@ -266,10 +286,21 @@ class MemoryTools:
         holder; the caller checked its plaintext through the read path. ``guard`` runs inside
         the write transaction (:class:`Change`), for example to take the proposal atomically.
         The receipt's timestamp is now; the cell keeps the one it was sealed with.
+
+        With ``supersedes`` (the payload's, which the caller read) the cell replaces that one as
+        in :meth:`remember`: checked now against ``access``, re-checked inside the transaction,
+        and its FORGET written in the same change.
         """
         if cell.holder_id != access.holder_id:
             raise NotPermitted("the cell is not the caller's", code=ErrorCode.NOT_HOLDER)
-        change = self._change_for(access, cell, session_id, None, guard, (), self.context.now())
+        if supersedes is not None:
+            self._check_supersedable(access, supersedes)
+            # The read-only check first: a refusal must come before the proposal is taken.
+            guard = _both(self._live_guard(supersedes), guard)
+        now = self.context.now()
+        change = self._change_for(access, cell, session_id, None, guard, (), now)
+        if supersedes is not None:
+            self._forget_in(change, access, supersedes, now)
         self.context.commit(change)
         return _cell_result(cell, change)
 
@@ -316,8 +347,11 @@ class MemoryTools:
             cell, receipt, session_id, deks=deks, record=record, guard=guard
         )
 
-    def record(self, access: Access, content: str, kind: str) -> Recorded:
+    def record(
+        self, access: Access, content: str, kind: str, *, metadata: str | None = None
+    ) -> Recorded:
         """Append a record cell to the caller's session chain (seq, prev); "end" closes it.
+        ``metadata`` is sealed beside ``content`` as in :meth:`remember`.
 
         Raises :class:`MalformedInput` ("invalid_kind") for a kind other than said, did or
         end, ("empty_content") for empty content of said or did, and :class:`Conflict`
@@ -344,6 +378,7 @@ class MemoryTools:
                 kind=cast(Literal["said", "did", "end"], kind),  # checked against RECORD_KINDS
                 seq=seq,
                 prev=prev,
+                metadata=metadata,
             )
 
             def guard(txn: WriteTxn, expected: RecordHead | None = head) -> None:
@@ -570,3 +605,16 @@ def _cell_result(cell: Cell, change: Change) -> Remembered:
 
 class _Retry(Conflict):
     """A record chain moved between reading its head and committing; re-seal and retry."""
+
+
+def _both(first: Guard, second: Guard | None) -> Guard:
+    """A guard that runs ``first``, then ``second`` (if any); the first refusal or outcome
+    wins. ``first`` must write nothing: a refusal by ``second`` cannot undo its writes."""
+
+    def guard(txn: WriteTxn) -> object:
+        outcome = first(txn)
+        if outcome is not None or second is None:
+            return outcome
+        return second(txn)
+
+    return guard

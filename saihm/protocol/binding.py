@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from saihm.errors import Disabled, ErrorCode, MalformedInput, NotFound, NotPermitted
+from saihm.errors import Disabled, ErrorCode, MalformedInput, NotFound, NotPermitted, TooLarge
+from saihm.events.models import METADATA_MAX_BYTES, dump_metadata
 from saihm.events.operations import METHODS, Method
 from saihm.names import check_namespace
 from saihm.operator import (
@@ -80,19 +81,40 @@ class Binding(Generic[A, R]):
 # -- params ----------------------------------------------------------------------------------
 
 
-def _remember_params(params: dict[str, Any], config: Config) -> tuple[str, str, bytes | None]:
-    p = P.check_params(params, {"content", "namespace", "supersedes"}, {"content"})
+def _metadata(p: Mapping[str, Any]) -> str | None:
+    """The extension param ``metadata``: a JSON object kept beside the content (absent or
+    null: none), as its one compact text form; over 1 MiB is 413 ``too_large``."""
+    value = p.get("metadata")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise MalformedInput("metadata must be a JSON object")
+    try:
+        text = dump_metadata(value)
+        size = len(text.encode("utf-8"))
+    except (ValueError, RecursionError) as err:  # a lone surrogate, NaN or too deep
+        raise MalformedInput("metadata is not valid JSON text") from err
+    if size > METADATA_MAX_BYTES:
+        raise TooLarge(f"metadata is over {METADATA_MAX_BYTES} bytes")
+    return text
+
+
+def _remember_params(
+    params: dict[str, Any], config: Config
+) -> tuple[str, str, bytes | None, str | None]:
+    p = P.check_params(params, {"content", "namespace", "supersedes", "metadata"}, {"content"})
     supersedes = p.get("supersedes")
     return (
         P.text(p, "content"),
         check_namespace(P.text(p, "namespace", default="memory", code=ErrorCode.BAD_NAMESPACE)),
         None if supersedes is None else P.id32(supersedes, what="supersedes"),
+        _metadata(p),
     )
 
 
-def _record_params(params: dict[str, Any], config: Config) -> tuple[str, str]:
-    p = P.check_params(params, {"content", "kind"}, {"content", "kind"})
-    return P.text(p, "content"), P.text(p, "kind")
+def _record_params(params: dict[str, Any], config: Config) -> tuple[str, str, str | None]:
+    p = P.check_params(params, {"content", "kind", "metadata"}, {"content", "kind"})
+    return P.text(p, "content"), P.text(p, "kind"), _metadata(p)
 
 
 def _recall_params(params: dict[str, Any], config: Config) -> tuple[str, RecallWindow]:
@@ -190,7 +212,9 @@ BINDINGS: Mapping[str, Binding[Any, Any]] = _rows(
     Binding(
         _m("saihm_remember"),
         _remember_params,
-        lambda op, access, a: op.memory.remember(access, a[0], namespace=a[1], supersedes=a[2]),
+        lambda op, access, a: op.memory.remember(
+            access, a[0], namespace=a[1], supersedes=a[2], metadata=a[3]
+        ),
         _plain(render_remembered),
     ),
     Binding(
@@ -250,7 +274,7 @@ BINDINGS: Mapping[str, Binding[Any, Any]] = _rows(
     Binding(
         _m("saihm_record"),
         _record_params,
-        lambda op, access, a: op.memory.record(access, *a),
+        lambda op, access, a: op.memory.record(access, a[0], a[1], metadata=a[2]),
         _plain(render_remembered),
     ),
     Binding(

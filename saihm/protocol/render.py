@@ -95,8 +95,15 @@ def item_bytes(item: Mapping[str, Any]) -> int:
 
 def recall_item(opened: OpenedCell) -> RecallItem:
     """The protocol's recall element for a verified cell (saihm_recall "Result"), with the
-    extensions ``kind``, ``namespace`` and ``sessionId``."""
+    extensions ``kind``, ``namespace`` and ``sessionId``, and, when the cell has them,
+    ``supersedes`` (the cellId of the cell it replaced: ``saihm_remember``'s ``supersedes``)
+    and ``metadata`` (the writer's structure kept beside ``plaintext``, a JSON object)."""
     cell, payload = opened.cell, opened.payload
+    extra: dict[str, Any] = {}
+    if payload.supersedes is not None:
+        extra["supersedes"] = hx(payload.supersedes)
+    if payload.metadata is not None:
+        extra["metadata"] = json.loads(payload.metadata)
     return RecallItem(
         cellId=hx(cell.cell_id),
         plaintext=payload.content,
@@ -109,6 +116,7 @@ def recall_item(opened: OpenedCell) -> RecallItem:
         kind=payload.kind,
         namespace=payload.namespace,
         sessionId=hx(payload.session_id),
+        **extra,
     )
 
 

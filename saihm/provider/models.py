@@ -159,6 +159,9 @@ class MemoryStore(BaseModel):
     confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     verified_at: str | None = None
     sources: Annotated[int, Field(ge=0)] | None = None
+    #: The id of the record this one replaces (a correction): forgotten in the same change
+    #: when this record is stored (for a consumer's proposal, when the person accepts it).
+    supersedes: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
     _iso = field_validator("verified_at")(_check_iso)
 

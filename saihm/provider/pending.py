@@ -95,11 +95,16 @@ class PendingProposals:
         store = self.cells
         config = self.operator.config
         now = int(store.clock())
+        supersedes = None if request.supersedes is None else bytes.fromhex(request.supersedes)
+        if supersedes is not None:
+            # Only a record this grant may see and that is live: checked again on accept.
+            self.operator.memory.check_supersedable(access, supersedes)
         payload = SealedPayload(
             content=seal_text(request),
             session_id=self.meta.session_id,
             namespace=request.namespace,
             kind="memory",
+            supersedes=supersedes,
         )
         cell, dek = seal(
             payload,
@@ -188,7 +193,10 @@ class PendingProposals:
         atomically, through :meth:`MemoryTools.remember_sealed` (the path of every remember).
 
         An expired proposal is not acceptable: it is dropped, its DEK destroyed, and the answer
-        is :class:`NotFound` ("proposal_not_found"), as for one never held.
+        is :class:`NotFound` ("proposal_not_found"), as for one never held. A proposal that
+        supersedes a record forgets it in the same change; if that record was erased since, the
+        answer is :class:`NotFound` ("erased") and the proposal stays held (the person may
+        reject it).
         """
         pid = _id(proposal_id)
         store = self.cells
@@ -198,8 +206,9 @@ class PendingProposals:
             raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
         if cell.holder_id != self.meta.holder_id:
             raise NotFound("no such pending proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
+        also = {} if payload.supersedes is None else {"supersedes": payload.supersedes}
         done = self.operator.memory.remember_sealed(
-            self.person(), cell, payload.session_id, guard=self.held.take_guard(pid)
+            self.person(), cell, payload.session_id, guard=self.held.take_guard(pid), **also
         )
         return MemoryRecordRef(
             id=done.cell_id.hex(),

@@ -194,10 +194,16 @@ class LocalVault:
 
     def store(self, request: MemoryStore) -> MemoryRecordRef:
         """Store a record as the person: sealed into the vault session, logged REMEMBER
-        (:meth:`MemoryTools.remember` with the person's Access; no token is minted)."""
+        (:meth:`MemoryTools.remember` with the person's Access; no token is minted). With
+        ``supersedes`` the named record is forgotten in the same change (its FORGET receipt
+        beside the REMEMBER), or nothing is written (``not_found``, ``erased``,
+        ``not_holder``)."""
         access = self.proposals.person()
         done = self.operator.memory.remember(
-            access, seal_text(request), namespace=request.namespace
+            access,
+            seal_text(request),
+            namespace=request.namespace,
+            supersedes=_record_id(request.supersedes),
         )
         return MemoryRecordRef(
             id=done.cell_id.hex(),
@@ -373,3 +379,8 @@ class ConsumerProvider:
         return graph_index.build(
             records, start=request.entity, depth=request.depth, limit=request.limit
         )
+
+
+def _record_id(value: str | None) -> bytes | None:
+    """A record id (64 lowercase hex digits, checked by :class:`MemoryStore`) as a cellId."""
+    return None if value is None else bytes.fromhex(value)

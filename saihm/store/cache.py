@@ -284,6 +284,9 @@ def _estimate(opened: OpenedCell, analysis: Analysis, vector: Sequence[float] | 
     content = opened.payload.content
     size = ENTRY_OVERHEAD + 2 * sys.getsizeof(content) + sys.getsizeof(analysis.folded)
     size += PER_TERM * len(analysis.tf) + sum(len(t) for t in analysis.tf)
+    if opened.payload.metadata is not None:
+        # The sealed JSON text, and the object a rendered recall element holds (about twice).
+        size += 3 * sys.getsizeof(opened.payload.metadata)
     if vector is not None:
         size += 32 * len(vector) + 64
     return size

@@ -115,3 +115,38 @@ def test_chat_history_changes_are_logged_never_edited_in_place(tmp_path) -> None
         _, raw = fetch(url + "log/v1/erasures")
         assert cells <= set(json.loads(raw)["cellIds"])
         assert history.messages == []
+
+
+def test_chat_history_stores_each_message_as_its_text(tmp_path) -> None:
+    """Recall, the person's page and MCP show a message's text, not the adapter's JSON; the
+    message travels in metadata. Entries an earlier version wrote as JSON are still read."""
+    import json
+
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from saihm.integrations.langchain import SaihmChatMessageHistory
+
+    data = tmp_path / "data"
+    with serving(tmp_path, "--data", str(data)) as (_, url):
+        auth = f"Bearer {holder_create(data)['token']}"
+        legacy = {
+            "saihm-chat": 1,
+            "at": 1,
+            "message": {"type": "human", "data": {"content": "an old line", "type": "human"}},
+        }
+        with Client(url, auth) as client:
+            client.record("said", json.dumps(legacy))
+        history = SaihmChatMessageHistory(url, auth)
+        history.add_messages([HumanMessage("I like green tea"), AIMessage("Noted: green tea")])
+        with Client(url, auth) as client:
+            texts = [c.plaintext for c in client.recall(kinds=["said"])]
+            ranked = client.recall("saihm-chat")
+        assert texts[1:] == ["human: I like green tea", "ai: Noted: green tea"]
+        # Only the old JSON entry holds the mark as text: it alone matches it.
+        assert ranked[0].plaintext == json.dumps(legacy)
+        assert all("saihm" not in text for text in texts[1:])
+        assert [m.content for m in history.messages] == [
+            "an old line",
+            "I like green tea",
+            "Noted: green tea",
+        ]

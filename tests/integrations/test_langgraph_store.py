@@ -427,8 +427,12 @@ def test_an_update_is_supersede_and_both_are_logged(holder) -> None:
         new = after[len(before) :]
         live = client.recall(namespaces=["lg:prefs"])
         assert len(live) == 1 and live[0].cell_id != old_cell
-        assert [op for op, _ in new if op in ("REMEMBER", "FORGET")] == ["REMEMBER", "FORGET"]
-        assert ("FORGET", old_cell) in new and ("REMEMBER", live[0].cell_id) in new
+        # One saihm_remember with supersedes: its two receipts, next to each other.
+        assert [e for e in new if e[0] in ("REMEMBER", "FORGET")] == [
+            ("REMEMBER", live[0].cell_id),
+            ("FORGET", old_cell),
+        ]
+        assert live[0].supersedes == old_cell
         status, raw = fetch(url + "log/v1/erasures")
         assert status == 200 and old_cell in json.loads(raw)["cellIds"]
         store.delete(("prefs",), "drink")
@@ -436,10 +440,58 @@ def test_an_update_is_supersede_and_both_are_logged(holder) -> None:
         assert client.recall(namespaces=["lg:prefs"]) == []
 
 
+def test_an_async_update_is_supersede_too(holder) -> None:
+    url, auth = holder
+    with SaihmStore(url, auth) as store, Client(url, auth) as client:
+        asyncio.run(store.aput(("prefs",), "city", {"text": "lives in Leeds"}))
+        [old] = client.recall(namespaces=["lg:prefs"])
+        asyncio.run(store.aput(("prefs",), "city", {"text": "moved to York"}))
+        [new] = client.recall(namespaces=["lg:prefs"])
+        assert new.supersedes == old.cell_id and new.plaintext == "moved to York"
+        assert asyncio.run(store.aget(("prefs",), "city")).value == {"text": "moved to York"}  # type: ignore[union-attr]
+
+
+def test_an_item_is_stored_as_its_text_with_its_structure_beside_it(holder) -> None:
+    """Recall, the person's page and MCP read a cell's text: an item's text is its value's
+    text, and the key and value travel in ``metadata``, which the ranking never reads."""
+    url, auth = holder
+    with SaihmStore(url, auth) as store, Client(url, auth) as client:
+        store.put(("prefs", "u1"), "mem-7f3a", {"text": "likes green tea"})
+        store.put(("prefs", "u1"), "profile", {"name": "Priya", "diet": {"eats": "fish"}})
+        cells = {c.metadata["key"]: c for c in client.recall() if c.metadata}
+        assert cells["mem-7f3a"].plaintext == "likes green tea"
+        assert cells["profile"].plaintext == "name: Priya\ndiet.eats: fish"
+        assert "saihm-store" not in cells["profile"].plaintext
+        assert cells["mem-7f3a"].metadata["value"] == {"text": "likes green tea"}
+        # Ranked on the text only: neither the key nor the store's mark matches.
+        assert [i.key for i in store.search(("prefs",), query="green tea")] == ["mem-7f3a"]
+        assert store.search(("prefs",), query="mem-7f3a saihm-store") == []
+        got = store.get(("prefs", "u1"), "profile")
+        assert got is not None and got.value == {"name": "Priya", "diet": {"eats": "fish"}}
+
+
+def test_an_item_written_as_a_json_document_is_still_read(holder) -> None:
+    """Cells an earlier version wrote (the document as the text) stay items."""
+    url, auth = holder
+    legacy = '{"saihm-store":1,"key":"k","value":{"a":1},"created_at":5,"updated_at":6}'
+    with Client(url, auth) as client:
+        client.remember(legacy, namespace="lg:old")
+    with SaihmStore(url, auth) as store, Client(url, auth) as client:
+        assert store.get(("old",), "k").value == {"a": 1}  # type: ignore[union-attr]
+        store.put(("old",), "k", {"a": 2})
+        [cell] = client.recall(namespaces=["lg:old"])
+        assert cell.plaintext == "2" and cell.supersedes is not None
+        assert store.get(("old",), "k").created_at.timestamp() == 5e-6  # type: ignore[union-attr]
+
+
 def test_a_refused_update_keeps_the_old_value(store: SaihmStore) -> None:
     store.put(("docs",), "big", {"text": "small enough"})
     with pytest.raises(ClientError) as caught:
-        store.put(("docs",), "big", {"text": "x" * (2 << 20)})  # over the 1 MiB request bound
+        store.put(("docs",), "big", {"text": "x" * (2 << 20)})  # refused before sending
+    assert caught.value.kind == "refused"
+    with pytest.raises(ClientError) as caught:
+        # Text and value together are over the operator's 1 MiB request bound.
+        store.put(("docs",), "big", {"text": "x" * (600 << 10)})
     assert caught.value.http_status == 413
     assert store.get(("docs",), "big").value == {"text": "small enough"}  # type: ignore[union-attr]
     with pytest.raises(ValueError):

@@ -65,6 +65,17 @@ def test_put_get_in_order(holder) -> None:
     assert len(limited.get_all()) == 4
 
 
+def test_each_message_is_stored_as_its_text(holder) -> None:
+    url, auth = holder
+    memory = SaihmMemory(endpoint=url, auth_header=auth, chat_key="as-text")
+    memory.put_messages([USER, ASSISTANT])
+    with Client(url, auth) as client:
+        cells = client.recall(kinds=["said"])
+    assert [c.plaintext for c in cells] == ["user: first message", "assistant: first answer"]
+    assert all(c.metadata and c.metadata["chat"] == "as-text" for c in cells)
+    assert [m.content for m in memory.get_all()] == ["first message", "first answer"]
+
+
 def test_set_supersedes_and_both_steps_are_logged(holder) -> None:
     url, auth = holder
     memory = SaihmMemory(endpoint=url, auth_header=auth)

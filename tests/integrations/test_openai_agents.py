@@ -60,6 +60,36 @@ def test_the_session_protocol_round_trips_in_order(site) -> None:
     assert auth.split()[1] not in repr(session)
 
 
+def test_each_item_is_stored_as_its_text_and_read_back_exactly(site) -> None:
+    _, url, auth = site
+    session = SaihmSession("as-text", url, auth)
+    items = [
+        _user("what is the weather in Leeds?"),
+        {"type": "function_call", "name": "weather", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "12 C and rain"},
+        {
+            "role": "assistant",
+            "type": "message",
+            "content": [{"type": "output_text", "text": "It is 12 C and raining."}],
+        },
+    ]
+    asyncio.run(session.add_items(items))
+    assert asyncio.run(session.get_items()) == items
+    with Client(url, auth) as client:
+        mine = [
+            c
+            for c in client.recall(kinds=["said"])
+            if (c.metadata or {}).get("session") == "as-text"
+        ]
+    assert [c.plaintext for c in mine] == [
+        "user: what is the weather in Leeds?",
+        "assistant: (function_call)",
+        "tool: 12 C and rain",
+        "assistant: It is 12 C and raining.",
+    ]
+    asyncio.run(session.clear_session())
+
+
 def test_session_ids_over_one_token_are_separate_and_look_alikes_are_not_items(site) -> None:
     _, url, auth = site
     one, two = SaihmSession("one", url, auth), SaihmSession("two", url, auth)

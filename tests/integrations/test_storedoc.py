@@ -80,6 +80,59 @@ def test_an_item_document_round_trips(key, value, created, updated, namespace) -
     assert doc.parse_item("c" * 64, "memory", "memory", False, content) is None
 
 
+@given(
+    st.text(max_size=20),
+    st.dictionaries(st.text(max_size=8), JSON, max_size=5),
+    st.integers(0, doc.MAX_MICROS),
+    NAMESPACE.filter(lambda n: len("lg:" + ".".join(n)) <= 256),
+)
+def test_an_item_round_trips_through_its_metadata_with_its_text_as_content(
+    key, value, stamp, namespace
+) -> None:
+    metadata = doc.item_metadata(key, value, stamp, stamp)
+    text = doc.value_text(key, value)
+    assert text.strip()  # the operator refuses blank content
+    assert doc.STORE_MARK not in text or doc.STORE_MARK in json.dumps(value)
+    # Through JSON, as the operator keeps it.
+    back = json.loads(json.dumps(metadata))
+    item = doc.parse_item("c" * 64, "lg:" + ".".join(namespace), "memory", False, text, back)
+    assert item is not None and (item.key, item.value) == (key, value)
+    assert item.created_at == item.updated_at == stamp
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({"text": "likes green tea"}, "likes green tea"),
+        ({"content": "  padded  "}, "padded"),
+        ({"n": 3}, "3"),
+        (
+            {"name": "Priya", "diet": {"eats": "fish", "since": 2024}},
+            "name: Priya\ndiet.eats: fish\ndiet.since: 2024",
+        ),
+        ({"tags": ["tea", "green"]}, "tags: tea\ntags: green"),
+        ({"blank": " ", "none": None, "list": []}, "the-key"),
+        ({}, "the-key"),
+    ],
+)
+def test_the_text_of_a_value_is_what_a_person_reads(value, text) -> None:
+    assert doc.value_text("the-key", value) == text
+
+
+def test_a_value_with_no_text_and_a_blank_key_is_still_not_blank() -> None:
+    assert doc.value_text(" ", {}) == "(empty value)"
+
+
+def test_metadata_decides_over_the_text() -> None:
+    # With metadata present the text is never parsed as a document, and vice versa.
+    legacy = doc.item_content("k", {"a": 1}, 1, 1)
+    assert doc.parse_item("c" * 64, "lg:a", "memory", False, legacy, {"other": 1}) is None
+    meta = doc.item_metadata("k", {"a": 1}, 1, 1)
+    assert doc.parse_item("c" * 64, "lg:a", "memory", False, "1", meta) is not None
+    assert doc.parse_item("c" * 64, "lg:a", "said", False, "1", meta) is None
+    assert doc.parse_item("c" * 64, "lg:a", "memory", True, "1", meta) is None
+
+
 @pytest.mark.parametrize(
     "text",
     [
