@@ -34,7 +34,10 @@ so reads and other sessions are unaffected) the limits of :data:`WRITE_TIMEOUTS`
 ``lock_timeout`` bounds the wait for the lock (a writer not granted it in time fails with
 SQLSTATE 55P03: nothing written, HTTP 503), and ``idle_in_transaction_session_timeout`` makes
 the server end the session of a writer that has stopped talking to it mid-transaction, which
-rolls that transaction back and releases its lock. The server arms the idle timer only when it
+rolls that transaction back and releases its lock. The idle limit (3 s) is below the lock
+wait (5 s), so a write queued behind a frozen writer is granted the lock when the server ends
+the frozen writer's session rather than refused (docs/scaling.md gives the measured cost). The
+server arms the idle timer only when it
 is ready for a query, that is after a Sync message; a pipeline that never syncs until COMMIT
 would leave a stopped writer's session "active" for ever. So every statement of the write
 transaction sent before its COMMIT is followed by a Sync (sent, not waited for: it costs no
@@ -135,16 +138,22 @@ _IN_FAILED_TRANSACTION = "25P02"
 
 #: The server-side limits of a write transaction (module docstring, "A node that stops"):
 #: a few seconds' wait for the write lock, and a writer silent this long mid-transaction (far
-#: above the gap between two statements of any batch) has its session ended by the server.
-#: A setting the URL's ``options`` gives wins over the value here.
+#: above the gap between two statements of any batch: milliseconds of the node's own work) has
+#: its session ended by the server. The idle limit is below the lock wait, so another node's
+#: write that queued behind a frozen writer is granted the lock when the server ends the frozen
+#: one's session, instead of being refused first. A setting the URL's ``options`` gives wins
+#: over the value here.
 WRITE_TIMEOUTS: tuple[tuple[str, str], ...] = (
     ("lock_timeout", "5s"),
-    ("idle_in_transaction_session_timeout", "15s"),
+    ("idle_in_transaction_session_timeout", "3s"),
 )
 
-# A dead node's connection must not hold the write lock for the kernel's two hours.
+# A dead node's connection must not hold the write lock for the kernel's two hours: the
+# server probes a silent connection after 5 s, every second, and drops it after 3 unanswered
+# probes, or when data it sent stays unacknowledged for 8 s (tcp_user_timeout, in ms).
 _SESSION_SETUP = (
-    "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
+    "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3;"
+    " SET tcp_user_timeout = 8000"
 )
 
 

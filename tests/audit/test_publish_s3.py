@@ -17,12 +17,13 @@ import pytest
 
 from saihm.audit.mirror import mirror, verify_log
 from saihm.audit.publish import tile_paths
+from tests.support.optional import require_module
 
 from .conftest import GROWN
 from .test_mirror import remember
 
-moto_server = pytest.importorskip("moto.server")
-boto3 = pytest.importorskip("boto3")
+moto_server = require_module("moto.server", "test")
+boto3 = require_module("boto3", "s3")
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ error or ``struct.error``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from saihm.errors import MalformedInput
+from saihm.errors import MalformedInput, SaihmError
 from saihm.events import (
     AuthorityKey,
     Capability,
@@ -201,9 +202,118 @@ CASES: list[tuple[str, Callable[..., Any], list[Any], dict[str, Any]]] = [
 _IDS = [c[0] for c in CASES]
 
 
+_OTHER_KEY = HolderKey.from_seed(b"\x09" * 32)
+_OTHER_AUTH = AuthorityKey.from_seed(b"\x0a" * 32)
+_RENONCED = _CELL.model_copy(update={"cell_nonce": b"\x00" * 16})  # its cellId no longer fits
+
+
+def _refused(thunk: Callable[[], object]) -> bool:
+    """Whether ``thunk`` raises a SaihmError: a check that accepts its valid arguments must
+    also refuse the same call with one of them wrong, or it checks nothing."""
+    try:
+        thunk()
+    except SaihmError:
+        return True
+    return False
+
+
+# What each valid call returns (or, for a check that returns None, that it refuses the same
+# call with one argument wrong): something each function could get wrong.
+HOLDS: dict[str, Callable[[Any], bool]] = {
+    "decode": lambda r: encode(r) == _CELL.to_cbor(),
+    "encode": lambda r: decode(r) == {1: b"x", 2: [1, "a", None, True]},
+    "CapabilityScope()": lambda r: r.sessions == "one" and r.namespaces is None,
+    "CapabilityScope.from_map": lambda r: r == _SCOPE,
+    "Capability.from_token": lambda r: r == _CAP,
+    "ProposeDetail.from_map": lambda r: r == _PROPOSAL.detail(),
+    "VoteDetail.from_map": lambda r: r.to_map() == {"approve": True, "weight": 1},
+    "GrantDetail.from_map": (
+        lambda r: r.to_map() == {"sessions": "all", "namespaces": None, "expiresAt": 3}
+    ),
+    "VoteDetail()": lambda r: r.to_map() == {"approve": True, "weight": 1},
+    "cell_message": (
+        lambda r: r == b"\x01" * 32 + b"\x02" * 32 + (1).to_bytes(4, "big") + (2).to_bytes(8, "big")
+    ),
+    "compute_cell_id": lambda r: (
+        len(r) == 32 and r != compute_cell_id(2, b"\x00" * 16, b"\x00" * 32)
+    ),
+    "encrypt_bytes": lambda r: decrypt_bytes(r, b"\x00" * 32, b"\x00" * 16) == b"text",
+    "decrypt_bytes": lambda r: SealedPayload.from_cbor(r) == _PAYLOAD,
+    "seal_bytes": lambda r: check_cell_id(r) is None and r.holder_id == _KEY.holder_id,
+    "seal": lambda r: open_cell(r[0], r[1], _KEY.public_key) == _PAYLOAD,
+    "decrypt": lambda r: r == _PAYLOAD,
+    "open_cell": lambda r: r == _PAYLOAD,
+    "check_cell_id": lambda r: r is None and _refused(lambda: check_cell_id(_RENONCED)),
+    "verify_cell_signature": (
+        lambda r: (
+            r is None and _refused(lambda: verify_cell_signature(_CELL, _OTHER_KEY.public_key))
+        )
+    ),
+    "derive_identity_key": lambda r: len(r) >= 32 and r != derive_identity_key(b"\x01" * 32),
+    "holder_id_of": lambda r: r == _KEY.holder_id,
+    "HolderKey.from_seed": lambda r: holder_id_of(r.public_key) == r.holder_id,
+    "AuthorityKey.from_seed": lambda r: r.public_key != _AUTH.public_key,
+    "sign_receipt": (
+        lambda r: r.operation == Operation.STATUS and verify_receipt(r, _KEY.public_key) is None
+    ),
+    "receipt_signed_bytes": lambda r: hashlib.sha256(r).digest() == _RECEIPT.receipt_id,
+    "verify_receipt": (
+        lambda r: r is None and _refused(lambda: verify_receipt(_RECEIPT, _OTHER_KEY.public_key))
+    ),
+    "sign_contract": lambda r: verify_contract(r, _KEY.public_key) is None,
+    "verify_contract": (
+        lambda r: r is None and _refused(lambda: verify_contract(_CONTRACT, _OTHER_KEY.public_key))
+    ),
+    "check_contract_terms": (
+        lambda r: (
+            r is None
+            and _refused(
+                lambda: check_contract_terms(
+                    grantee_ids=[b"\x02" * 32],
+                    shard_ids=[b"\x03" * 32],
+                    mode="TEMPORARY",
+                    scope="read",
+                    expires_at=5,
+                    timestamp=5,
+                )
+            )
+        )
+    ),
+    "check_contract_rules": (
+        lambda r: (
+            r is None
+            and _refused(
+                lambda: check_contract_rules(_CONTRACT.model_copy(update={"mode": "TEMPORARY"}), 3)
+            )
+        )
+    ),
+    "sign_capability": lambda r: verify_capability(r, _AUTH.public_key, 8) is None,
+    "verify_capability": (
+        lambda r: (
+            r is None
+            and _refused(lambda: verify_capability(_CAP, _OTHER_AUTH.public_key, 3))
+            and _refused(lambda: verify_capability(_CAP, _AUTH.public_key, 99))
+        )
+    ),
+    "Proposal.create": lambda r: r.param_key == "k" and r.proposed_value == "v",
+}
+
+
+def test_every_case_says_what_its_valid_call_returns() -> None:
+    models = {f"{type(m).__name__}.from_cbor" for m in _MODELS}
+    models |= {f"{type(m).__name__}()" for m in _MODELS}
+    assert set(_IDS) == set(HOLDS) | models
+
+
 @pytest.mark.parametrize(("name", "fn", "args", "kwargs"), CASES, ids=_IDS)
 def test_valid_arguments_pass(name, fn, args, kwargs) -> None:
-    fn(*args, **kwargs)
+    """The baseline of the hostile test below: each valid call succeeds and returns what it
+    should (a decoder or constructor of a model, that model)."""
+    result = fn(*args, **kwargs)
+    if name in HOLDS:
+        assert HOLDS[name](result), name
+    else:
+        assert result in _MODELS, name
 
 
 @pytest.mark.parametrize(("name", "fn", "args", "kwargs"), CASES, ids=_IDS)

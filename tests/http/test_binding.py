@@ -251,6 +251,45 @@ async def test_max_body_is_configurable(aiohttp_client, operator, holder, call):
     assert status == 200
 
 
+def _remember_body(size: int) -> bytes:
+    """A saihm_remember call of exactly ``size`` bytes."""
+    empty = json.dumps({"method": "saihm_remember", "params": {"content": ""}}).encode()
+    body = json.dumps(
+        {"method": "saihm_remember", "params": {"content": "z" * (size - len(empty))}}
+    ).encode()
+    assert len(body) == size
+    return body
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_a_body_at_the_bound_is_accepted_and_one_byte_more_is_413(
+    aiohttp_client, operator, holder, framing
+):
+    """The bound is inclusive: a body of exactly ``client_max_size`` bytes is served, one of a
+    byte more is refused and stores nothing, whether its length is declared or chunked."""
+    from saihm.http.app import create_app
+
+    bound = 4096
+    client = await aiohttp_client(create_app(operator, client_max_size=bound))
+
+    async def post(body: bytes) -> tuple[int, object]:
+        async def chunks():
+            yield body[: len(body) // 2]
+            yield body[len(body) // 2 :]
+
+        data = body if framing == "content-length" else chunks()
+        async with client.post("/", data=data, headers=holder.auth) as resp:
+            return resp.status, await resp.json()
+
+    size = operator.store.size()
+    status, answer = await post(_remember_body(bound))
+    assert status == 200, answer
+    assert operator.store.size() > size
+    size = operator.store.size()
+    assert await post(_remember_body(bound + 1)) == (413, {"error": "too_large"})
+    assert operator.store.size() == size
+
+
 # -- what never leaves ---------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from saihm.client import Admin, ClientError
 from saihm.integrations.identity import session_auth
+from tests.support.optional import require_module
 from tests.support.serve import authority_serving, serving
 
 
@@ -34,7 +35,7 @@ def _logs(tmp: Path) -> str:
 
 
 def test_chat_history_session_ids_are_separate_histories_kept_across_objects(both) -> None:
-    pytest.importorskip("langchain_core")
+    require_module("langchain_core", "langchain")
     from langchain_core.messages import AIMessage, HumanMessage
 
     from saihm.integrations.langchain import SaihmChatMessageHistory
@@ -76,7 +77,7 @@ def test_chat_history_session_ids_are_separate_histories_kept_across_objects(bot
 
 
 def test_a_wrong_credential_is_a_clear_error_naming_no_secret(both) -> None:
-    pytest.importorskip("langchain_core")
+    require_module("langchain_core", "langchain")
     from saihm.integrations.langchain import SaihmChatMessageHistory
 
     tmp, url, admin_url, credential = both
@@ -103,7 +104,7 @@ def test_identity_arguments_are_checked_before_any_call(both) -> None:
 
 
 def test_langgraph_store_through_the_authority(both) -> None:
-    pytest.importorskip("langgraph")
+    require_module("langgraph", "langgraph")
     from saihm.integrations.langgraph import SaihmStore
 
     _, url, admin_url, credential = both
@@ -124,7 +125,7 @@ def test_langgraph_store_through_the_authority(both) -> None:
 
 
 def test_llamaindex_memory_through_the_authority(both) -> None:
-    pytest.importorskip("llama_index.core")
+    require_module("llama_index.core", "llamaindex")
     from llama_index.core.base.llms.types import ChatMessage
 
     from saihm.integrations.llamaindex import SaihmMemory
@@ -142,7 +143,7 @@ def test_llamaindex_memory_through_the_authority(both) -> None:
 def test_the_docs_example_runs(both) -> None:
     """docs/integrations.md, "A session or a user through the authority service", as written
     (only the two URLs pointed at this test's processes)."""
-    pytest.importorskip("langchain_core")
+    require_module("langchain_core", "langchain")
     from saihm.integrations.langchain import SaihmChatMessageHistory
 
     _, url, admin_url, credential = both

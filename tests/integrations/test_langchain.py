@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("langchain_core")
+from tests.support.optional import require_module
+
+require_module("langchain_core", "langchain")
 
 from saihm.client import Client
 from saihm.integrations import require

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("langchain_core")
-pytest.importorskip("langchain_tests")
+from tests.support.optional import require_module
+
+require_module("langchain_core", "langchain")
+require_module("langchain_tests", "integrations-test")
 
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 

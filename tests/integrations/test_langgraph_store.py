@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("langgraph.store.base")
+from tests.support.optional import require_module
+
+require_module("langgraph.store.base", "langgraph")
 
 from langgraph.store.base import (
     GetOp,
@@ -533,7 +535,7 @@ def test_the_credential_never_shows(holder) -> None:
 
 def test_a_graph_remembers_across_threads(holder) -> None:
     """End to end: a compiled LangGraph graph with the store, two threads."""
-    langgraph_graph = pytest.importorskip("langgraph.graph")
+    langgraph_graph = require_module("langgraph.graph", "langgraph")
     from typing import TypedDict
 
     from langgraph.store.base import BaseStore

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_index.core")
+from tests.support.optional import require_module
+
+require_module("llama_index.core", "llamaindex")
 
 from llama_index.core.llms import ChatMessage, MessageRole
 

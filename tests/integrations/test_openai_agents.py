@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("agents")
+from tests.support.optional import require_module
+
+require_module("agents", "openai-agents")
 
 from agents import Agent, Runner, set_tracing_disabled
 from agents.memory import Session

@@ -232,5 +232,11 @@ def test_propose_refuses_emission_param_without_both_fields(
 
 
 def test_propose_protocol_upgrade_needs_neither_field() -> None:
-    check_proposal("protocol_upgrade", None, None)
-    check_proposal("emission_param", "rate", "")
+    """Only an emission_param proposal needs both fields, and an empty proposedValue is a
+    value: these pass the check (it returns, refusing nothing), while the same emission_param
+    call one field short is refused."""
+    assert check_proposal("protocol_upgrade", None, None) is None
+    assert check_proposal("protocol_upgrade", "", "") is None
+    assert check_proposal("emission_param", "rate", "") is None
+    with pytest.raises(Refused, match="paramKey and proposedValue"):
+        check_proposal("emission_param", "rate", None)

@@ -373,9 +373,18 @@ def test_usage_counts_what_was_written(storage: Storage) -> None:
 
 
 def test_close_is_idempotent(opener: Opener) -> None:
+    """A second close is no error; a closed storage begins no transaction (a StorageError,
+    not a crash or a silent success); what was committed before is there when reopened."""
     storage = opener()
+    put(storage, b"kept", b"1")
     storage.close()
     storage.close()
+    with pytest.raises(StorageError):
+        storage.read()
+    with pytest.raises(StorageError):
+        storage.write()
+    again = opener()
+    assert get(again, b"kept") == b"1"
 
 
 def test_a_snapshot_prefetch_answers_as_its_reads_would(storage: Storage, location: str) -> None:

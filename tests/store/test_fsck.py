@@ -23,7 +23,7 @@ from saihm.store.fsck import check_store
 from tests.support.postgres import lmdb_only
 
 from ..support.serve import SAIHM
-from .damage import DAMAGE, lagging_applied_index, lmdb_raw
+from .damage import DAMAGE, flip, lagging_applied_index, lmdb_raw
 from .populated import Populated, clone, populate, reopened
 
 pytestmark = lmdb_only(
@@ -115,6 +115,23 @@ def test_rollback_to_an_older_authentic_record_passes_the_mac_but_not_the_fsck(p
     assert {"database": "p_grants", "key": grant.hex(), "check": "rebuild"}.items() <= next(
         f for f in _private(report) if f["database"] == "p_grants"
     ).items()
+
+
+@pytest.mark.parametrize("database", ["p_grants", "p_cells"])
+def test_a_wrong_record_mac_alone_is_reported_as_a_wrong_record_mac(populated, database, capsys):
+    """One byte of a record's MAC (its last TAG_BYTES bytes) flipped, the value untouched: the
+    rebuild comparison sees a difference too, but the record MAC check must name it (issue 32:
+    a fsck that ignored the MAC still failed the run through "rebuild")."""
+    p = populated
+    key = p.grants["all"] if database == "p_grants" else p.cells["a1"]
+    p.world.store.close()
+    with lmdb_raw(p.world.config) as raw:
+        raw.set(database.encode(), key, flip(raw.get(database.encode(), key), -1))
+    code, report = _verify(capsys, p)
+    assert code == 1
+    found = sorted((f["database"], f["key"], f["check"]) for f in _private(report))
+    assert found == [(database, key.hex(), "rebuild"), (database, key.hex(), "record MAC")]
+    assert [f["check"] for f in report["failures"] if "database" not in f] == []
 
 
 def test_the_store_refuses_to_open_when_the_applied_index_is_not_the_tree_size(populated):
