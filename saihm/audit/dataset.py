@@ -20,9 +20,11 @@ in JSON). A value the log does not carry is null (empty in CSV).
 Appending: events go to ``events.jsonl`` / ``events.csv`` (lines appended) or
 ``events.parquet/part-<first>-<end>.parquet`` (a part file per run); the lifecycle tables are
 rewritten whole from the state in ``DIR/.saihm-replay/state.sqlite`` (SQLite, standard library),
-which records how many leaves the dataset holds. Writes happen in this order: the events, then
-the state's commit; a run that died in between leaves events past the committed size, which
-the next run drops first (:meth:`Dataset.open`), so nothing is ever duplicated.
+which records how many leaves the dataset holds and the right edge of their tree. Writes happen
+in this order: the events (:meth:`Dataset.flush`), then the state's commit, once per run; a run
+that died in between leaves events past the committed size, which the next run drops first
+(:meth:`Dataset.open`), and a run that failed drops them itself (:meth:`Dataset.abandon`), so
+nothing is ever duplicated.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from typing import Any
 
 import cbor2
 
-from saihm.errors import SaihmError
+from saihm.audit.tiletree import TileTree
+from saihm.errors import MalformedInput, SaihmError
 from saihm.events import Operation
 
 __all__ = [
@@ -295,7 +298,9 @@ class Dataset:
             return
         path = self.out / f"events.{self.format}"
         offset = int(self.meta("offset") or 0)
-        if path.exists() and path.stat().st_size > offset:
+        if path.exists() and offset == 0:
+            path.unlink()  # no committed events: no file (a CSV header is written with the first)
+        elif path.exists() and path.stat().st_size > offset:
             with path.open("r+b") as f:
                 f.truncate(offset)
 
@@ -345,11 +350,42 @@ class Dataset:
         """Leaf ``index`` is not a receipt (only without verification): no row, but counted."""
         self.size = index + 1
 
-    def commit(self, origin: str, note: str | None, verified: bool) -> None:
-        """Write the pending events, then commit the state (module docstring: the order)."""
+    def tree(self) -> TileTree | None:
+        """The right edge of the tree of the events held (``commit(tree=)``), or None when the
+        state has none for its size (a dataset of an older saihm)."""
+        raw = self.meta("tree")
+        if raw is None:
+            return None
+        try:
+            tree = TileTree.from_bytes(bytes.fromhex(raw))
+        except (ValueError, MalformedInput):
+            return None
+        return tree if tree.size == self.size else None
+
+    def flush(self) -> None:
+        """Write the pending events and queue their state, uncommitted: :meth:`commit` counts
+        them, :meth:`abandon` drops them."""
         self._apply()
         if self.pending.rows:
             self._write_events(self.pending)
+        self.pending, self.first = Columns(), self.size
+
+    def abandon(self) -> None:
+        """Undo everything since the last commit: the state rolled back, the events written
+        since (``flush``) dropped, as :meth:`open` drops a dead run's."""
+        self.db.execute("ROLLBACK")
+        self.db.execute("BEGIN")
+        self.ops, self.pending = [], Columns()
+        self.size = int(self.meta("size") or 0)
+        self.prev = _Prev(**json.loads(self.meta("prev") or "{}", object_hook=_unhex))
+        self.first = self.size
+        self._drop_uncommitted()
+
+    def commit(self, origin: str, note: str | None, verified: bool, tree: bytes) -> None:
+        """Write the pending events, then commit the state (module docstring: the order) with
+        ``tree``, the right edge of the tree of every event held (``TileTree.to_bytes``)."""
+        self.flush()
+        self.set_meta("tree", tree.hex())
         self.set_meta("size", str(self.size))
         self.set_meta("format", self.format)
         self.set_meta("origin", origin)
@@ -371,7 +407,6 @@ class Dataset:
             self.set_meta("offset", str(path.stat().st_size if path.exists() else 0))
         self.db.execute("COMMIT")
         self.db.execute("BEGIN")
-        self.pending, self.first = Columns(), self.size
 
     def close(self) -> None:
         if self.db.in_transaction:

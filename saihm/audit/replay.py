@@ -8,8 +8,10 @@ engine: every receipt, signature, tile and checkpoint; that directory is a verif
 so the next run fetches only what the log added); a directory through the same engine with its
 state in ``DIR/.saihm-replay/state``. Only the verified prefix (the size of the newest signed
 checkpoint) is replayed. The checkpoint a run reached is kept and checked by the next run (a log
-that rewrote or dropped what was replayed fails it). ``--no-verify`` skips all of this, and the
-summary says ``"verified": false``.
+that rewrote or dropped what was replayed fails it). The replay pass reads the leaves again, so
+it hashes each and requires the tree of the events (held and new) to hash to the verified root
+for the verified size, or writes nothing (``_bound``). ``--no-verify`` skips all of this, and
+the summary says ``"verified": false``.
 
 Formats: ``parquet``, ``csv``, ``jsonl``: the research dataset (saihm.audit.dataset; docs/formats.md
 §8), appended to on each run; ``lmdb`` (the default): the public projections, written once into a
@@ -27,7 +29,7 @@ import json
 import sqlite3
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +46,12 @@ from saihm.audit.derive import Derived
 from saihm.audit.fetch import DirSource, FetchError, HttpSource, Source
 from saihm.audit.progress import Progress, progress
 from saihm.audit.publish import checkpoint_of
+from saihm.audit.tiletree import TileTree
 from saihm.errors import MalformedInput, SaihmError, message
 from saihm.events import Operation, Receipt
 from saihm.events.operations import replay_events
 from saihm.storage.lmdb import LmdbStorage
+from saihm.translog import leaf_hash
 from saihm.translog.tiles import (
     HASHES_PER_TILE,
     bundle_range,
@@ -62,7 +66,8 @@ __all__ = ["ReplayOptions", "receipt_json", "run"]
 _U64 = struct.Struct(">Q")
 #: The operations also written to the LMDB ``events`` database (the operation registry).
 _EVENTS = replay_events()
-#: Leaves per events commit (one Parquet part file, one fsync of a text file).
+#: Leaves per events flush (one Parquet part file, one fsync of a text file); the state is
+#: committed once, at the end of a run.
 COMMIT_EVERY = 262_144
 _CPU_AT_START = [0.0]
 _NO_VERIFY = "--no-verify: no signature, tile or checkpoint was checked"
@@ -179,16 +184,26 @@ def recorded(out: Path) -> dict[str, str]:
 # -- verification -------------------------------------------------------------------------------
 
 
+#: ``read(start)``: ``(index, leaf)`` from leaf ``start`` to the verified size, in order.
+Reader = Callable[[int], Iterator[tuple[int, bytes]]]
+
+
 @dataclass
 class _Verified:
-    """What phase one hands on: where the leaves are, how many, the note reached, failures."""
+    """What phase one hands on: where the leaves are, how many, the root verified for that size
+    (None with ``--no-verify``), the note reached, failures.
 
-    leaves: Iterator[tuple[int, bytes]] | None
+    The replay pass reads the leaves again (a directory can change after it was verified): it
+    hashes every leaf it reads and requires the tree of those leaves to have ``root`` (see
+    ``_bound``), so what is written is what was verified."""
+
+    read: Reader | None
     size: int
     note: bytes | None
     problems: list[str]
     pinned: bool = False
     origin: str = ""
+    root: bytes | None = None
 
 
 def _trust(path: str | None) -> list[str] | None:
@@ -224,9 +239,16 @@ def _verify_url(opts: ReplayOptions, held: list[bytes], bar: Progress) -> _Verif
     problems = [str(a) for a in outcome.alarms] + [str(f) for f in outcome.report.failures]
     local = DirSource(target) if (target / "checkpoint").is_file() else None
     note = local.require("checkpoint") if local else None
-    size = checkpoint_of(note).size if note else 0
-    leaves = None if local is None else tiled_leaves(local, size)
-    return _Verified(leaves, size, note, problems, outcome.report.keys_pinned)
+    # The size and root verified are the outcome's (in memory), not the mirror's files.
+    size = outcome.size or 0
+    root = bytes.fromhex(outcome.root) if outcome.root is not None else None
+    if note is not None and (checkpoint_of(note).size, checkpoint_of(note).root_hash) != (
+        size,
+        root,
+    ):
+        note = None  # the mirror's checkpoint file is not the one verified: record none
+    read = None if local is None else _reader(local, size)
+    return _Verified(read, size, note, problems, outcome.report.keys_pinned, root=root)
 
 
 def _verify_dir(opts: ReplayOptions, held: list[bytes], bar: Progress) -> _Verified:
@@ -250,13 +272,18 @@ def _verify_dir(opts: ReplayOptions, held: list[bytes], bar: Progress) -> _Verif
             bar=bar,
         )
         with state.begin() as txn:
-            size = tree_of(state, txn).size
+            tree = tree_of(state, txn)
+    size, root = tree.size, tree.root()
     problems = [str(a) for a in outcome.alarms] + [str(f) for f in outcome.report.failures]
     note = source.require("checkpoint") if outcome.adopted else None
     if note is not None and checkpoint_of(note).size != size:
         note = None  # the directory moved on since it was verified: record no checkpoint
     pinned = outcome.report.keys_pinned and opts.trust is not None
-    return _Verified(tiled_leaves(source, size), size, note, problems, pinned)
+    return _Verified(_reader(source, size), size, note, problems, pinned, root=root)
+
+
+def _reader(source: Source, size: int) -> Reader:
+    return lambda start: tiled_leaves(source, size, start)
 
 
 def tiled_leaves(source: Source, size: int, start: int = 0) -> Iterator[tuple[int, bytes]]:
@@ -278,10 +305,21 @@ def tiled_leaves(source: Source, size: int, start: int = 0) -> Iterator[tuple[in
             yield first + i, leaves[i]
 
 
-def _skip(leaves: Iterator[tuple[int, bytes]], start: int) -> Iterator[tuple[int, bytes]]:
-    for index, leaf in leaves:
-        if index >= start:
-            yield index, leaf
+def _root_of(leaves: list[bytes]) -> bytes:
+    tree = TileTree()
+    tree.append(leaf_hash(x) for x in leaves)
+    return tree.root()
+
+
+def _mismatch(opts: ReplayOptions, verified: _Verified, held: int) -> str:
+    """The one line a replay pass that does not hash to the verified root prints."""
+    what = (
+        f"the {verified.size} leaves replayed do not hash to the root verified for size "
+        f"{verified.size}: {opts.source} changed after it was verified"
+    )
+    if held:
+        what += f", or the {held} events already in {opts.out} are not a prefix of this log"
+    return _failed(opts, [f"root: {what}; nothing was written"])
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -310,7 +348,7 @@ def run(opts: ReplayOptions) -> int:
         if verified.problems:
             print(_failed(opts, verified.problems))
             return 1
-        assert verified.leaves is not None
+        assert verified.read is not None
         if opts.format == "lmdb":
             return _lmdb(opts, verified, bar, started)
         return _dataset(opts, verified, bar, started)
@@ -322,16 +360,23 @@ def _phase_one(kind: str, opts: ReplayOptions, held: list[bytes], bar: Progress)
         bundle = _bundle(opts.source)
         problems = _verify_bundle(bundle, opts, held, bar) if opts.verify else []
         note = max(bundle.checkpoints)[1] if bundle.checkpoints else None
-        leaves = iter(enumerate(bundle.leaves))
-        origin = bundle.origin
-        return _with_origin(_Verified(leaves, len(bundle.leaves), note, problems), origin)
+        every = bundle.leaves
+
+        def read(start: int) -> Iterator[tuple[int, bytes]]:
+            return ((i, every[i]) for i in range(start, len(every)))
+
+        # The bundle is one file read once, into memory, verified and replayed from there; its
+        # root binds an earlier run's events (a resumed run) to these leaves.
+        root = _root_of(every) if opts.verify else None
+        verified = _Verified(read, len(every), note, problems, root=root)
+        return _with_origin(verified, bundle.origin)
     if kind == "url":
         source: Source = _http(opts.source)
     else:
         source = DirSource(opts.source)
     note, origin, size = _note_origin(source)
     if not opts.verify:
-        return _with_origin(_Verified(tiled_leaves(source, size), size, note, []), origin)
+        return _with_origin(_Verified(_reader(source, size), size, note, []), origin)
     verified = _verify_url(opts, held, bar) if kind == "url" else _verify_dir(opts, held, bar)
     return _with_origin(verified, origin)
 
@@ -367,6 +412,14 @@ def _summary(opts: ReplayOptions, extra: dict, started: float, new: int) -> None
     print(json.dumps(summary))
 
 
+def _bound(tree: TileTree, verified: _Verified) -> bool:
+    """The leaves replayed (and any held before) are the ones verified: their tree is the
+    verified size and, when verified, hashes to the verified root (RFC 6962 leaf hashes)."""
+    if tree.size != verified.size:
+        return False
+    return verified.root is None or tree.root() == verified.root
+
+
 def _dataset(opts: ReplayOptions, verified: _Verified, bar: Progress, started: float) -> int:
     out = Path(opts.out)
     origin = verified.origin
@@ -379,9 +432,15 @@ def _dataset(opts: ReplayOptions, verified: _Verified, bar: Progress, started: f
             )
         note = None if verified.note is None else verified.note.decode()
         start, skipped = data.size, 0
+        # The tree of the events already held (their right edge, kept by the run that wrote
+        # them), else of the source's leaves below ``start`` (hashed, not written again).
+        tree = data.tree() or TileTree()
         advance = bar.task("replaying", verified.size - start)
-        assert verified.leaves is not None
-        for index, raw in _skip(verified.leaves, start):
+        assert verified.read is not None
+        for index, raw in verified.read(tree.size):
+            tree.append((leaf_hash(raw),))
+            if index < start:
+                continue
             leaf = read_leaf(raw)
             if leaf is None:
                 skipped += 1
@@ -391,11 +450,18 @@ def _dataset(opts: ReplayOptions, verified: _Verified, bar: Progress, started: f
             if (index + 1) % 1024 == 0:
                 advance(1024)
             if data.pending.rows >= COMMIT_EVERY:
-                data.commit(origin, None, opts.verify)
+                data.flush()
         if data.size != verified.size:
             raise SaihmError(f"{opts.source} ended at leaf {data.size} of {verified.size}")
-        data.commit(origin, note, opts.verify)
+        if not _bound(tree, verified):
+            data.abandon()
+            print(_mismatch(opts, verified, start))
+            return 1
+        data.commit(origin, note, opts.verify, tree.to_bytes())
         tables = data.lifecycle()
+    except BaseException:
+        data.abandon()  # events flushed by this run are not left behind
+        raise
     finally:
         data.close()
     extra = {"events": verified.size, "skipped": skipped, **tables}
@@ -416,6 +482,7 @@ class _Lmdb:
     def __init__(self, out: Path, size_hint: int) -> None:
         # New (run refused an existing --out), but for the verified mirror of a URL source.
         out.mkdir(parents=True, exist_ok=True)
+        self.out = out
         names = (
             "receipts",
             "by_subject",
@@ -440,6 +507,15 @@ class _Lmdb:
         if r.operation in _EVENTS:
             put(r.subject_id + idx, value, db=self.db["events"])
 
+    def abandon(self) -> None:
+        """Write nothing: the transaction aborted, the LMDB files this run created removed."""
+        self.txn.abort()
+        self.storage.close()
+        for name in ("data.mdb", "lock.mdb"):
+            (self.out / name).unlink(missing_ok=True)
+        if not any(self.out.iterdir()):
+            self.out.rmdir()
+
     def finish(self, holders: dict, derived: Derived) -> None:
         put = self.txn.put
         for holder, (index, key) in holders.items():
@@ -456,10 +532,11 @@ class _Lmdb:
 
 def _lmdb(opts: ReplayOptions, verified: _Verified, bar: Progress, started: float) -> int:
     sink = _Lmdb(Path(opts.out), verified.size)
-    derived, holders, skipped = Derived(), {}, 0
+    derived, holders, skipped, tree = Derived(), {}, 0, TileTree()
     advance = bar.task("replaying", verified.size)
-    assert verified.leaves is not None
-    for index, leaf in verified.leaves:
+    assert verified.read is not None
+    for index, leaf in verified.read(0):
+        tree.append((leaf_hash(leaf),))
         try:
             receipt = Receipt.from_cbor(leaf)
         except SaihmError:
@@ -471,6 +548,10 @@ def _lmdb(opts: ReplayOptions, verified: _Verified, bar: Progress, started: floa
         sink.receipt(index, receipt, receipt_json(index, receipt))
         if index % 1024 == 1023:
             advance(1024)
+    if not _bound(tree, verified):
+        sink.abandon()
+        print(_mismatch(opts, verified, 0))
+        return 1
     sink.finish(holders, derived)
     extra = {
         "events": verified.size,

@@ -32,7 +32,7 @@ from saihm.audit.mirrorstate import MirrorState
 from saihm.audit.progress import Progress
 from saihm.audit.publish import TileDir, checkpoint_of
 from saihm.audit.report import Alarm, Report
-from saihm.audit.sigcheck import Job, check_signatures
+from saihm.audit.sigcheck import Job, SignaturePool
 from saihm.audit.tiletree import TileTree
 from saihm.errors import Conflict, MalformedInput, SaihmError
 from saihm.events import Operation
@@ -97,6 +97,7 @@ class _Run:
     workers: int
     stop_on_failure: bool
     out: Outcome
+    signatures: SignaturePool | None = None
 
 
 @dataclass(frozen=True)
@@ -245,8 +246,8 @@ def _stream(run: _Run, tree: TileTree, known: list[_Known], bar: Progress) -> No
     checks.append(_Known(cp.size, cp.root_hash, "checkpoint", held=False, extends=extends))
     with run.state.begin() as txn:
         run.state.set_meta(txn, b"target", run.note)
-    with Prefetch(run.source) as source:
-        run = replace(run, source=source)
+    with Prefetch(run.source) as source, SignaturePool(run.workers) as signatures:
+        run = replace(run, source=source, signatures=signatures)
         batches = [bundles[i : i + BATCH_BUNDLES] for i in range(0, len(bundles), BATCH_BUNDLES)]
         for i, batch in enumerate(batches):
             # While this batch is verified, the next one is fetched (network I/O releases the
@@ -285,13 +286,18 @@ def _batch(
                 LeafChecker(report, state.holders(txn), state.receipts(txn)),
                 state.erasures(txn),
             )
+            signatures = run.signatures
+            assert signatures is not None
             for n in bundles:
+                submitted = len(batch.jobs)
                 added = _bundle(run, tree, n, batch, checks)
+                # Checked by the workers while the next bundle is decoded.
+                signatures.submit(batch.jobs[submitted:])
                 out.new_entries += added
                 advance(added)
             if bundles[-1] == bundle_of(run.cp.size - 1):
                 _partials(run, tree, batch.writes)
-            bad = check_signatures(batch.jobs, workers=run.workers)
+            bad = signatures.results()
             for index, reason in bad:
                 report.fail("signature", f"receipt {reason}", index)
             report.signatures += len(batch.jobs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sqlite3
 import struct
 from pathlib import Path
 
@@ -375,3 +376,123 @@ async def test_replay_of_a_url_into_lmdb_and_unverified(world: World, tmp_path, 
         assert txn.stat(env.open_db(b"receipts", txn=txn))["entries"] == size
     env.close()
     assert len(_jsonl(tmp_path / "j" / "events.jsonl")) == size
+
+
+def _swap_two_leaves(root: Path) -> None:
+    """In every entry bundle under ``root``, swap two different leaves of one length: the
+    framing and every length stay, the order (so the tree) does not."""
+    from saihm.translog.tiles import decode_entry_bundle
+
+    changed = 0
+    for path in sorted((root / "tile" / "entries").rglob("*")):
+        if not path.is_file():
+            continue
+        leaves = decode_entry_bundle(path.read_bytes())
+        pairs = [
+            (i, j)
+            for i in range(len(leaves))
+            for j in range(i + 1, len(leaves))
+            if len(leaves[i]) == len(leaves[j]) and leaves[i] != leaves[j]
+        ]
+        i, j = pairs[0]
+        leaves[i], leaves[j] = leaves[j], leaves[i]
+        path.chmod(0o644)
+        path.write_bytes(b"".join(len(x).to_bytes(2, "big") + x for x in leaves))
+        changed += 1
+    assert changed
+
+
+def _edit_after_verification(monkeypatch, root: Path) -> None:
+    """Swap leaves under ``root`` between replay's verify pass and its replay pass."""
+    from saihm.audit import replay
+
+    real = replay._phase_one
+
+    def then_edit(*args: object) -> object:
+        verified = real(*args)  # type: ignore[arg-type]
+        _swap_two_leaves(root)
+        return verified
+
+    monkeypatch.setattr(replay, "_phase_one", then_edit)
+
+
+def _one_line_failure(capsys, argv: list[str]) -> dict:
+    capsys.readouterr()
+    code = run_command("replay", [*argv, "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 1, said.err
+    lines = said.out.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in said.err
+    summary = json.loads(lines[0])
+    assert summary["verified"] is False and summary["written"] == 0
+    return summary
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "lmdb"])
+async def test_a_directory_changed_after_it_was_verified_is_not_replayed(
+    world: World, tmp_path, capsys, monkeypatch, fmt
+) -> None:
+    """The replay pass hashes the leaves it reads and must reach the root the verify pass
+    verified: a leaf swapped in between (another mirror run, an attacker) writes nothing,
+    not even the events of a part flushed before the end (every 4 leaves here)."""
+    from saihm.audit import replay
+
+    if fmt == "parquet":
+        _need("pyarrow")
+    monkeypatch.setattr(replay, "COMMIT_EVERY", 4)
+    target = tmp_path / "m"
+    async with serving(world) as (_, url):
+        assert (await asyncio.to_thread(mirror, url, target)).ok
+    _edit_after_verification(monkeypatch, target)
+    out = tmp_path / "o"
+    summary = _one_line_failure(capsys, [str(target), "--out", str(out), "--format", fmt])
+    assert "changed after it was verified" in summary["failures"][0]
+    assert not (out / "events.jsonl").exists() and not (out / "data.mdb").exists()
+    assert not list(out.glob("events.parquet/*"))
+
+
+async def test_a_url_mirror_changed_after_it_was_verified_is_not_replayed(
+    world: World, tmp_path, capsys, monkeypatch
+) -> None:
+    out = tmp_path / "o"
+    _edit_after_verification(monkeypatch, out / ".saihm-replay" / "log")
+    async with serving(world) as (_, url):
+        argv = [url, "--out", str(out), "--format", "jsonl"]
+        summary = await asyncio.to_thread(_one_line_failure, capsys, argv)
+    assert "changed after it was verified" in summary["failures"][0]
+    assert not (out / "events.jsonl").exists()
+
+
+async def test_a_resumed_run_checks_the_events_held_against_the_new_checkpoint(
+    world: World, tmp_path, capsys
+) -> None:
+    """Events an earlier run wrote (here unverified, from a doctored copy of the directory)
+    must be a prefix of the log the next run verifies: their tree, extended by the new
+    leaves, must hash to the new checkpoint's root, or nothing is appended."""
+    honest, doctored = tmp_path / "m", tmp_path / "d"
+    async with serving(world) as (_, url):
+        assert (await asyncio.to_thread(mirror, url, honest)).ok
+    shutil.copytree(honest, doctored)
+    _swap_two_leaves(doctored)
+    out = tmp_path / "o"
+    argv = ["--out", str(out), "--format", "jsonl"]
+    assert _replay(capsys, str(doctored), *argv, "--no-verify")[0] == 0
+    before = (out / "events.jsonl").read_bytes()
+    async with serving(world) as (op, url):
+        for i in range(5):
+            binding_call(op, world.token_b, "saihm_remember", {"content": f"later {i}"})
+        op.store.checkpoint_now()
+        assert (await asyncio.to_thread(mirror, url, honest)).ok
+    summary = _one_line_failure(capsys, [str(honest), *argv])
+    assert "events already in" in summary["failures"][0]
+    assert (out / "events.jsonl").read_bytes() == before
+    # The honest directory into a new DIR replays; so does a rerun whose state predates the
+    # kept tree (the events' prefix is then hashed from the source).
+    fresh = ["--out", str(tmp_path / "f"), "--format", "jsonl"]
+    assert _replay(capsys, str(honest), *fresh)[0] == 0
+    db = sqlite3.connect(tmp_path / "f" / ".saihm-replay" / "state.sqlite")
+    with db:
+        assert db.execute("DELETE FROM meta WHERE key = 'tree'").rowcount == 1
+    db.close()
+    code, summary = _replay(capsys, str(honest), *fresh)
+    assert code == 0 and summary["newEvents"] == 0 and summary["events"] == 17
