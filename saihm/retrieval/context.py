@@ -3,21 +3,27 @@
 A remembered conversation is a sequence: a reply ("Yes! It was so fun") carries its meaning in
 the turns around it. A cell's lexical score is therefore
 
-    score(c) = BM25(c) + NEIGHBOURS * BM25(window(c)) + SESSION * evidence(group(c))
+    score(c) = BM25(c) + NEIGHBOURS * BM25(window(c)) + ANSWER * BM25(asked(c))
+               + SESSION * evidence(group(c))
 
 - ``window(c)``: the other visible cells of its group (its holder, session and namespace) within
   :data:`WINDOW` places of it in the order they were written, scored as one document (their
   term frequencies summed, its length their mean length);
+- ``asked(c)``: the cell right before ``c`` in its window when that one asks (a "?"): a
+  question is answered by the turn after it;
 - ``evidence(g)``: the summed IDF of the query terms found anywhere in the group's visible cells;
 - a **name** in the query (a capitalised word that is not a stop word and does not start a
-  sentence: "Arjun", "Priya") counts ``1 + NAMES`` times in each of the three.
+  sentence: "Arjun", "Priya") counts ``1 + NAMES`` times in each of them.
 
-A turn of a conversation record (kind said or did) that shares no term with the query but sits
-within the window of one that does becomes a candidate through its window alone (a reply); any
-other cell is returned only when it matches by itself (saihm-protocol "saihm_recall": the query
-filters), its context only ordering it. A query sharing nothing with any visible cell still
-returns nothing. **Corrections**: among the best :data:`CORRECTION_POOL` candidates, an older
-note of the same owner that a newer one *corrects* is ranked just below the newer one: the two
+A dialogue turn (:func:`reads_as_turn`: a said or did record, or a note that asks or speaks in
+the first or second person) that shares no term with the query but sits within the window of
+one that does becomes a candidate through its window alone (a reply); any other cell (a
+statement of fact) is returned only when it matches by itself (saihm-protocol "saihm_recall":
+the query filters), its context only ordering it. A query sharing nothing with any visible cell
+still returns nothing.
+
+**Corrections**: among the best :data:`CORRECTION_POOL` candidates, an older note of the same
+owner that a newer one *corrects* is ranked just below the newer one: the two
 state the same attribute of the same subject (at least two terms in common besides the change
 words), the newer says it is a change (one of :data:`CHANGE_WORDS`: "now", "no longer",
 "switched", "moved" ...) and gives a value the older lacks (a term of its own). A dialogue turn
@@ -27,8 +33,10 @@ without correcting it.
 
 Pure: the caller passes only items the asker may see (checked item by item by the store), and
 the neighbours it offers are drawn from those; an erased, failed or out-of-scope cell is never
-an item, so it contributes nothing and is never shown. The weights were chosen on the shipped
-conversational set's first half and checked on its second (docs/retrieval.md "Context").
+an item, so it contributes nothing and is never shown. The neighbour, session and name weights
+were chosen on the shipped conversational set's first half and checked on its second; the
+answer weight and the corrections rule on LoCoMo's development half (docs/retrieval.md
+"Context").
 """
 
 from __future__ import annotations
@@ -88,6 +96,7 @@ class Weights:
     names: float = 0.5
     window: int = WINDOW
     corrections: bool = True
+    #: The weight of the turn a cell answers (the one right before it, when it asks).
     answer: float = 0.6
 
 
