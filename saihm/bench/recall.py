@@ -23,6 +23,10 @@ Figures (each beside a peer measured in the same run, docs/retrieval.md "Measure
   extra: the same again with the semantic stage (``_semantic``), the fusion's calibration
   (``semantic_*``, :mod:`saihm.bench.semantic`), ``recall_top20_semantic_*`` latencies and
   ``semantic_extra_install_mb``.
+- ``set_<name>_*``: the sets shipped in ``saihm/bench/sets/`` (conversational, corrections)
+  through ``saihm_recall`` beside rank_bm25; with ``--locomo DIR``, ``set_locomo_*``: LoCoMo
+  conversations read from ``DIR`` (never copied into the repository) as the measuring harness
+  stores and asks them (:func:`locomo_quality`), beside rank_bm25 over white-space tokens.
 
 Building N cells costs two ML-DSA-65 signatures each: the store is built once, with the
 signing spread over a process pool, into ``--cache-dir`` (default
