@@ -23,6 +23,10 @@ Figures (each beside a peer measured in the same run, docs/retrieval.md "Measure
   extra: the same again with the semantic stage (``_semantic``), the fusion's calibration
   (``semantic_*``, :mod:`saihm.bench.semantic`), ``recall_top20_semantic_*`` latencies and
   ``semantic_extra_install_mb``.
+- ``set_<name>_*``: the sets shipped in ``saihm/bench/sets/`` (conversational, corrections)
+  through ``saihm_recall`` beside rank_bm25; with ``--locomo DIR``, ``set_locomo_*``: LoCoMo
+  conversations read from ``DIR`` (never copied into the repository) as the measuring harness
+  stores and asks them (:func:`locomo_quality`), beside rank_bm25 over white-space tokens.
 
 Building N cells costs two ML-DSA-65 signatures each: the store is built once, with the
 signing spread over a process pool, into ``--cache-dir`` (default
@@ -494,6 +498,177 @@ def set_figures(name: str, stage: str, embedder: object | None) -> Iterator[dict
         )
 
 
+# -- LoCoMo, read from a path outside the repository ------------------------------------------
+
+#: Categories of LoCoMo questions that have evidence turns (1 multi-hop, 2 temporal, 3 open
+#: domain, 4 single-hop; 5, adversarial, has none).
+LOCOMO_CATEGORIES = (1, 2, 3, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One LoCoMo conversation: its turns in dialogue order as (dia_id, text) and its
+    questions as (question, evidence dia_ids)."""
+
+    turns: tuple[tuple[str, str], ...]
+    questions: tuple[tuple[str, frozenset[str]], ...]
+
+
+def _locomo_turns(conv: dict) -> list[tuple[str, str]]:
+    """Every turn as the measuring harness (locomo_recall.py) stores it: "(date) Speaker: text",
+    a shared photo's caption appended, sessions in the order the file lists them."""
+    out = []
+    for key, turns in conv.items():
+        m = re.fullmatch(r"session_(\d+)", key)
+        if m and isinstance(turns, list):
+            date = conv.get(f"session_{m.group(1)}_date_time", "")
+            for t in turns:
+                text = t.get("text", "")
+                if t.get("blip_caption"):
+                    text += f" [shares a photo: {t['blip_caption']}]"
+                out.append((t["dia_id"], f"({date}) {t['speaker']}: {text}"))
+    return out
+
+
+def load_locomo(directory: Path) -> list[Conversation]:
+    """The conversations of a LoCoMo folder: its ``*.json`` files and the ``*.json`` files
+    inside its ``*.zip`` files (the data stays where it is; nothing is copied), in name order.
+    Raises ``MalformedInput`` for a folder that holds none."""
+    import io
+    import zipfile
+
+    raw: list[tuple[str, bytes]] = []
+    if not directory.is_dir():
+        raise MalformedInput(f"--locomo: not a folder: {directory}")
+    for path in sorted(directory.iterdir()):
+        if path.suffix == ".json":
+            raw.append((path.name, path.read_bytes()))
+        elif path.suffix == ".zip":
+            with zipfile.ZipFile(path) as z:
+                raw.extend((n, z.read(n)) for n in sorted(z.namelist()) if n.endswith(".json"))
+    out = []
+    for _name, data in sorted(raw):
+        conv = json.load(io.BytesIO(data))
+        if not isinstance(conv, dict) or "qa" not in conv:
+            continue
+        questions = tuple(
+            (q["question"], frozenset(q["evidence"]))
+            for q in conv["qa"]
+            if q.get("evidence") and q.get("category") in LOCOMO_CATEGORIES
+        )
+        out.append(Conversation(tuple(_locomo_turns(conv)), questions))
+    if not out:
+        raise MalformedInput(f"--locomo: no LoCoMo conversation (*.json, *.zip) in {directory}")
+    return out
+
+
+def _whitespace_bm25(texts: list[str], question: str) -> list[int]:
+    """The harness's peer: rank_bm25 BM25Okapi over lower-cased white-space tokens, the
+    texts it scores above 0, best first (ties in the order Python's sort keeps)."""
+    from rank_bm25 import BM25Okapi
+
+    scores = BM25Okapi([t.lower().split() for t in texts]).get_scores(question.lower().split())
+    return [i for i in sorted(range(len(texts)), key=lambda i: -scores[i]) if scores[i] > 0]
+
+
+def _evidence_metrics(orders: list[list[str]], evidence: list[frozenset[str]]) -> dict:
+    """hit@5/10, recall@10 and MRR of answer orders against their evidence (the harness's)."""
+    n = len(orders) or 1
+    out = {"hit5": 0.0, "hit10": 0.0, "recall10": 0.0, "mrr": 0.0}
+    for order, ev in zip(orders, evidence, strict=True):
+        out["hit5"] += bool(ev.intersection(order[:5]))
+        out["hit10"] += bool(ev.intersection(order[:10]))
+        out["recall10"] += len(ev.intersection(order[:10])) / len(ev)
+        out["mrr"] += next((1 / (i + 1) for i, d in enumerate(order) if d in ev), 0.0)
+    return {k: v / n for k, v in out.items()}
+
+
+def locomo_quality(
+    root: Path, conversations: list[Conversation], embedder: object | None
+) -> dict[str, Any]:
+    """LoCoMo as the harness measures it, in process: each conversation's turns remembered
+    (``saihm_remember``, in dialogue order) by one holder with one capability token, each
+    question asked with ``saihm_recall`` (no limit) with that token, the answer order against
+    rank_bm25 over the same turns."""
+    config = Config.for_data(root / "data", checkpoint_interval=3600.0)
+    authority = initialise(config)
+    ours: list[list[str]] = []
+    peer: list[list[str]] = []
+    evidence: list[frozenset[str]] = []
+    latency: list[float] = []
+    peer_latency: list[float] = []
+    with Store(config, embedder=embedder) as store:  # type: ignore[arg-type]
+        operator = Operator(store, config)
+        for conv in conversations:
+            holder = operator.admin.create_holder()
+            cap = authority.issue(holder, secrets.token_bytes(32), CapabilityScope(), 86_400)
+            token = cap.to_token()
+            dia: dict[str, str] = {}
+            for dia_id, text in conv.turns:
+                result: Any = binding_call(operator, token, "saihm_remember", {"content": text})
+                dia[result["cellId"]] = dia_id
+            texts = [t for _d, t in conv.turns]
+            for question, ev in conv.questions:
+                started = time.perf_counter()
+                got: Any = binding_call(operator, token, "saihm_recall", {"query": question})
+                latency.append((time.perf_counter() - started) * 1000)
+                ours.append([dia[item["cellId"]] for item in got])
+                started = time.perf_counter()
+                plain = _whitespace_bm25(texts, question)
+                peer_latency.append((time.perf_counter() - started) * 1000)
+                peer.append([conv.turns[i][0] for i in plain])
+                evidence.append(ev)
+    return {
+        "ours": _evidence_metrics(ours, evidence),
+        "peer": _evidence_metrics(peer, evidence),
+        "questions": len(evidence),
+        "turns": sum(len(c.turns) for c in conversations),
+        "latency": latency,
+        "peer_latency": peer_latency,
+    }
+
+
+def locomo_figures(
+    conversations: list[Conversation], runs: list[tuple[str, object | None]], source: str
+) -> Iterator[dict]:
+    """``set_locomo_*``: LoCoMo (:func:`load_locomo` of folder ``source``) per stage, beside
+    rank_bm25 in this run."""
+    import tempfile
+
+    peer = "rank_bm25 BM25Okapi, lower-cased white-space tokens (the harness's peer), this run"
+    for stage, embedder in runs:
+        tmp = Path(tempfile.mkdtemp(prefix="saihm-bench-locomo-"))
+        try:
+            got = locomo_quality(tmp, conversations, embedder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        suffix = "" if stage == "lexical" else f"_{stage}"
+        for metric in ("hit5", "hit10", "recall10", "mrr"):
+            yield _figure(
+                f"set_locomo_{metric}{suffix}",
+                got["ours"][metric],
+                "fraction",
+                peer,
+                got["peer"][metric],
+                True,
+                stage=stage,
+                questions=got["questions"],
+                turns=got["turns"],
+                source=source,
+            )
+        for q in (50, 99):
+            yield _figure(
+                f"set_locomo_query_p{q}_ms{suffix}",
+                percentile(got["latency"], q),
+                "ms",
+                "rank_bm25 built and scored in memory over the plaintext (no store, no checks)",
+                percentile(got["peer_latency"], q),
+                False,
+                stage=stage,
+                measured="saihm_recall, no limit, one session token, RECALL receipt written",
+            )
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -518,6 +693,11 @@ def run(args: list[str]) -> Iterator[dict]:
         "--conversations", type=int, default=None, help="use only the first N conversations"
     )
     parser.add_argument(
+        "--locomo",
+        metavar="DIR",
+        help="also measure LoCoMo from this folder (its *.json or *.zip; read, never copied)",
+    )
+    parser.add_argument(
         "--sets",
         default=",".join(SHIPPED),
         help="shipped quality sets to run, comma-separated (saihm/bench/sets/)",
@@ -528,14 +708,16 @@ def run(args: list[str]) -> Iterator[dict]:
         # The quality figures compare against rank_bm25 (the bench extra): say so before hours
         # of latency work, as one line from the command line (commands.main.missing_extra).
         raise ModuleNotFoundError("rank_bm25 is not installed", name="rank_bm25")
+    # Read before hours of latency work: a folder without LoCoMo is one line, now.
+    locomo = load_locomo(Path(opts.locomo)) if opts.locomo else None
     if not opts.skip_latency:
         for n in sizes:
             yield from _latency_figures(Path(opts.cache_dir) / f"cells-{n}", n, opts)
     yield from _quality_figures(opts)
-    yield from _sets_figures(opts)
+    yield from _sets_figures(opts, locomo)
 
 
-def _sets_figures(opts: argparse.Namespace) -> Iterator[dict]:
+def _sets_figures(opts: argparse.Namespace, locomo: list[Conversation] | None) -> Iterator[dict]:
     names = [s.strip() for s in opts.sets.split(",") if s.strip()]
     for name in names:
         if not (SETS / f"{name}.json").is_file():
@@ -545,6 +727,8 @@ def _sets_figures(opts: argparse.Namespace) -> Iterator[dict]:
         from saihm.retrieval import load_embedder
 
         runs.append(("semantic", load_embedder(opts.embedding_model)))
+    if locomo is not None:
+        yield from locomo_figures(locomo, runs, opts.locomo)
     for stage, embedder in runs:
         for name in names:
             yield from set_figures(name, stage, embedder)
@@ -568,6 +752,8 @@ def _check(opts: argparse.Namespace) -> list[int]:
     for option, value in counts:
         if value < 1:
             raise MalformedInput(f"{option} must be at least 1, not {value}")
+    if opts.locomo is not None and not Path(opts.locomo).is_dir():
+        raise MalformedInput(f"--locomo: not a folder: {opts.locomo}")
     if opts.cache_mb < 0:
         raise MalformedInput(f"--cache-mb must not be negative, not {opts.cache_mb}")
     return sizes

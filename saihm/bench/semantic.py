@@ -15,14 +15,14 @@ figures report both halves, so a reader sees what the choice is worth on unseen 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 from saihm.bench.figures import figure
 from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, Weights, analyse, analyse_query
-from saihm.retrieval.context import Item, corrected, in_order, rank_in_context
+from saihm.retrieval.context import Item, corrected, in_order, rank_in_context, reads_as_turn
 from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import fuse
 
@@ -31,8 +31,9 @@ __all__ = ["SETS", "Case", "calibration_figures", "cases", "grid", "metrics", "r
 DATA = Path(__file__).parent / "data"
 #: The sets the stage is calibrated and measured on.
 SETS = ("convmem", "paraphrase")
-FLOORS = (0.2, 0.25, 0.28, 0.3, 0.32, 0.34, 0.36, 0.38, 0.4, 0.45)
-SEMANTIC = (0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 10.0)
+FLOORS = (0.15, 0.2, 0.25, 0.32)
+SEMANTIC = (0.6, 1.0, 1.5, 10.0)
+CONTEXT = (0.0, 0.6, 1.0)
 
 #: One question over one holder's memory: (docs, vectors, question, evidence, query vector);
 #: an unanswerable question has no evidence.
@@ -76,11 +77,18 @@ def _ranking(
     then, with ``weights``, fused with the cosines and corrected."""
     items = [Item(key, analysis, order, 0, 0, False) for key, analysis, order in docs]
     query = analyse_query(question)
-    lexical = rank_in_context(query, items, in_order(items))
+    neighbours = in_order(items)
+    lexical = rank_in_context(query, items, neighbours)
     if weights is None:
         return lexical
     dense = [(i, c, i) for i, c in enumerate(cosines(qvec, vectors))]
-    out = corrected(fuse(lexical, dense, weights), {i.key: i for i in items})
+    by_key = {i.key: i for i in items}
+
+    def around(key: Hashable) -> list[Hashable]:
+        item = by_key[key]
+        return [o.key for o in neighbours(item)] if reads_as_turn(item) else []
+
+    out = corrected(fuse(lexical, dense, weights, around), by_key)
     out.sort(key=lambda r: (-r.score, r.order))
     return out
 
@@ -110,10 +118,9 @@ def grid(halves: dict[str, list[Case]]) -> list[tuple[float, Weights]]:
     below the lexical ranking and answers no unanswerable question, best first."""
     lexical = {name: metrics(ranks(items, None)) for name, items in halves.items()}
     scored = []
-    for floor, semantic in product(FLOORS, SEMANTIC):
-        weights = Weights(
-            lexical=1.0, semantic=semantic, floor=floor, dense_k=DEFAULT_WEIGHTS.dense_k
-        )
+    d = DEFAULT_WEIGHTS
+    for floor, semantic, context in product(FLOORS, SEMANTIC, CONTEXT):
+        weights = Weights(1.0, semantic, floor, d.dense_k, gate=d.gate, context=context)
         per = {name: metrics(ranks(items, weights)) for name, items in halves.items()}
         if any(per[name]["hit10"] < lexical[name]["hit10"] for name in halves):
             continue
@@ -141,7 +148,7 @@ def calibration_figures(embedder: Embedder) -> Iterator[dict[str, Any]]:
             "the same grid search's mean MRR at DEFAULT_WEIGHTS",
             round(dict((w, m) for m, w in best).get(DEFAULT_WEIGHTS, 0.0), 4),
             True,
-            best_weights=[weights.lexical, weights.semantic, weights.floor, weights.dense_k],
+            best_weights=[weights.semantic, weights.floor, weights.context],
         )
     for half, sets in (("calibration", calibration), ("held_out", held_out)):
         for name, items in sets.items():

@@ -14,7 +14,16 @@ import Stemmer
 
 from saihm.retrieval.stopwords import STOP_WORDS
 
-__all__ = ["Analysis", "Query", "analyse", "analyse_query", "contains", "matches", "stem_terms"]
+__all__ = [
+    "PERSONAL",
+    "Analysis",
+    "Query",
+    "analyse",
+    "analyse_query",
+    "contains",
+    "matches",
+    "stem_terms",
+]
 
 # Tokens are runs of word characters; apostrophes inside a word ("user's", "don't") stay with
 # it, as the Snowball stop list and stemmer expect; U+2019 is folded to U+0027 first.
@@ -25,10 +34,21 @@ _STEMMER = Stemmer.Stemmer("english")
 _STEMMER.maxCacheSize = 0
 
 
+#: First- and second-person words (split at apostrophes: "I'm" has "i"): a text that has one
+#: speaks as a turn of a dialogue, not as a statement about someone.
+PERSONAL = frozenset(
+    {"i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves"}
+    | {"you", "your", "yours", "yourself", "yourselves"}
+)
+
+
+def _tokens(folded: str) -> list[str]:
+    return _WORD_APOSTROPHE.findall(folded.replace("\u2019", "'"))
+
+
 def stem_terms(folded: str) -> list[str]:
     """The stemmed, non-stop-word terms of already case-folded text, in order."""
-    tokens = _WORD_APOSTROPHE.findall(folded.replace("\u2019", "'"))
-    return _STEMMER.stemWords([t for t in tokens if t not in STOP_WORDS])
+    return _STEMMER.stemWords([t for t in _tokens(folded) if t not in STOP_WORDS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +59,9 @@ class Analysis:
     folded: str
     tf: dict[str, int]
     length: int
+    #: It reads as a turn of a dialogue: it asks ("?") or speaks in the first or second
+    #: person ("I went to the support group"), rather than stating a fact about someone.
+    turnlike: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +83,12 @@ def analyse(text: str) -> Analysis:
     """The :class:`Analysis` of one cell's plaintext."""
     folded = text.casefold()
     tf: dict[str, int] = {}
-    terms = stem_terms(folded)
+    tokens = _tokens(folded)
+    terms = _STEMMER.stemWords([t for t in tokens if t not in STOP_WORDS])
     for term in terms:
         tf[term] = tf.get(term, 0) + 1
-    return Analysis(folded=folded, tf=tf, length=len(terms))
+    personal = any(t.split("'", 1)[0] in PERSONAL for t in tokens)
+    return Analysis(folded=folded, tf=tf, length=len(terms), turnlike="?" in folded or personal)
 
 
 def analyse_query(text: str | None) -> Query:

@@ -3,27 +3,40 @@
 A remembered conversation is a sequence: a reply ("Yes! It was so fun") carries its meaning in
 the turns around it. A cell's lexical score is therefore
 
-    score(c) = BM25(c) + NEIGHBOURS * BM25(window(c)) + SESSION * evidence(group(c))
+    score(c) = BM25(c) + NEIGHBOURS * BM25(window(c)) + ANSWER * BM25(asked(c))
+               + SESSION * evidence(group(c))
 
 - ``window(c)``: the other visible cells of its group (its holder, session and namespace) within
   :data:`WINDOW` places of it in the order they were written, scored as one document (their
   term frequencies summed, its length their mean length);
+- ``asked(c)``: the cell right before ``c`` in its window when that one asks (a "?"): a
+  question is answered by the turn after it;
 - ``evidence(g)``: the summed IDF of the query terms found anywhere in the group's visible cells;
 - a **name** in the query (a capitalised word that is not a stop word and does not start a
-  sentence: "Arjun", "Priya") counts ``1 + NAMES`` times in each of the three.
+  sentence: "Arjun", "Priya") counts ``1 + NAMES`` times in each of them.
 
-A turn of a conversation record (kind said or did) that shares no term with the query but sits
-within the window of one that does becomes a candidate through its window alone (a reply); any
-other cell is returned only when it matches by itself (saihm-protocol "saihm_recall": the query
-filters), its context only ordering it. A query sharing nothing with any visible cell still
-returns nothing. **Corrections**: among the best :data:`CORRECTION_POOL` candidates, an older
-cell of the same owner that a newer one restates (at least two terms in common, and at least
-:data:`RESTATES` of the smaller cell's terms) is ranked just below the newer one.
+A dialogue turn (:func:`reads_as_turn`: a said or did record, or a note that asks or speaks in
+the first or second person) that shares no term with the query but sits within the window of
+one that does becomes a candidate through its window alone (a reply); any other cell (a
+statement of fact) is returned only when it matches by itself (saihm-protocol "saihm_recall":
+the query filters), its context only ordering it. A query sharing nothing with any visible cell
+still returns nothing.
+
+**Corrections**: among the best :data:`CORRECTION_POOL` candidates, an older note of the same
+owner that a newer one *corrects* is ranked just below the newer one: the two
+state the same attribute of the same subject (at least two terms in common besides the change
+words), the newer says it is a change (one of :data:`CHANGE_WORDS`: "now", "no longer",
+"switched", "moved" ...) and gives a value the older lacks (a term of its own). A dialogue turn
+(a said or did record, or a note in the first or second person or asking a question: "I went
+to the support group", "How was it?") never takes part: a conversation restates what was said
+without correcting it.
 
 Pure: the caller passes only items the asker may see (checked item by item by the store), and
 the neighbours it offers are drawn from those; an erased, failed or out-of-scope cell is never
-an item, so it contributes nothing and is never shown. The weights were chosen on the shipped
-conversational set's first half and checked on its second (docs/retrieval.md "Context").
+an item, so it contributes nothing and is never shown. The neighbour, session and name weights
+were chosen on the shipped conversational set's first half and checked on its second; the
+answer weight and the corrections rule on LoCoMo's development half (docs/retrieval.md
+"Context").
 """
 
 from __future__ import annotations
@@ -40,26 +53,36 @@ from saihm.retrieval.rank import Ranked, collection_stats
 from saihm.retrieval.stopwords import STOP_WORDS
 
 __all__ = [
+    "CHANGE_WORDS",
     "CORRECTION_POOL",
     "DEFAULT",
-    "RESTATES",
     "TURN_KINDS",
     "WINDOW",
     "Item",
     "Neighbours",
     "Weights",
     "corrected",
+    "corrects",
     "in_order",
     "query_names",
     "rank_in_context",
-    "restates",
+    "reads_as_turn",
 ]
 
 WINDOW = 2
 #: The kinds of cell that are turns of a conversation record.
 TURN_KINDS = frozenset({"said", "did"})
 CORRECTION_POOL = 32
-RESTATES = 0.5
+#: Words by which a statement says it changes an earlier one (a closed class, like the stop
+#: words; compared after stemming).
+CHANGE_WORDS = (
+    *("now", "longer", "anymore", "instead", "switched", "changed", "new", "became", "become"),
+    *("started", "stopped", "quit", "raised", "lowered", "increased", "decreased", "reduced"),
+    *("replaced", "moved", "relocated", "updated"),
+)
+_CHANGE = frozenset(stem_terms(" ".join(CHANGE_WORDS)))
+#: Change words that name the attribute they change: moving changes where one lives.
+_CHANGES_ATTRIBUTE = {term: "live" for term in stem_terms("moved relocated")}
 #: How far below the newer cell a restated older one is placed (a factor on the newer score).
 _BELOW = 0.999
 
@@ -73,6 +96,8 @@ class Weights:
     names: float = 0.5
     window: int = WINDOW
     corrections: bool = True
+    #: The weight of the turn a cell answers (the one right before it, when it asks).
+    answer: float = 0.6
 
 
 DEFAULT = Weights()
@@ -144,13 +169,26 @@ def window_of(members: Sequence[Item], order: int, window: int = WINDOW) -> list
     return [*members[max(0, p - window) : p], *members[p + 1 : p + 1 + window]]
 
 
-def restates(newer: Analysis, older: Analysis) -> bool:
-    """Whether ``newer`` restates ``older``: at least two terms in common, and at least
-    :data:`RESTATES` of the smaller one's terms."""
-    a, b = newer.tf.keys(), older.tf.keys()
-    common = len(a & b)
-    smaller = min(len(a), len(b))
-    return common >= 2 and common >= RESTATES * smaller
+def reads_as_turn(item: Item) -> bool:
+    """Whether ``item`` is a turn of a dialogue: a said or did record, or a note that reads
+    as one (:attr:`~saihm.retrieval.analysis.Analysis.turnlike`: it asks, or speaks in the
+    first or second person)."""
+    return item.turn or item.analysis.turnlike
+
+
+def corrects(newer: Analysis, older: Analysis) -> bool:
+    """Whether ``newer`` corrects ``older``: it says it is a change (a word of
+    :data:`CHANGE_WORDS`), the two share at least two other terms (the same subject and
+    attribute: "Priya", "vegetarian") and ``newer`` has a term ``older`` lacks (the new value).
+    A change word that names an attribute ("moved": where one lives) counts as that attribute.
+    """
+    cues = _CHANGE.intersection(newer.tf)
+    if not cues:
+        return False
+    terms = {*newer.tf, *(_CHANGES_ATTRIBUTE[c] for c in cues if c in _CHANGES_ATTRIBUTE)}
+    terms -= _CHANGE
+    before = older.tf.keys() - _CHANGE
+    return len(terms & before) >= 2 and not terms <= before
 
 
 def rank_in_context(
@@ -203,7 +241,7 @@ def rank_in_context(
     if weights.neighbours:
         for item in sharing:
             for other in neighbours(item):
-                if other.turn and other.key not in items:
+                if other.key not in items and reads_as_turn(other):
                     items[other.key] = other
                     direct[other.key] = 0.0
 
@@ -230,6 +268,13 @@ def rank_in_context(
                 if merged:
                     window = stats.score(merged, length / len(around), terms, term_weights)
                     score += weights.neighbours * window
+                if weights.answer:
+                    # The answer to a question: the turn right after one that asks.
+                    before = [o for o in around if o.order < item.order]
+                    asked = before[-1] if before else None
+                    if asked is not None and "?" in asked.analysis.folded:
+                        a = asked.analysis
+                        score += weights.answer * stats.score(a.tf, a.length, terms, term_weights)
         if item.group is not None:
             score += weights.session * evidence.get(item.group, 0.0)
         scored.append(Ranked(key, score, item.order))
@@ -246,23 +291,28 @@ def rank_in_context(
 
 
 def corrected(scored: list[Ranked], items: Mapping[Hashable, Item]) -> list[Ranked]:
-    """Among the best :data:`CORRECTION_POOL`, place each older cell that a newer one of the
-    same owner restates just below that newer one."""
+    """Among the best :data:`CORRECTION_POOL`, place each older note that a newer note of the
+    same owner :func:`corrects` just below that newer one; dialogue turns (said or did records
+    and notes that :func:`reads_as_turn`) keep their places."""
     pool = heapq.nsmallest(CORRECTION_POOL, scored, key=lambda r: (-r.score, r.order))
+    notes = {
+        r.key for r in pool if items[r.key].owner is not None and not reads_as_turn(items[r.key])
+    }
+    if len(notes) < 2:
+        return scored
     final: dict[Hashable, float] = {}
-    newest_first = sorted(pool, key=lambda r: -r.order)
+    newest_first = sorted((r for r in pool if r.key in notes), key=lambda r: -r.order)
     for i, r in enumerate(newest_first):
         item = items[r.key]
         score = r.score
-        if item.owner is not None:
-            for newer in newest_first[:i]:
-                cap = final[newer.key] * _BELOW
-                if cap >= score:
-                    continue  # already below it: nothing to check
-                other = items[newer.key]
-                if other.owner == item.owner and restates(other.analysis, item.analysis):
-                    score = cap
+        for newer in newest_first[:i]:
+            cap = final[newer.key] * _BELOW
+            if cap >= score:
+                continue  # already below it: nothing to check
+            other = items[newer.key]
+            if other.owner == item.owner and corrects(other.analysis, item.analysis):
+                score = cap
         final[r.key] = score
-    if all(final[r.key] == r.score for r in pool):
+    if all(final[k] == r.score for r in pool if (k := r.key) in final):
         return scored
     return [Ranked(r.key, final.get(r.key, r.score), r.order) for r in scored]

@@ -5,14 +5,19 @@ Each score is first normalised to [0, 1] over the candidates of one query:
 - lexical: ``bm25 / max bm25`` among the lexical matches (a cell that matches only by the
   containment baseline, or not lexically at all, has 0);
 - semantic: ``(cosine - floor) / (1 - floor)``, 0 below the similarity ``floor``;
+- context (a dialogue turn only): the same of the highest cosine among the turns around it
+  (its window, as for the lexical context): a reply ("Super good, so creamy!") carries its
+  subject in the turns around it for the model as for BM25;
 
-and the fused score is ``lexical_weight * lexical + semantic_weight * semantic``
-(Fox and Shaw's CombSUM over min-max normalised scores, "Combination of multiple searches",
-TREC-2, 1994; weighted as in Bruch, Gai and Ingber, "An Analysis of Fusion Functions for
-Hybrid Retrieval", ACM TOIS 2023, which found a tuned convex combination better than
-reciprocal rank fusion, and more robust to a weak ranker). The weights, the floor and the
-number of dense candidates were chosen on half of the bench sets and checked on the other
-half (docs/retrieval.md "Semantic stage").
+and the fused score is ``lexical_weight * lexical + semantic_weight * semantic +
+context_weight * context`` (Fox and Shaw's CombSUM over min-max normalised scores,
+"Combination of multiple searches", TREC-2, 1994; weighted as in Bruch, Gai and Ingber, "An
+Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023, which found a tuned convex
+combination better than reciprocal rank fusion, and more robust to a weak ranker). A cell that
+shares nothing with the query is a candidate only at or above the ``gate`` cosine, which keeps
+a question about something never remembered answered by ``[]``. The constants were chosen on
+development data only: LoCoMo's development half and the calibration halves of the bench sets
+(docs/retrieval.md "Semantic stage").
 """
 
 from __future__ import annotations
@@ -32,29 +37,49 @@ class Weights:
 
     lexical: float
     semantic: float
-    #: Cosine below which a cell gets no semantic credit and is not a dense candidate.
+    #: Cosine below which a cell gets no semantic credit.
     floor: float
-    #: The dense stage's candidates: at most this many cells, the nearest at or above the floor.
+    #: The dense stage's candidates: at most this many cells, the nearest at or above the gate.
     dense_k: int
+    #: Cosine at or above which a cell that shares nothing with the query is a candidate
+    #: (None: the floor).
+    gate: float | None = None
+    #: The weight of a dialogue turn's context (the highest cosine around it).
+    context: float = 0.0
+
+    @property
+    def admits(self) -> float:
+        """The cosine at or above which a dense candidate is admitted (the gate)."""
+        return self.floor if self.gate is None else self.gate
 
 
 #: Chosen by ``saihm bench recall --embedding-model`` (saihm/bench/semantic.py) for
-#: all-MiniLM-L6-v2 (int8 ONNX): the best mean MRR on the calibration half of the bench sets
-#: that keeps every unanswerable question empty and no set's hit@10 below lexical.
-DEFAULT_WEIGHTS = Weights(lexical=1.0, semantic=10.0, floor=0.32, dense_k=50)
+#: all-MiniLM-L6-v2 (int8 ONNX) on development data only: hit@10 on LoCoMo's development half
+#: (semantic and context weights, floor), keeping every unanswerable question of the bench
+#: sets' calibration halves empty (the gate) and no set's hit@10 below lexical.
+DEFAULT_WEIGHTS = Weights(lexical=1.0, semantic=1.0, floor=0.2, dense_k=50, gate=0.32, context=0.6)
+
+
+def _credit(cos: float | None, weights: Weights) -> float:
+    span = 1.0 - weights.floor
+    return max(0.0, (cos - weights.floor) / span) if cos is not None and span > 0 else 0.0
 
 
 def weighted_sum(
-    lexical: Mapping[K, float], semantic: Mapping[K, float], weights: Weights = DEFAULT_WEIGHTS
+    lexical: Mapping[K, float],
+    semantic: Mapping[K, float],
+    weights: Weights = DEFAULT_WEIGHTS,
+    context: Mapping[K, float] | None = None,
 ) -> dict[K, float]:
     """The fused score of every key of ``lexical`` (BM25 of the lexical matches) or
-    ``semantic`` (cosine to the query), by the module's formula."""
+    ``semantic`` (cosine to the query), by the module's formula; ``context``: the highest
+    cosine around each dialogue turn among them."""
     top = max(lexical.values(), default=0.0)
-    span = 1.0 - weights.floor
     fused: dict[K, float] = {}
     for key in {*lexical, *semantic}:
         lex = lexical.get(key, 0.0) / top if top > 0 else 0.0
-        cos = semantic.get(key)
-        sem = max(0.0, (cos - weights.floor) / span) if cos is not None and span > 0 else 0.0
-        fused[key] = weights.lexical * lex + weights.semantic * sem
+        score = weights.lexical * lex + weights.semantic * _credit(semantic.get(key), weights)
+        if context and weights.context:
+            score += weights.context * _credit(context.get(key), weights)
+        fused[key] = score
     return fused

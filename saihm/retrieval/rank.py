@@ -8,7 +8,7 @@ caller's scope.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from saihm.retrieval.analysis import Analysis, Query, contains
@@ -75,7 +75,7 @@ def rank(
 
     With ``dense`` (cosines to the query from an :class:`~saihm.retrieval.embed.Embedder`, of
     documents the caller may see: at least every one that could be among the
-    ``weights.dense_k`` nearest at or above ``weights.floor``, and every lexical match; others
+    ``weights.dense_k`` nearest at or above ``weights.admits``, and every lexical match; others
     change nothing), the semantic stage adds those nearest documents (they need share no word
     with the query; ties by ``order``) and every candidate's score is the weighted sum of
     :mod:`saihm.retrieval.fusion`.
@@ -100,25 +100,34 @@ def rank(
 
 
 def fuse(
-    scored: Sequence[Ranked], dense: Sequence[Dense], weights: Weights = DEFAULT_WEIGHTS
+    scored: Sequence[Ranked],
+    dense: Sequence[Dense],
+    weights: Weights = DEFAULT_WEIGHTS,
+    around: Callable[[Hashable], Iterable[Hashable]] | None = None,
 ) -> list[Ranked]:
     """The lexical ranking ``scored`` joined with the semantic stage: the ``weights.dense_k``
-    documents of ``dense`` nearest the query at or above ``weights.floor`` are added, and every
+    documents of ``dense`` nearest the query at or above ``weights.gate`` are added, and every
     candidate's score is the weighted sum of :mod:`saihm.retrieval.fusion` (``dense`` holds the
-    cosine of each lexical match too; one missing counts as no similarity)."""
+    cosine of each lexical match too, and with ``around``, of the documents around each
+    candidate; one missing counts as no similarity). ``around(key)``: the documents around a
+    dialogue turn (none for any other document): its context is their highest cosine."""
     near = heapq.nlargest(
-        weights.dense_k, (d for d in dense if d[1] >= weights.floor), key=lambda d: (d[1], -d[2])
+        weights.dense_k, (d for d in dense if d[1] >= weights.admits), key=lambda d: (d[1], -d[2])
     )
     lexical = {r.key: r.score for r in scored}
     orders = {r.key: r.order for r in scored}
-    cosines: dict[Hashable, float] = {}
-    for key, cos, _order in dense:
-        if key in lexical:
-            cosines[key] = cos
+    every = {key: cos for key, cos, _order in dense}
+    cosines = {key: every[key] for key in lexical if key in every}
     for key, cos, order in near:
         cosines[key] = cos
         orders[key] = order
-    fused = weighted_sum(lexical, cosines, weights)
+    context: dict[Hashable, float] = {}
+    if around is not None and weights.context:
+        for key in orders:
+            best = max((every[k] for k in around(key) if k in every), default=None)
+            if best is not None:
+                context[key] = best
+    fused = weighted_sum(lexical, cosines, weights, context)
     out = [Ranked(k, s, orders[k]) for k, s in fused.items()]
     out.sort(key=lambda r: (-r.score, r.order))
     return out

@@ -38,7 +38,14 @@ from saihm.events.operations import BY_NAME, Effect
 from saihm.projections import LeafView, Projections
 from saihm.retrieval import DEFAULT_WEIGHTS, Analysis, Embedder, Query, analyse
 from saihm.retrieval.bm25 import Bm25, TermIndex
-from saihm.retrieval.context import TURN_KINDS, WINDOW, Item, corrected, rank_in_context
+from saihm.retrieval.context import (
+    TURN_KINDS,
+    WINDOW,
+    Item,
+    corrected,
+    rank_in_context,
+    reads_as_turn,
+)
 from saihm.retrieval.embed import VectorTable, cosines
 from saihm.retrieval.rank import Ranked, collection_stats, fuse
 from saihm.store.views import OpenedCell
@@ -692,15 +699,29 @@ class CacheView:
                 [(k, v) for k in holder.texts if (v := entries[k].vector) is not None]
             )
         w = DEFAULT_WEIGHTS
+        lookup = cast("Mapping[Hashable, Item]", ChainMap[bytes, Item](theirs, items))
+
+        def around(key: Hashable) -> list[Hashable]:
+            """The cells around a dialogue turn (its context for the semantic stage)."""
+            item = lookup.get(key)
+            if item is None or not reads_as_turn(item):
+                return []
+            return [o.key for o in holder.neighbours(item)]
+
         ranked = [r.key for r in lexical]
-        near = holder.table.nearest(qvec, w.floor, w.dense_k, ranked)
+        table = holder.table
+        also = [*ranked, *(n for k in ranked for n in around(k))]
+        near = table.nearest(qvec, w.admits, w.dense_k, also)
+        # The cosines around the cells only the dense stage brought (one more matrix product).
+        missing = {n for k in list(near) for n in around(k)} - near.keys()
+        if missing:
+            near.update(table.nearest(qvec, 2.0, 0, missing))
         # The table's keys are the holder's cell ids (bytes).
         dense = [(k, c, entries[cast(bytes, k)].own.index) for k, c in near.items()]
         have = [(k, e.vector, e.own.index) for k, e in shared if e.vector is not None]
         sims = cosines(qvec, [v for _k, v, _i in have])
         dense.extend((k, c, i) for (k, _v, i), c in zip(have, sims, strict=True))
-        # A newer cell that restates an older one still ranks above it after fusion.
-        lookup = cast("Mapping[Hashable, Item]", ChainMap[bytes, Item](theirs, items))
-        out = corrected(fuse(lexical, dense, w), lookup)
+        # A newer cell that corrects an older one still ranks above it after fusion.
+        out = corrected(fuse(lexical, dense, w, around), lookup)
         out.sort(key=lambda r: (-r.score, r.order))
         return out

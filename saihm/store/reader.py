@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import cast
 
 from saihm.errors import NotFound, SaihmError, VerificationFailed
@@ -20,7 +20,7 @@ from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body, LeafView
 from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, analyse_query
-from saihm.retrieval.context import corrected, in_order, rank_in_context
+from saihm.retrieval.context import corrected, in_order, rank_in_context, reads_as_turn
 from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import fuse
 from saihm.storage import ReadTxn
@@ -138,7 +138,8 @@ class CheckedReader:
         items = [
             context_item(k, e, s) for k, (e, s) in (chosen if q.everything else visible).items()
         ]
-        ranked = rank_in_context(q, items, in_order(items))
+        neighbours = in_order(items)
+        ranked = rank_in_context(q, items, neighbours)
         qvec = view.query_vector(q)
         if qvec is not None:
             # The semantic stage: every visible cell's cosine (a cell without a vector has none).
@@ -148,8 +149,16 @@ class CheckedReader:
             ]
             near = cosines(qvec, [v for _k, v, _i in have])
             dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
-            # A newer cell that restates an older one still ranks above it after fusion.
-            ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS), {i.key: i for i in items})
+            by_key = {i.key: i for i in items}
+
+            def around(key: Hashable) -> list[Hashable]:
+                item = by_key.get(key)
+                if item is None or not reads_as_turn(item):
+                    return []
+                return [o.key for o in neighbours(item)]
+
+            # A newer cell that corrects an older one still ranks above it after fusion.
+            ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS, around), by_key)
             ranked.sort(key=lambda r: (-r.score, r.order))
         cells: list[OpenedCell] = []
         scores: list[float] = []

@@ -70,3 +70,58 @@ def test_a_bench_store_cached_by_another_projection_format_is_built_again(
     again = _build(tmp_path, 3, 1)
     assert again["holder"] != first["holder"]
     assert json.loads(manifest.read_text())["format"] == again["format"] != 1
+
+
+def _locomo_like(folder: Path) -> None:
+    """A conversation in LoCoMo's file shape (written here, not LoCoMo's data): two sessions,
+    a question with its evidence turn, one of a category without evidence (5) left out."""
+    import json
+
+    conv = {
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel."},
+            {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! How old is Pixel?"},
+            {"speaker": "Ana", "dia_id": "D1:3", "text": "Two years old, a rescue."},
+        ],
+        "session_2_date_time": "3:00 pm on 9 June, 2023",
+        "session_2": [
+            {"speaker": "Ben", "dia_id": "D2:1", "text": "I started learning the cello."},
+            {"speaker": "Ana", "dia_id": "D2:2", "text": "Nice", "blip_caption": "a cello"},
+        ],
+        "qa": [
+            {"question": "What is the name of Ana's cat?", "evidence": ["D1:1"], "category": 4},
+            {"question": "Which instrument is Ben learning?", "evidence": ["D2:1"], "category": 1},
+            {"question": "What is Ana's dog called?", "category": 5},
+        ],
+    }
+    (folder / "1.json").write_text(json.dumps(conv))
+
+
+def test_bench_recall_reads_locomo_from_a_folder(tmp_path: Path) -> None:
+    from saihm.bench.recall import load_locomo, run
+
+    _locomo_like(tmp_path)
+    (conv,) = load_locomo(tmp_path)
+    assert len(conv.questions) == 2  # category 5 has no evidence
+    photo = "(3:00 pm on 9 June, 2023) Ana: Nice [shares a photo: a cello]"
+    assert conv.turns[4] == ("D2:2", photo)
+    args = ["--skip-latency", "--conversations", "1", "--sets", "corrections"]
+    figures = {f["figure"]: f for f in run([*args, "--locomo", str(tmp_path)])}
+    for metric in ("hit5", "hit10", "recall10", "mrr", "query_p50_ms", "query_p99_ms"):
+        assert f"set_locomo_{metric}" in figures
+    hit = figures["set_locomo_hit10"]
+    assert hit["value"] == 1.0 and hit["questions"] == 2 and hit["turns"] == 5
+    assert "rank_bm25" in hit["peer"]
+
+
+def test_bench_recall_refuses_a_locomo_folder_that_is_not_one(tmp_path: Path) -> None:
+    import pytest
+
+    from saihm.bench.recall import run
+    from saihm.errors import MalformedInput
+
+    with pytest.raises(MalformedInput, match="--locomo"):
+        list(run(["--skip-latency", "--locomo", str(tmp_path / "absent")]))
+    with pytest.raises(MalformedInput, match="no LoCoMo conversation"):
+        list(run(["--skip-latency", "--sets", "corrections", "--locomo", str(tmp_path)]))

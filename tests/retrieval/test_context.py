@@ -1,6 +1,6 @@
 """docs/retrieval.md "Context": a cell is scored with its neighbours in its session, names in the
-query weigh more, a newer restatement ranks above the older fact, and a neighbour the caller
-may not see (erased, out of scope) contributes nothing."""
+query weigh more, a newer note that corrects an older one ranks above it (a later mention does
+not), and a neighbour the caller may not see (erased, out of scope) contributes nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 
 from saihm.events import SealedPayload
 from saihm.retrieval import analyse, analyse_query
-from saihm.retrieval.context import DEFAULT, Item, Weights, in_order, query_names, rank_in_context
+from saihm.retrieval.context import (
+    DEFAULT,
+    Item,
+    Weights,
+    corrects,
+    in_order,
+    query_names,
+    rank_in_context,
+    reads_as_turn,
+)
 from saihm.retrieval.rank import rank
 from saihm.store.cache import CacheEntry, HolderIndex
 from saihm.store.views import CellHeader, OpenedCell
@@ -55,7 +64,6 @@ def test_names_in_the_query_weigh_more() -> None:
     assert query_names("Where is the Tea?") == ("tea",)
     assert query_names("How old is her son?") == ()
     docs = items(["Rohan likes jazz", "the neighbours like jazz too", "filler text here"], False)
-    # (Without corrections: "the neighbours like jazz too" restates the first by the rule.)
     base = Weights(neighbours=0, session=0, names=0, corrections=False)
     named = Weights(neighbours=0, session=0, names=0.5, corrections=False)
     plain = ranked("Does Rohan like jazz?", docs, base)
@@ -63,18 +71,55 @@ def test_names_in_the_query_weigh_more() -> None:
     assert boosted[0] > plain[0] and boosted[1] == pytest.approx(plain[1])
 
 
-def test_a_newer_restatement_ranks_above_the_older_fact() -> None:
+def test_a_newer_correction_ranks_above_the_older_fact() -> None:
     texts = [
         "Priya is vegetarian.",
         "Priya lives in Leeds.",
         "Priya is no longer vegetarian: she is pescatarian now and eats fish.",
+        "Priya moved to York last spring.",
     ]
     docs = items(texts, turn=False)
     assert list(ranked("Is Priya vegetarian?", docs))[:2] == [2, 0]
     off = Weights(corrections=False)
     assert list(ranked("Is Priya vegetarian?", docs, off))[:2] == [0, 2]  # what it corrects
-    # An older cell that the newer one does not restate keeps its place.
-    assert next(iter(ranked("Where does Priya live?", docs))) == 1
+    # The same attribute (where she lives: "moved" changes it) with a different value.
+    assert next(iter(ranked("Where does Priya live?", docs, off))) == 1
+    where = list(ranked("Where does Priya live?", docs))
+    assert where.index(3) + 1 == where.index(1)  # just below the newer one
+
+
+def test_the_rule_is_same_subject_same_attribute_new_value_said_as_a_change() -> None:
+    older = analyse("Priya is vegetarian.")
+    assert corrects(analyse("Priya now eats fish again, she is not vegetarian"), older)
+    # Only a change: a later note that merely mentions the fact does not correct it.
+    assert not corrects(analyse("Rohan cooked for Priya, who is vegetarian, on Friday."), older)
+    # Another attribute of the same subject, even said as a change.
+    assert not corrects(analyse("Priya now lives in York."), older)
+    # The same words and nothing new: a repetition, not a new value.
+    assert not corrects(analyse("Priya is now vegetarian."), older)
+
+
+def test_a_later_mention_does_not_sink_the_fact() -> None:
+    # The old rule ("two terms in common") placed the fact below every note that mentioned it.
+    texts = [
+        "Priya joined the pottery class at the community centre.",
+        "Rohan asked Priya about the pottery class and the community centre.",
+    ]
+    assert next(iter(ranked("Which class did Priya join?", items(texts, turn=False)))) == 0
+
+
+@pytest.mark.parametrize("turn", [True, False])
+def test_dialogue_turns_never_lose_their_evidence_to_a_later_turn(turn: bool) -> None:
+    # A said record (turn=True) or a plain note that reads as a turn (first or second person).
+    texts = [
+        "Caroline: I went to the LGBTQ support group yesterday.",
+        "Melanie: How was the LGBTQ support group yesterday, Caroline? Is it new now?",
+    ]
+    docs = items(texts, turn=turn)
+    assert all(reads_as_turn(d) for d in docs)
+    assert not reads_as_turn(items(["Priya is vegetarian."], turn=False)[0])
+    got = list(ranked("When did Caroline go to the LGBTQ support group?", docs))
+    assert got[0] == 0
 
 
 def test_corrections_compare_cells_of_one_owner_only() -> None:
@@ -172,3 +217,21 @@ def test_the_session_order_after_removals_equals_one_built_without_them(
     assert shrunk.sessions == fresh.sessions
     for item in fresh.items.values():
         assert shrunk.neighbours(item) == fresh.neighbours(item)
+
+
+@pytest.mark.parametrize("turn", [True, False])
+def test_the_turn_after_a_question_is_its_answer(turn: bool) -> None:
+    # A question is answered by the turn after it: that turn takes the question's words
+    # (docs/retrieval.md "Context"), above the other turns around the question. A note that
+    # reads as a turn (turn=False: first person, or a question) is a turn here too.
+    texts = [
+        "We went to the beach on Sunday.",
+        "Did you try the coconut milk ice cream?",
+        "Super good, rich and creamy, my new favourite!",
+        "We should go again soon.",
+    ]
+    got = list(ranked("What did Nate think of the coconut milk ice cream?", items(texts, turn)))
+    assert set(got[:2]) == {1, 2} and set(got) == {0, 1, 2, 3}
+    # A statement of fact is not a turn: it is returned only when it matches by itself.
+    facts = ["Priya lives in Leeds.", "Is the ice cream vegan?", "Priya owns a red bicycle."]
+    assert list(ranked("Is the ice cream vegan?", items(facts, turn=False))) == [1]

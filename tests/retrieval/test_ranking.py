@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from saihm.retrieval import K1, B, TermIndex, Weights, analyse, analyse_query, weighted_sum
 from saihm.retrieval.embed import VectorTable, cosines
-from saihm.retrieval.rank import collection_stats, rank
+from saihm.retrieval.rank import collection_stats, fuse, rank
 
 texts = st.lists(
     st.lists(st.sampled_from(["apple", "river", "stone", "cloud", "lamp", "the"]), max_size=8).map(
@@ -179,3 +179,25 @@ def test_the_stacked_table_gives_the_ranking_of_every_cosine(
     part = [(key, c, key) for key, c in near.items()]
     full = [(r.key, round(r.score, 6)) for r in rank(q, docs, dense=everything, weights=w)]
     assert [(r.key, round(r.score, 6)) for r in rank(q, docs, dense=part, weights=w)] == full
+
+
+def test_a_turns_context_counts_in_meaning_and_the_gate_admits_separately() -> None:
+    """Issue 33: a dialogue turn gets credit for the turns around it that are near the query
+    (a reply far in meaning from the question it answers); a cell that shares no word is
+    admitted only at or above the gate, though credit starts at the lower floor."""
+    w = Weights(lexical=1.0, semantic=1.0, floor=0.2, dense_k=10, gate=0.5, context=1.0)
+    fused = weighted_sum({"a": 2.0}, {"a": 0.2, "b": 0.6}, w, context={"a": 0.6})
+    assert math.isclose(fused["a"], 1.0 + 1.0 * (0.6 - 0.2) / 0.8)
+    assert math.isclose(fused["b"], (0.6 - 0.2) / 0.8)
+    q = analyse_query("what theme does the user like")
+    # 0 and 1 share words; 3 shares nothing and sits at 0.4: credit, were it a candidate.
+    dense = [(0, 0.1, 0), (1, 0.3, 1), (2, 0.9, 2), (3, 0.4, 3)]
+    plain = rank(q, DOCS, dense=dense, weights=w)
+    assert [r.key for r in plain] == [0, 2, 1]  # 3 is below the gate: not admitted
+
+    def around(key: object) -> list[object]:
+        return [2] if key == 1 else []  # 1 is a turn whose neighbour 2 is near the query
+
+    turned = fuse(rank(q, DOCS), dense, w, around)
+    assert [r.key for r in turned] == [1, 0, 2]
+    assert Weights(1.0, 1.0, 0.3, 10).admits == 0.3  # no gate: the floor

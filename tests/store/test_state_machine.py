@@ -197,9 +197,10 @@ class StoreMachine(RuleBasedStateMachine):
                 if tok.namespaces is None or c.namespace in tok.namespaces:
                     out.add(cid)
         # docs/retrieval.md "Matching": containment (the baseline) or a shared stemmed term,
-        # or, for a said / did record turn (docs/retrieval.md "Context"), a visible own cell of
-        # the same session and namespace within WINDOW places of it (among the visible ones,
-        # in log order) shares a term.
+        # or, for a dialogue turn (a said / did record, or a note that reads as one: it asks or
+        # speaks in the first or second person; docs/retrieval.md "Context"), a visible own
+        # cell of the same session and namespace within WINDOW places of it (among the visible
+        # ones, in log order) shares a term.
         found = {cid for cid in out if matches(query, self.cells[cid].content)}
         terms = analyse_query(query).terms
         if not terms:
@@ -211,7 +212,8 @@ class StoreMachine(RuleBasedStateMachine):
         for members in groups.values():
             shares = [any(t in analyse(self.cells[c].content).tf for t in terms) for c in members]
             for p, cid in enumerate(members):
-                turn = self.cells[cid].kind in ("said", "did")
+                cell = self.cells[cid]
+                turn = cell.kind in ("said", "did") or analyse(cell.content).turnlike
                 if turn and any(shares[max(0, p - WINDOW) : p + WINDOW + 1]):
                     found.add(cid)
         return found
@@ -649,7 +651,7 @@ class WordAxes:
 
 class SemanticStoreMachine(StoreMachine):
     """The same model with the semantic stage on (issue 23): a query also finds the visible
-    cells near it in meaning (at or above the similarity floor), and only those; the rules
+    cells near it in meaning (at or above the gate of the dense stage), and only those; the rules
     that erase, revoke, ungrant, rotate and reopen must leave no cell found by meaning either."""
 
     def new_embedder(self) -> Embedder | None:
@@ -664,7 +666,7 @@ class SemanticStoreMachine(StoreMachine):
         near = {
             cid
             for cid in super().expected(tok, "")
-            if cosine(q, embed([self.cells[cid].content])[0]) >= DEFAULT_WEIGHTS.floor
+            if cosine(q, embed([self.cells[cid].content])[0]) >= DEFAULT_WEIGHTS.admits
         }
         assert len(near) <= DEFAULT_WEIGHTS.dense_k, "the model assumes every near cell is kept"
         return lexical | near
