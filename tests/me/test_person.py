@@ -406,6 +406,7 @@ ACTIONS = (
     ("POST", "/me/v1/pending/accept", {"id": "00" * 32}),
     ("POST", "/me/v1/pending/reject", {"id": "00" * 32}),
     ("GET", "/me/v1/passkeys", None),
+    ("GET", "/me/v1/export", None),
     ("GET", "/me/v1/history?cellId=" + "00" * 32, None),
     ("POST", "/me/v1/passkeys/remove", {"passkeyId": "00" * 32}),
     ("POST", "/me/v1/signout", {}),
