@@ -122,11 +122,19 @@ class Report:
             f"  cells             {self.cells} cells, {self.contracts} contracts checked",
         ]
         if self.person:
-            lines.append(
-                f"  person export     {self.person_memories} memories: plaintext length, signed "
-                f"cell and REMEMBER receipt each; {self.inclusion_proofs} receipts proven in the "
-                f"signed checkpoint of size {self.latest_size}"
-            )
+            # A person's export has no leaves of its own: its receipts are proven by inclusion.
+            lines = [
+                *lines[:2],
+                lines[3],
+                lines[4],
+                f"  checkpoint        {self.checkpoints} signature(s) checked (size "
+                f"{self.latest_size})",
+                f"  inclusion         {self.inclusion_proofs} receipts proven in the signed "
+                "checkpoint's tree (RFC 9162)",
+                f"  person export     {self.person_memories} memories: each plaintext's sealed "
+                "length, signed cell and REMEMBER receipt (not that the ciphertext decrypts to "
+                "it: docs/formats.md 5.1)",
+            ]
         if self.private is not None:
             p = self.private
             lines.append(

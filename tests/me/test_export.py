@@ -9,8 +9,10 @@ import dataclasses
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from saihm.audit.bundle import Bundle, PersonExport
+from saihm.audit.bundle import Bundle, PersonExport, PersonMemory
 from saihm.audit.report import Report
 from saihm.audit.verifier import verify_bundle
 from saihm.events import Cell
@@ -24,6 +26,15 @@ from tests.support.world import authority as authority
 from tests.support.world import config as config
 from tests.support.world import operator as operator
 
+EMPTY = Bundle(
+    origin="o",
+    leaves=[],
+    checkpoints=[],
+    log_keys=[],
+    authority_public_key=b"",
+    erasures=[],
+    erasures_tree_size=0,
+)
 TEXTS = ("I prefer green tea in the morning", "my sister lives in Bergen")
 
 
@@ -69,6 +80,35 @@ async def test_the_export_holds_every_memory_and_verifies(exported, tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "person export     3 memories" in done.stdout
+    # with the log's keys pinned (as a stranger would get them from elsewhere)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(k + "\n" for k in bundle.log_keys))
+    done = subprocess.run(
+        [SAIHM, "verify", str(path), "--trust", str(keys), "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "RESULT: OK — every check held" in done.stdout, done.stdout
+    # a file whose plaintext was edited: exit 1, the check named
+    edited = _memory(bundle, plaintext="something else entirely, and longer than before")
+    path.write_bytes(edited.to_cbor())
+    done = subprocess.run(
+        [SAIHM, "verify", str(path), "--no-progress"], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "[plaintext]" in done.stdout, done.stdout
+
+
+async def test_an_empty_memory_exports_its_key_receipt_and_verifies(
+    client, operator: Operator, authority, state
+):
+    person = Person(operator, authority)
+    token = await enrol(client, state, person.holder_id, Authenticator(ORIGIN))
+    status, raw, _ = await _export(client, token)
+    assert status == 200
+    bundle = Bundle.from_cbor(raw)
+    assert bundle.person is not None and bundle.person.memories == []
+    report = _verify(bundle)
+    assert report.ok and report.person_memories == 0 and report.inclusion_proofs == 1
 
 
 def _with(bundle: Bundle, **changes) -> Bundle:
@@ -170,16 +210,7 @@ def test_a_malformed_person_member_is_refused_before_verifying():
     from saihm.errors import MalformedInput
     from saihm.events.codec import decode, encode
 
-    good = Bundle(
-        origin="o",
-        leaves=[],
-        checkpoints=[],
-        log_keys=[],
-        authority_public_key=b"",
-        erasures=[],
-        erasures_tree_size=0,
-        person=PersonExport(b"\x01" * 32, b"note", [], []),
-    ).to_cbor()
+    good = dataclasses.replace(EMPTY, person=PersonExport(b"\x01" * 32, b"note", [], [])).to_cbor()
     assert Bundle.from_cbor(good).person is not None
     m = decode(good)
     m["person"]["memories"] = [{"cellId": b"x"}]
@@ -188,3 +219,66 @@ def test_a_malformed_person_member_is_refused_before_verifying():
     m["person"] = {"holderId": b"x"}
     with pytest.raises(MalformedInput):
         Bundle.from_cbor(encode(m))
+
+
+_ids = st.binary(min_size=32, max_size=32)
+_memories = st.builds(
+    PersonMemory,
+    cell_id=_ids,
+    plaintext=st.text(max_size=40),
+    kind=st.sampled_from(["memory", "said", "did", "end"]),
+    namespace=st.text(min_size=1, max_size=10),
+    session_id=_ids,
+    seq=st.none() | st.integers(0, 2**64 - 1),
+    prev=st.none() | _ids,
+    receipt=st.integers(0, 2**64 - 1),
+    cell=st.binary(max_size=40),
+)
+_person = st.builds(
+    PersonExport,
+    holder_id=_ids,
+    checkpoint=st.binary(max_size=40),
+    receipts=st.lists(
+        st.tuples(st.integers(0, 2**64 - 1), st.binary(max_size=20), st.lists(_ids, max_size=3)),
+        max_size=3,
+    ),
+    memories=st.lists(_memories, max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_person)
+def test_the_person_member_round_trips(person: PersonExport) -> None:
+    bundle = dataclasses.replace(EMPTY, person=person)
+    raw = bundle.to_cbor()
+    again = Bundle.from_cbor(raw)
+    assert again.person == person and again.to_cbor() == raw
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-5, 2**64 - 1)
+        | st.text(max_size=8)
+        | st.binary(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=10)
+        ),
+        max_leaves=30,
+    )
+)
+def test_any_person_member_is_read_or_refused_cleanly(value) -> None:
+    from saihm.errors import MalformedInput
+    from saihm.events.codec import decode, encode
+
+    m = decode(EMPTY.to_cbor())
+    m["person"] = value
+    raw = encode(m)
+    try:
+        read = Bundle.from_cbor(raw)
+    except MalformedInput as err:
+        assert "person" in str(err) or "bundle" in str(err)
+    else:  # what is read is exactly what was there
+        assert read.person is not None and read.to_cbor() == raw
