@@ -661,3 +661,21 @@ async def test_the_persons_reads_log_no_receipt_and_an_agents_do(
     size = _size(operator)
     assert (await call(client, token, "saihm_remember", {"content": "likes coffee"}))[0] == 200
     assert _operations(operator, size) == ["REMEMBER"]  # the person's writes still log
+
+
+def test_a_person_flag_set_by_hand_still_logs_the_read(operator, authority):
+    """Only an access the store issued as the person's (sealed) skips the read receipt; an
+    agent's access widened with ``person=True`` by hand is logged as any agent's read."""
+    import dataclasses
+
+    from saihm.events import Operation
+
+    person = Person(operator, authority)
+    agent = operator.store.authenticate(person.grant_token)
+    forged = dataclasses.replace(agent, person=True)
+    size = _size(operator)
+    operator.context.log_receipt(forged, Operation.STATUS)
+    assert _operations(operator, size) == ["STATUS"]
+    real = operator.store.person_access(person.holder_id, b"\x01" * 32, all_sessions=True)
+    operator.context.log_receipt(real, Operation.STATUS)
+    assert _size(operator) == size + 1
