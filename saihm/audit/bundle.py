@@ -8,7 +8,20 @@ Format (docs/formats.md §5): one deterministic CBOR map (RFC 8949 §4.2.1) with
      "erasuresTreeSize": uint, "tallies": [[proposalId, for, against, abstain], ...],
      "cells": [[subjectId, cell-cbor], ...], "contracts": [[subjectId, contract-cbor], ...]}
 
-``cells`` and ``contracts`` are present only in bundles made ``--with-cells``. A bundle carries
+``cells`` and ``contracts`` are present only in bundles made ``--with-cells``.
+
+``person`` is present only in the person's export (``GET /me/v1/export``, docs/formats.md §5.1):
+the person's own memories in plaintext, each with its signed cell and its REMEMBER receipt, and
+the holder's KEY receipt, each receipt with an RFC 9162 inclusion proof to one signed
+checkpoint; such a bundle has no ``leaves`` or ``checkpoints`` of its own::
+
+    "person": {"holderId": bytes, "checkpoint": note-bytes,
+               "receipts": [[index, leaf, [hash, ...]], ...],
+               "memories": [{"cellId": bytes, "plaintext": text, "kind": text,
+                             "namespace": text, "sessionId": bytes, "seq": uint / null,
+                             "prev": bytes / null, "receipt": index, "cell": cell-cbor}, ...]}
+
+Apart from ``person`` (which the person asked for, and which is theirs), a bundle carries
 no plaintext, no DEK or wrapped DEK, no KEK, no seed, no token and no session tag: leaves are
 public receipts, cells are ciphertext in their wire form (saihm-protocol "Wire formats").
 Decoding is strict (``saihm.events.codec.decode``) and every field is type-checked, so a
@@ -25,9 +38,101 @@ from saihm.errors import MalformedInput
 from saihm.events.codec import decode, encode
 from saihm.events.errors import DecodeError
 
-__all__ = ["FORMAT", "Bundle", "read_bundle", "write_bundle"]
+__all__ = ["FORMAT", "Bundle", "PersonExport", "PersonMemory", "read_bundle", "write_bundle"]
 
 FORMAT = "saihm-audit-bundle/1"
+_MEMORY_FIELDS = frozenset(
+    {"cellId", "plaintext", "kind", "namespace", "sessionId", "seq", "prev", "receipt", "cell"}
+)
+_PERSON_FIELDS = frozenset({"holderId", "checkpoint", "receipts", "memories"})
+
+
+@dataclass(frozen=True)
+class PersonMemory:
+    """One of the person's memories in their export: the plaintext and its labels (the sealed
+    payload's fields), the leaf index of its REMEMBER receipt and the signed cell (wire CBOR,
+    ciphertext)."""
+
+    cell_id: bytes
+    plaintext: str
+    kind: str
+    namespace: str
+    session_id: bytes
+    seq: int | None
+    prev: bytes | None
+    receipt: int
+    cell: bytes
+
+    def to_map(self) -> dict[str, object]:
+        return {
+            "cellId": self.cell_id,
+            "plaintext": self.plaintext,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "sessionId": self.session_id,
+            "seq": self.seq,
+            "prev": self.prev,
+            "receipt": self.receipt,
+            "cell": self.cell,
+        }
+
+    @classmethod
+    def from_map(cls, m: object) -> PersonMemory:
+        if not isinstance(m, dict) or set(m) != _MEMORY_FIELDS:
+            raise MalformedInput(
+                f"bundle person memory must have the fields {sorted(_MEMORY_FIELDS)}"
+            )
+        return cls(
+            cell_id=_typed(m["cellId"], bytes, "person memory cellId"),
+            plaintext=_typed(m["plaintext"], str, "person memory plaintext"),
+            kind=_typed(m["kind"], str, "person memory kind"),
+            namespace=_typed(m["namespace"], str, "person memory namespace"),
+            session_id=_typed(m["sessionId"], bytes, "person memory sessionId"),
+            seq=None if m["seq"] is None else _typed(m["seq"], int, "person memory seq"),
+            prev=None if m["prev"] is None else _typed(m["prev"], bytes, "person memory prev"),
+            receipt=_typed(m["receipt"], int, "person memory receipt"),
+            cell=_typed(m["cell"], bytes, "person memory cell"),
+        )
+
+
+@dataclass(frozen=True)
+class PersonExport:
+    """The ``person`` member: whose memory, the signed checkpoint every inclusion proof leads
+    to, the receipts (leaf index, leaf, proof) in log order and the memories."""
+
+    holder_id: bytes
+    checkpoint: bytes
+    receipts: list[tuple[int, bytes, list[bytes]]]
+    memories: list[PersonMemory]
+
+    def to_map(self) -> dict[str, object]:
+        return {
+            "holderId": self.holder_id,
+            "checkpoint": self.checkpoint,
+            "receipts": [[i, leaf, list(proof)] for i, leaf, proof in self.receipts],
+            "memories": [m.to_map() for m in self.memories],
+        }
+
+    @classmethod
+    def from_map(cls, m: object) -> PersonExport:
+        if not isinstance(m, dict) or set(m) != _PERSON_FIELDS:
+            raise MalformedInput(f"bundle person must have the fields {sorted(_PERSON_FIELDS)}")
+        receipts: list[tuple[int, bytes, list[bytes]]] = []
+        for r in _typed(m["receipts"], list, "person receipts"):
+            if not isinstance(r, list) or len(r) != 3:
+                raise MalformedInput("bundle person receipt is not [index, leaf, proof]")
+            proof = [_typed(h, bytes, "proof hash") for h in _typed(r[2], list, "proof")]
+            receipts.append(
+                (_typed(r[0], int, "receipt index"), _typed(r[1], bytes, "leaf"), proof)
+            )
+        return cls(
+            holder_id=_typed(m["holderId"], bytes, "person holderId"),
+            checkpoint=_typed(m["checkpoint"], bytes, "person checkpoint"),
+            receipts=receipts,
+            memories=[
+                PersonMemory.from_map(x) for x in _typed(m["memories"], list, "person memories")
+            ],
+        )
 
 
 @dataclass
@@ -44,6 +149,7 @@ class Bundle:
     tallies: list[tuple[bytes, int, int, int]] = field(default_factory=list)
     cells: list[tuple[bytes, bytes]] | None = None
     contracts: list[tuple[bytes, bytes]] | None = None
+    person: PersonExport | None = None
     # Problems found while reading a data directory (e.g. a gap in the leaf indexes); not
     # part of the wire format: a bundle written from such a directory simply lacks the leaf.
     read_problems: list[tuple[int, str]] = field(default_factory=list)
@@ -65,6 +171,8 @@ class Bundle:
             m["cells"] = [[k, v] for k, v in self.cells]
         if self.contracts is not None:
             m["contracts"] = [[k, v] for k, v in self.contracts]
+        if self.person is not None:
+            m["person"] = self.person.to_map()
         return encode(m)
 
     @classmethod
@@ -87,7 +195,7 @@ class Bundle:
             "tallies",
             "format",
         }
-        if not need <= m.keys() or not m.keys() <= need | {"cells", "contracts"}:
+        if not need <= m.keys() or not m.keys() <= need | {"cells", "contracts", "person"}:
             raise MalformedInput("bundle fields are missing or unknown")
         origin = _typed(m["origin"], str, "origin")
         leaves = [_typed(x, bytes, "leaf") for x in _typed(m["leaves"], list, "leaves")]
@@ -128,6 +236,7 @@ class Bundle:
             tallies=tallies,
             cells=cells,
             contracts=contracts,
+            person=PersonExport.from_map(m["person"]) if "person" in m else None,
         )
 
 

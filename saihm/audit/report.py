@@ -62,6 +62,9 @@ class Report:
     cells: int = 0
     contracts: int = 0
     latest_size: int = 0
+    person: bool = False  # a person's export (the bundle's person member) was checked
+    person_memories: int = 0  # ... its memories that passed every check
+    inclusion_proofs: int = 0  # ... its receipts proven in the signed checkpoint
     private: dict | None = None  # what the private-state check covered (verify --data)
     private_unchecked: str | None = None  # why the private-state check could not run
     notes: list[str] = field(default_factory=list)
@@ -118,6 +121,20 @@ class Report:
             f"  tallies           {self.proposals} proposals, rebuilt from VOTE receipts",
             f"  cells             {self.cells} cells, {self.contracts} contracts checked",
         ]
+        if self.person:
+            # A person's export has no leaves of its own: its receipts are proven by inclusion.
+            lines = [
+                *lines[:2],
+                lines[3],
+                lines[4],
+                f"  checkpoint        {self.checkpoints} signature(s) checked (size "
+                f"{self.latest_size})",
+                f"  inclusion         {self.inclusion_proofs} receipts proven in the signed "
+                "checkpoint's tree (RFC 9162)",
+                f"  person export     {self.person_memories} memories: each plaintext's sealed "
+                "length, signed cell and REMEMBER receipt (not that the ciphertext decrypts to "
+                "it: docs/formats.md 5.1)",
+            ]
         if self.private is not None:
             p = self.private
             lines.append(

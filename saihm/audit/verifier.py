@@ -16,7 +16,9 @@ Checks, in this order (the report's first failure is the first in this order, lo
 5. the erasure list and governance tallies rebuilt from the receipts equal what the operator
    publishes (saihm-protocol "Erasure", "Governance form");
 6. with cells: each cell's id, its filing key, its REMEMBER receipt and its signature
-   (context "SAIHM-CELL-v1"); each contract's id, SHARE receipt and signature.
+   (context "SAIHM-CELL-v1"); each contract's id, SHARE receipt and signature;
+7. a person's export (the ``person`` member): its checkpoint, receipts with inclusion proofs,
+   and each memory against its cell and REMEMBER receipt (saihm/audit/personcheck.py).
 """
 
 from __future__ import annotations
@@ -76,6 +78,12 @@ def verify_bundle(
     _check_published(bundle, report, derived)
     if bundle.cells is not None or bundle.contracts is not None:
         _check_bodies(bundle, report, keys, receipts, second_implementation)
+    if bundle.person is not None:
+        from saihm.audit.personcheck import check_person
+
+        report.person = True
+        check_keys = list(trusted_keys) if trusted_keys else list(bundle.log_keys)
+        check_person(bundle.person, check_keys, report, second=second_implementation)
     return report
 
 

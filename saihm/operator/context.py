@@ -51,7 +51,12 @@ class ToolContext:
 
     def log_receipt(self, access: Access, operation: Operation) -> None:
         """Write a receipt whose subject is the caller's holderId (RECALL, STATUS;
-        saihm-protocol "Receipts")."""
+        saihm-protocol "Receipts"), unless the caller is the person (:attr:`Access.person`):
+        the person's own reads log no public receipt, an agent's always do (read receipts are
+        the operator's policy, "MAY"; docs/security.md "What the public log reveals"). The flag
+        counts only on an access this store issued (sealed): one set by hand is logged."""
+        if access.person and self.store.authenticator.issued(access):
+            return
         receipt = sign_receipt(
             self.key(access),
             subject_id=access.holder_id,

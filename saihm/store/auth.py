@@ -50,6 +50,11 @@ class Access:
     mode: str | None
     expires_at: int
     token_id: bytes
+    #: The person acting on their own memory (a passkey sign-in at ``/me/``, or the person's
+    #: in-process commands), never an agent: their reads (recall, status) log no public
+    #: RECALL or STATUS receipt (docs/security.md "What the public log reveals"). No token
+    #: gives it; only :meth:`Authenticator.person_access` does.
+    person: bool = False
     _seal: bytes = field(init=False, repr=False, compare=False, default=b"")
 
     def own_session(self) -> bytes:
@@ -213,6 +218,7 @@ class Authenticator:
                 mode=None,
                 expires_at=int(self.env.clock()) + ttl,
                 token_id=secrets.token_bytes(16),
+                person=True,
             )
         )
 
@@ -245,6 +251,7 @@ class Authenticator:
             access.mode,
             access.expires_at,
             access.token_id,
+            access.person,
         )
         return hmac.digest(self._key, dumps(list(fields)), "sha256")
 

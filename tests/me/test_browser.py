@@ -315,6 +315,35 @@ def test_a_removed_passkey_no_longer_signs_in(page, world, shots):
     assert page.locator("#main").is_hidden()
 
 
+def test_export_downloads_a_file_that_verifies_offline(page, world, shots, tmp_path):
+    import subprocess
+
+    from saihm.audit.bundle import read_bundle
+    from tests.support.serve import SAIHM
+
+    enrol(page, world)
+    urls: list[str] = []
+    page.on("request", lambda request: urls.append(request.url))
+    page.click("#export-box summary")
+    with page.expect_download(timeout=WAIT_MS) as download:
+        page.click("#export")
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+    _passed(page, "#export-result")
+    assert path.name.startswith("saihm-memory-") and path.suffix == ".saihm"
+    shots.take(page, "me-export", "#export-box")
+    assert all(world.person_token not in u for u in urls)  # the token never rode in a URL
+    bundle = read_bundle(path)
+    assert bundle.person is not None
+    texts = {m.plaintext for m in bundle.person.memories}
+    assert world.plaintexts["tea"] in texts and world.plaintexts["other"] in texts
+    done = subprocess.run(
+        [SAIHM, "verify", str(path), "--no-progress"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "person export" in done.stdout
+
+
 def test_no_secret_in_urls_storage_or_server_logs(browser, world):
     from tests.me.conftest import add_authenticator
 

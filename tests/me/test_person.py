@@ -406,6 +406,7 @@ ACTIONS = (
     ("POST", "/me/v1/pending/accept", {"id": "00" * 32}),
     ("POST", "/me/v1/pending/reject", {"id": "00" * 32}),
     ("GET", "/me/v1/passkeys", None),
+    ("GET", "/me/v1/export", None),
     ("GET", "/me/v1/history?cellId=" + "00" * 32, None),
     ("POST", "/me/v1/passkeys/remove", {"passkeyId": "00" * 32}),
     ("POST", "/me/v1/signout", {}),
@@ -633,3 +634,48 @@ async def test_what_each_grant_read_is_kept_for_the_person_not_in_the_log(
     client.server.app[EXECUTOR].shutdown(wait=True)
     other = PersonState(operator.store)
     assert other.grant_uses(person.holder_id)[person.grant_id]["reads"] == [use["reads"][1]]
+
+
+async def test_the_persons_reads_log_no_receipt_and_an_agents_do(
+    client, operator, authority, state
+):
+    """Issue 35 item 4: the person's own visits (recall, status with the person credential)
+    publish nothing under their holderId; an agent's recall and status still log a receipt,
+    and the person's writes still do."""
+    person = Person(operator, authority)
+    operator.memory.remember(operator.store.authenticate(person.session_token), "likes tea")
+    token = await enrol(client, state, person.holder_id, Authenticator(ORIGIN))
+    size = _size(operator)
+    assert (await call(client, token, "saihm_recall", {}))[0] == 200
+    assert (await call(client, token, "saihm_recall", {"query": "tea"}))[0] == 200
+    assert (await call(client, token, "saihm_status"))[0] == 200
+    assert _size(operator) == size  # the person's reads: no receipt
+    for agent in (person.session_token, person.grant_token):
+        headers = {"Authorization": f"Bearer {agent}"}
+        for method in ("saihm_recall", "saihm_status"):
+            async with client.post(
+                "/", json={"method": method, "params": {}}, headers=headers
+            ) as r:
+                assert r.status == 200
+    assert _operations(operator, size) == ["RECALL", "STATUS", "RECALL", "STATUS"]
+    size = _size(operator)
+    assert (await call(client, token, "saihm_remember", {"content": "likes coffee"}))[0] == 200
+    assert _operations(operator, size) == ["REMEMBER"]  # the person's writes still log
+
+
+def test_a_person_flag_set_by_hand_still_logs_the_read(operator, authority):
+    """Only an access the store issued as the person's (sealed) skips the read receipt; an
+    agent's access widened with ``person=True`` by hand is logged as any agent's read."""
+    import dataclasses
+
+    from saihm.events import Operation
+
+    person = Person(operator, authority)
+    agent = operator.store.authenticate(person.grant_token)
+    forged = dataclasses.replace(agent, person=True)
+    size = _size(operator)
+    operator.context.log_receipt(forged, Operation.STATUS)
+    assert _operations(operator, size) == ["STATUS"]
+    real = operator.store.person_access(person.holder_id, b"\x01" * 32, all_sessions=True)
+    operator.context.log_receipt(real, Operation.STATUS)
+    assert _size(operator) == size + 1

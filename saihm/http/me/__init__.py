@@ -36,6 +36,8 @@ from the command line):
 - ``POST /me/v1/grants/revoke`` ``{"grantId"}``: UNGRANT (a vault consumer's grant also
   rejects its pending proposals, as ``saihm memory revoke``);
 - ``GET /me/v1/pending``; ``POST /me/v1/pending/accept`` | ``/reject`` ``{"id"}``;
+- ``GET /me/v1/export``: the person's memory as one file (``application/cbor``, an audit bundle
+  with the ``person`` member, docs/formats.md §5.1) that ``saihm verify FILE`` checks offline;
 - ``GET /me/v1/passkeys``; ``POST /me/v1/passkeys/remove`` ``{"passkeyId"}`` (its sign-ins
   end with it); ``POST /me/v1/signout``.
 """
@@ -370,6 +372,25 @@ def _decision(accept: bool) -> Handler:
     return handle
 
 
+async def get_export(request: web.Request) -> web.Response:
+    """``GET /me/v1/export``: the person's export file, as an attachment (never cached)."""
+    from saihm.http.me.export import person_export
+
+    session = await _person(request)
+    operator = request.app[OPERATOR]
+    access = await run_sync(request, _access, operator, session)
+    body = await run_sync(request, person_export, operator, access)
+    return web.Response(
+        body=body,
+        content_type="application/cbor",
+        headers={
+            "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Disposition": 'attachment; filename="saihm-memory.saihm"',
+        },
+    )
+
+
 async def get_passkeys(request: web.Request) -> web.Response:
     session = await _person(request)
     state = request.app[PERSON_STATE]
@@ -442,6 +463,7 @@ def add_me_routes(app: web.Application) -> None:
     app.router.add_post("/me/v1/signout", post_signout)
     app.router.add_post("/me/v1/call", post_call)
     app.router.add_get("/me/v1/history", get_history)
+    app.router.add_get("/me/v1/export", get_export)
     app.router.add_get("/me/v1/passkeys", get_passkeys)
     app.router.add_post("/me/v1/passkeys/remove", post_remove_passkey)
     app.router.add_get("/me/v1/grants", get_grants)

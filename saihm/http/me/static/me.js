@@ -813,6 +813,31 @@ async function loadActivity() {
     el("tbody", {}, ...rows)));
 }
 
+// -- export -------------------------------------------------------------------------------------
+
+// The file comes with the Authorization header like every call and is handed to the browser as
+// a Blob: the token is never in a URL, and the blob: URL is revoked once the download began.
+async function exportMemory() {
+  const out = $("export-result");
+  status(out, "", "Preparing the file…");
+  try {
+    const blob = await (await request("me/v1/export")).blob();
+    const url = URL.createObjectURL(blob);
+    const name = `saihm-memory-${new Date().toISOString().slice(0, 10)}.saihm`;
+    const link = el("a", { href: url, download: name, hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+    status(out, "pass", [
+      `Downloaded ${name} (${blob.size} bytes). Check it anywhere, offline: `,
+      code(`saihm verify ${name}`, "cmd"),
+    ]);
+  } catch (err) {
+    problem(out, err);
+  }
+}
+
 // -- start --------------------------------------------------------------------------------------
 
 takeLink();
@@ -821,6 +846,7 @@ $("enrol").addEventListener("click", enrol);
 $("signin").addEventListener("click", signIn);
 $("add-form").addEventListener("submit", addMemory);
 $("bulk-forget").addEventListener("click", askBulkForget);
+$("export").addEventListener("click", exportMemory);
 $("recall-form").addEventListener("submit", (event) => {
   event.preventDefault();
   recall(false).catch((err) => problem($("memory-list"), err));
