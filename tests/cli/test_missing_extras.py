@@ -48,6 +48,7 @@ CASES = [
         ),
     ),
     ("semantic", "onnxruntime,tokenizers", ["serve", "--data", "DATA", "--embedding-model", "."]),
+    ("research", "pyarrow", ["replay", "DATA", "--format", "parquet", "--out", "DATA/../dataset"]),
 ]
 
 #: Extras that no command needs: the test toolchain and the framework adapters, which are

@@ -35,6 +35,11 @@ ALLOWED = {
         "commands/migrate.py",
         "f'saihm migrate: done; serve it with: saihm serve --data ",
     ): "the next step",
+    (
+        "commands/person.py",
+        'f"saihm: give this link to the person only: it enrols a passkey once, until ',
+    ): "a note beside the printed link: who it is for, until when",
+    ("commands/serve.py", "PERSON_ACTIONS_RETIRED"): "a notice; the server starts as usual",
     ("http/serve.py", "f'saihm: error: "): "a forked worker's exit: it never returns to main",
     ("mcp/__init__.py", "f'saihm-mcp: "): "saihm-mcp, a console script of its own",
     ("witness/server.py", "json.dumps(line)"): "the witness's JSON access log (runtime)",
