@@ -14,17 +14,16 @@ Options: ``--seconds S`` per figure (default 1.0), ``--content-bytes N`` (defaul
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from saihm.commands.helpformat import DefaultsFormatter
 from saihm.events import HolderKey, SealedPayload, cell_message, open_cell, seal
 from saihm.events.signing import CELL_CONTEXT
 from saihm.mldsa import mldsa65_verify
 
-__all__ = ["run"]
+__all__ = ["CryptoOptions", "run"]
 
 
 def _rate(fn: Callable[[int], object], seconds: float) -> float:
@@ -54,12 +53,16 @@ def _figure(figure: str, value: float, peer: str | None, peer_value: float | Non
     }
 
 
-def run(args: list[str]) -> Iterator[dict]:
+@dataclass(frozen=True)
+class CryptoOptions:
+    """``--seconds`` per figure and ``--content-bytes`` of each sealed cell."""
+
+    seconds: float = 1.0
+    content_bytes: int = 256
+
+
+def run(opts: CryptoOptions) -> Iterator[dict]:
     """Yield the four figures described in the module docstring."""
-    parser = argparse.ArgumentParser(prog="saihm bench crypto", formatter_class=DefaultsFormatter)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--content-bytes", type=int, default=256)
-    opts = parser.parse_args(args)
 
     key = HolderKey.from_seed(os.urandom(32))
     message = cell_message(os.urandom(32), key.holder_id, 1, 1747526400)

@@ -20,7 +20,6 @@ Options: ``--seconds S`` per throughput phase (default 5), ``--n N`` recall call
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import json
@@ -36,12 +35,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from saihm.bench.store import sign_seconds as _sign_seconds
-from saihm.commands.helpformat import DefaultsFormatter
 
-__all__ = ["run"]
+__all__ = ["HttpOptions", "run"]
 
 READY_SECONDS = 60
 #: How the bench's server is run, as each figure reports it.
@@ -112,7 +111,9 @@ def _holder(operator, authority, cells: int) -> str:
     return token
 
 
-def _in_process(call: Callable[[str, str, dict], object], token: str, opts) -> tuple[float, float]:
+def _in_process(
+    call: Callable[[str, str, dict], object], token: str, opts: HttpOptions
+) -> tuple[float, float]:
     """(remembers per second with ``concurrency`` threads, recall p50 in ms) in-process."""
     deadline = time.monotonic() + opts.seconds
     counts = []
@@ -137,7 +138,7 @@ def _in_process(call: Callable[[str, str, dict], object], token: str, opts) -> t
     return rate, statistics.median(latencies) * 1000
 
 
-async def _over_http(url: str, tokens: list[str], opts) -> tuple[float, float]:
+async def _over_http(url: str, tokens: list[str], opts: HttpOptions) -> tuple[float, float]:
     """The same two figures over HTTP with an aiohttp client (keep-alive connections)."""
     import aiohttp
 
@@ -174,25 +175,32 @@ async def _over_http(url: str, tokens: list[str], opts) -> tuple[float, float]:
     return rate, statistics.median(latencies) * 1000
 
 
-def _options(args: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="saihm bench http", formatter_class=DefaultsFormatter)
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput phase")
-    parser.add_argument("--n", type=int, default=200, help="recall calls per phase")
-    parser.add_argument("--concurrency", type=int, default=16, help="concurrent callers")
-    parser.add_argument("--cells", type=int, default=20, help="cells in the recalled session")
-    opts = parser.parse_args(args)
-    if opts.seconds <= 0 or opts.n < 1 or opts.concurrency < 1 or opts.cells < 0:
-        parser.error("--seconds, --n and --concurrency must be positive")
-    return opts
+@dataclass(frozen=True)
+class HttpOptions:
+    """``--seconds`` per throughput phase, ``--n`` recall calls per phase, ``--concurrency``
+    callers, ``--cells`` in the recalled session."""
+
+    seconds: float = 5.0
+    n: int = 200
+    concurrency: int = 16
+    cells: int = 20
+
+    def problem(self) -> str | None:
+        """What makes these options measure nothing, or None."""
+        if self.seconds <= 0 or self.n < 1 or self.concurrency < 1 or self.cells < 0:
+            return "--seconds, --n and --concurrency must be positive"
+        return None
 
 
-def run(args: list[str]) -> Iterator[dict]:
+def run(opts: HttpOptions) -> Iterator[dict]:
     """Yield the HTTP figures, each beside its in-process peer measured in the same run."""
     from saihm.compose import initialise, open_operator
     from saihm.config import Config
+    from saihm.errors import MalformedInput
     from saihm.protocol import call as binding_call
 
-    opts = _options(args)
+    if (problem := opts.problem()) is not None:
+        raise MalformedInput(problem)
     cores = os.cpu_count() or 1
     phases = sorted({1, 2, cores})
     with tempfile.TemporaryDirectory(prefix="saihm-bench-http-") as tmp:

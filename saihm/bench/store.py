@@ -35,7 +35,6 @@ of one commit (saihm/bench/storescale.py; docs/scaling.md).
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import shutil
@@ -44,12 +43,12 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from saihm.authority import Authority
 from saihm.bench.figures import figure, percentile
-from saihm.commands.helpformat import DefaultsFormatter
 from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import MalformedInput
@@ -62,7 +61,7 @@ from saihm.protocol import call as binding_call
 from saihm.store import Change, Store
 from saihm.store.rebuild import raw_put_seconds
 
-__all__ = ["run", "sign_seconds"]
+__all__ = ["StoreOptions", "run", "sign_seconds"]
 
 REBUILD_TARGET = 100_000
 REBUILD_RUNS = 3
@@ -214,43 +213,25 @@ def _pad(store: Store, holder_id: bytes, events: int, workers: int) -> None:
             store.commit(Change(receipts=receipts))
 
 
-def run(args: list[str]) -> Iterator[dict]:
+@dataclass(frozen=True)
+class StoreOptions:
+    """What ``saihm bench store`` measures (its ``--help`` says what each option is)."""
+
+    cells: int = 10_000
+    sessions: int = 100
+    events: int = 20_000
+    seconds: float = 5.0
+    threads: int = 4
+    samples: int = 200
+    top_cells: int = 0
+    store: str | None = None
+    node_threads: int = 4
+    commit_samples: int = 200
+    round_trip_ms: float = 0.2
+
+
+def run(opts: StoreOptions) -> Iterator[dict]:
     """Yield one figure per measurement. ``--cells N --seconds S`` make a small run."""
-    parser = argparse.ArgumentParser(prog="saihm bench store", formatter_class=DefaultsFormatter)
-    parser.add_argument("--cells", type=int, default=10_000, help="cells in the recall store")
-    parser.add_argument("--sessions", type=int, default=100, help="sessions the cells span")
-    parser.add_argument("--events", type=int, default=20_000, help="minimum log size to rebuild")
-    parser.add_argument("--seconds", type=float, default=5.0, help="per throughput figure")
-    parser.add_argument("--threads", type=int, default=4, help="threads for the second figure")
-    parser.add_argument("--samples", type=int, default=200, help="session recalls to time")
-    parser.add_argument(
-        "--top-cells",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also fill a store of N cells through saihm_remember (many minutes for 100,000) "
-        "and time holder-wide top-20 recalls over it; 0: off",
-    )
-    parser.add_argument(
-        "--store",
-        metavar="URL",
-        help="measure the scaling figures instead: remember/s of 1 and 2 operator processes on "
-        "LMDB and on this PostgreSQL database, and the cost of one commit (scratch schemas, "
-        "dropped afterwards; saihm/bench/storescale.py)",
-    )
-    parser.add_argument(
-        "--node-threads", type=int, default=4, help="with --store: threads per operator process"
-    )
-    parser.add_argument(
-        "--commit-samples", type=int, default=200, help="with --store: commits timed per figure"
-    )
-    parser.add_argument(
-        "--round-trip-ms",
-        type=float,
-        default=0.2,
-        help="with --store: the network round trip to the database the ceiling is computed for",
-    )
-    opts = parser.parse_args(args)
     if opts.top_cells < 0:
         raise MalformedInput(f"--top-cells must not be negative, not {opts.top_cells}")
     if opts.store is not None:
@@ -271,7 +252,7 @@ def run(args: list[str]) -> Iterator[dict]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
+def _run(tmp: Path, opts: StoreOptions) -> Iterator[dict]:
     sign_s = sign_seconds(max(0.5, opts.seconds / 2))
     floor = 1 / (2 * sign_s)
     floor_peer = "two ML-DSA-65 signatures (1 / (2 x sign time), saihm.mldsa, this run)"
@@ -371,7 +352,7 @@ def _run(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
         store.close()
 
 
-def _top_figures(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
+def _top_figures(tmp: Path, opts: StoreOptions) -> Iterator[dict]:
     """Holder-wide top-20 recall over a store of ``--top-cells`` cells (its own store)."""
     # A cache bound that holds the whole holder (as saihm bench recall's --cache-mb does):
     # under the default 256 MB, 100,000 cells would take the item-by-item path on every call.
@@ -390,7 +371,7 @@ def _top_figures(tmp: Path, opts: argparse.Namespace) -> Iterator[dict]:
 
 
 def _filled(
-    data: Path, opts: argparse.Namespace, cells: int, recall_cache_mb: int = Config.recall_cache_mb
+    data: Path, opts: StoreOptions, cells: int, recall_cache_mb: int = Config.recall_cache_mb
 ) -> tuple[Authority, Operator, bytes, list[str], float]:
     """A new store at ``data`` (with this recall cache bound) holding ``cells`` cells of one
     holder, remembered round-robin over ``--sessions`` session tokens on ``--threads``

@@ -7,18 +7,17 @@ measured in the same run, and a ratio (peer time / our time, or our rate / peer 
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from saihm.commands.helpformat import DefaultsFormatter
 from saihm.translog.tree import MerkleTree
 
-__all__ = ["run"]
+__all__ = ["TranslogOptions", "run"]
 
 
 def _median_us(fn, calls: list[tuple]) -> float:
@@ -47,12 +46,16 @@ def _figure(
     }
 
 
-def run(args: list[str]) -> Iterator[dict]:
+@dataclass(frozen=True)
+class TranslogOptions:
+    """``--leaves`` in the tree and ``--samples`` proofs per figure."""
+
+    leaves: int = 1_000_000
+    samples: int = 2000
+
+
+def run(opts: TranslogOptions) -> Iterator[dict]:
     """Yield one JSON-ready figure per measurement; ``--leaves N`` (default 1,000,000)."""
-    parser = argparse.ArgumentParser(prog="saihm bench translog", formatter_class=DefaultsFormatter)
-    parser.add_argument("--leaves", type=int, default=1_000_000)
-    parser.add_argument("--samples", type=int, default=2000)
-    opts = parser.parse_args(args)
     n, rng = opts.leaves, random.Random(1)
     leaves = [i.to_bytes(8, "big") * 8 for i in range(n)]
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,20 +12,19 @@ with the one-process bundle figure of the same run as the peer.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from saihm.audit.bundle import Bundle
 from saihm.audit.verifier import verify_bundle
-from saihm.commands.helpformat import DefaultsFormatter
 from saihm.events import HolderKey, Operation, receipt_signed_bytes, sign_receipt
 from saihm.events.signing import RECEIPT_CONTEXT
 from saihm.mldsa import mldsa65_verify
 from saihm.translog import Checkpoint, LogKeys, MemoryTree, MerkleTree
 
-__all__ = ["build_bundle", "run"]
+__all__ = ["VerifyOptions", "build_bundle", "run"]
 
 _ORIGIN = "bench.saihm.localhost/log"
 
@@ -95,14 +94,18 @@ def _figure(name: str, value: float, floor: float, **extra: object) -> dict:
     }
 
 
-def run(args: list[str]) -> Iterator[dict]:
-    """Yield the verify figures: floor, one process, ``--workers`` processes."""
+@dataclass(frozen=True)
+class VerifyOptions:
+    """``--receipts`` in the bundle, for ``--holders`` holders, verified by ``--workers``
+    processes."""
 
-    parser = argparse.ArgumentParser(prog="saihm bench verify", formatter_class=DefaultsFormatter)
-    parser.add_argument("--receipts", type=int, default=3000)
-    parser.add_argument("--holders", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1))
-    opts = parser.parse_args(args)
+    receipts: int = 3000
+    holders: int = 8
+    workers: int = min(4, os.cpu_count() or 1)
+
+
+def run(opts: VerifyOptions) -> Iterator[dict]:
+    """Yield the verify figures: floor, one process, ``--workers`` processes."""
     bundle = build_bundle(opts.receipts, opts.holders)
     floor = _floor(bundle)
     yield _figure("ml-dsa-65 verify floor", floor, floor, receipts=opts.receipts)

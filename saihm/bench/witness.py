@@ -18,11 +18,11 @@ Options: ``--seconds S`` per figure (default 1.0), ``--size N`` (default 100000)
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -31,7 +31,7 @@ from saihm.translog.checkpoint import verifier_from_key
 from saihm.translog.note import open_note
 from saihm.translog.witness import CosignatureV1Signer, SubtreeV1Signer, add_checkpoint_body
 
-__all__ = ["run"]
+__all__ = ["WitnessOptions", "run"]
 
 _ORIGIN = "bench.example/log"
 
@@ -58,16 +58,20 @@ def _requests(tree: MerkleTree, keys: LogKeys, base: int, step: int, count: int)
     return out
 
 
-def run(args: list[str]) -> Iterator[dict]:
+@dataclass(frozen=True)
+class WitnessOptions:
+    """``--seconds`` per figure over a log of ``--size`` leaves growing by ``--step``."""
+
+    seconds: float = 1.0
+    size: int = 100_000
+    step: int = 10
+
+
+def run(opts: WitnessOptions) -> Iterator[dict]:
     """Yield the three figures described in the module docstring."""
     from saihm.witness.server import Witness
     from saihm.witness.state import WitnessState
 
-    parser = argparse.ArgumentParser(prog="saihm bench witness")
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--step", type=int, default=10)
-    opts = parser.parse_args(args)
     keys = LogKeys(_ORIGIN, Ed25519PrivateKey.generate(), os.urandom(32))
     ed25519 = CosignatureV1Signer("bench.example/w", Ed25519PrivateKey.generate())
     mldsa44 = SubtreeV1Signer("bench.example/w", os.urandom(32))

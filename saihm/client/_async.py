@@ -10,42 +10,26 @@ sends and accepts is the sans-I/O core's (saihm/client/_core.py), which ``Client
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
-
-import aiohttp
 
 from saihm.client import _core, models
 from saihm.client._core import RecordKind
-from saihm.client._endpoint import (
-    check_auth_header,
-    parse_pin,
-    redact_endpoint,
-    validate_endpoint,
-)
 from saihm.client._env import read_env
+from saihm.client._lifecycle import AsyncFace, open_target
 from saihm.client._retry import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_MAX_ATTEMPTS,
     RetryPolicy,
     with_retries,
 )
-from saihm.client._transport import (
-    DEFAULT_TIMEOUT_SECONDS,
-    MAX_RESPONSE_BYTES,
-    Target,
-    make_ssl_context,
-    new_session,
-    post,
-)
-from saihm.client.errors import ClientError
+from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 
 __all__ = ["AsyncClient", "RecordKind"]
 
 R = TypeVar("R")
 
 
-class AsyncClient:
+class AsyncClient(AsyncFace):
     """An asyncio client of one SAIHM operator.
 
     ``endpoint`` is the operator's binding URL (https; plain http only to 127.0.0.1 or
@@ -78,18 +62,18 @@ class AsyncClient:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         retry_deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
-        endpoint_name, auth_name = names
         self._retry = RetryPolicy(max_attempts, retry_deadline)
-        url = validate_endpoint(endpoint, endpoint_name, auth_name)
-        auth = check_auth_header(auth_header, auth_name)
-        pin = parse_pin(tls_pin_sha256)
-        if not timeout > 0:
-            raise ClientError("timeout must be a positive number of seconds", kind="config")
-        context = make_ssl_context(ca_file) if url.startswith("https:") else None
-        if pin is not None and context is None:
-            raise ClientError("a certificate pin needs an https endpoint", kind="config")
-        self._target = Target(url, auth, context, pin, float(timeout), max_response_bytes)
-        self._session: aiohttp.ClientSession | None = None
+        super().__init__(
+            open_target(
+                endpoint,
+                auth_header,
+                names=names,
+                timeout=timeout,
+                ca_file=ca_file,
+                tls_pin_sha256=tls_pin_sha256,
+                max_response_bytes=max_response_bytes,
+            )
+        )
         self.holder_id: str | None = None
 
     def __repr__(self) -> str:
@@ -112,33 +96,13 @@ class AsyncClient:
     @property
     def endpoint_for_display(self) -> str:
         """The endpoint as it may appear in any text: ``scheme://host[:port]/path``."""
-        return redact_endpoint(self._target.url)
-
-    async def __aenter__(self) -> Self:
-        if self._session is None:
-            self._session = new_session(self._target)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool (if ``async with`` opened one)."""
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        return self._target.where
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         """One raw binding call: the parsed 2xx JSON body, or :class:`ClientError`; a call
         refused without effect is retried as the class says."""
-        return await with_retries(
-            method, lambda: post(self._target, method, params, self._session), self._retry
-        )
+        payload = {"method": method, "params": params}
+        return await with_retries(method, lambda: self._post(payload), self._retry)
 
     async def _send(self, call: _core.Call[R]) -> R:
         return call.result(await self.call(call.method, call.params))

@@ -9,14 +9,13 @@ connection pool until :meth:`Client.close`.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping
-from types import TracebackType
+from collections.abc import Mapping
 from typing import Any, Literal, Self, TypeVar
 
 from saihm.client import _core, models
 from saihm.client._async import AsyncClient
 from saihm.client._core import RecordKind
-from saihm.client._loop import LoopThread
+from saihm.client._lifecycle import SyncFace
 from saihm.client._retry import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 
@@ -25,13 +24,15 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 
-class Client:
+class Client(SyncFace[AsyncClient]):
     """A synchronous client of one SAIHM operator; same arguments and methods as
     :class:`~saihm.client.AsyncClient`, each returning the same typed result or raising the
     same :class:`~saihm.client.ClientError`.
 
     Use it as a context manager, or call :meth:`close` when done.
     """
+
+    _holder_id: str | None = None
 
     def __init__(
         self,
@@ -46,7 +47,7 @@ class Client:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         retry_deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
-        self._wrap(
+        super().__init__(
             AsyncClient(
                 endpoint,
                 auth_header,
@@ -57,14 +58,9 @@ class Client:
                 names=names,
                 max_attempts=max_attempts,
                 retry_deadline=retry_deadline,
-            )
+            ),
+            "saihm-client",
         )
-
-    def _wrap(self, transport: AsyncClient) -> None:
-        # The async client is used for its checked target and connection pool only.
-        self._async = transport
-        self._holder_id: str | None = None
-        self._thread = LoopThread(transport, "saihm-client")
 
     def __repr__(self) -> str:
         return f"Client({self._async.endpoint_for_display!r})"
@@ -74,7 +70,7 @@ class Client:
         """A client configured like ``saihm-mcp``: ``SAIHM_ENDPOINT_URL``, ``SAIHM_AUTH_HEADER``,
         ``SAIHM_TIMEOUT_SECONDS``, ``SAIHM_CA_FILE``, ``SAIHM_TLS_PIN_SHA256`` from ``env``."""
         client = cls.__new__(cls)
-        client._wrap(AsyncClient.from_env(env))
+        SyncFace.__init__(client, AsyncClient.from_env(env), "saihm-client")
         return client
 
     @property
@@ -86,24 +82,6 @@ class Client:
     def endpoint_for_display(self) -> str:
         """The endpoint as it may appear in any text: ``scheme://host[:port]/path``."""
         return self._async.endpoint_for_display
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._thread.run(coro)
-
-    def close(self) -> None:
-        """Close the connection pool and stop the client's thread; idempotent."""
-        self._thread.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         """One raw binding call: the parsed 2xx JSON body."""

@@ -19,27 +19,15 @@ belongs to the application's back end: an agent gets only the tokens.
 from __future__ import annotations
 
 import re
-from collections.abc import Coroutine
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Self, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, TypeVar
 
-import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from saihm.client._core import parse
-from saihm.client._endpoint import check_auth_header, parse_pin, validate_endpoint
-from saihm.client._loop import LoopThread
-from saihm.client._transport import (
-    DEFAULT_TIMEOUT_SECONDS,
-    MAX_RESPONSE_BYTES,
-    Target,
-    make_ssl_context,
-    new_session,
-    post_json,
-)
+from saihm.client._lifecycle import AsyncFace, SyncFace, open_target
+from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
 from saihm.client.errors import ClientError
 
 __all__ = [
@@ -52,7 +40,6 @@ __all__ = [
     "TokenScope",
 ]
 
-T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 #: A ``Bearer`` scheme pasted with the credential (it is added once, here).
@@ -133,7 +120,7 @@ def _ttl(ttl: int | None) -> dict[str, int]:
     return {"ttl": ttl}
 
 
-class AsyncAdmin:
+class AsyncAdmin(AsyncFace):
     """An asyncio client of the authority service at ``endpoint`` (its root URL) with the
     admin ``credential`` (the content of the authority directory's ``admin.credential``).
 
@@ -152,48 +139,27 @@ class AsyncAdmin:
         tls_pin_sha256: str | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
-        url = validate_endpoint(endpoint, "endpoint", "credential")
-        if urlsplit(url).query:
-            raise ClientError(
-                "the authority endpoint must be its root URL, without a query", kind="config"
-            )
         secret = credential.strip() if isinstance(credential, str) else credential
         if isinstance(secret, str):
             secret = _BEARER.sub("", secret, count=1)
-        auth = check_auth_header(f"Bearer {secret}" if secret else None, "credential")
-        pin = parse_pin(tls_pin_sha256)
-        if not timeout > 0:
-            raise ClientError("timeout must be a positive number of seconds", kind="config")
-        context = make_ssl_context(ca_file) if url.startswith("https:") else None
-        if pin is not None and context is None:
-            raise ClientError("a certificate pin needs an https endpoint", kind="config")
-        self._target = Target(url, auth, context, pin, float(timeout), max_response_bytes)
-        self._session: aiohttp.ClientSession | None = None
+        super().__init__(
+            open_target(
+                endpoint,
+                f"Bearer {secret}" if secret else None,
+                names=("endpoint", "credential"),
+                timeout=timeout,
+                ca_file=ca_file,
+                tls_pin_sha256=tls_pin_sha256,
+                max_response_bytes=max_response_bytes,
+                root_only=True,
+            )
+        )
 
     def __repr__(self) -> str:
         return f"AsyncAdmin({self._target.where!r})"
 
-    async def __aenter__(self) -> Self:
-        if self._session is None:
-            self._session = new_session(self._target)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool (if ``async with`` opened one)."""
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
-
     async def _call(self, path: str, payload: dict[str, Any], model: type[M]) -> M:
-        body = await post_json(self._target, payload, self._session, path=path)
+        body = await self._post(payload, path)
         return parse(model, body, path)
 
     async def create_holder(self, *, ttl: int | None = None) -> Issued:
@@ -250,7 +216,7 @@ class AsyncAdmin:
         return await self._call("v1/person-links", {"holderId": holder_id, **_ttl(ttl)}, PersonLink)
 
 
-class Admin:
+class Admin(SyncFace[AsyncAdmin]):
     """The synchronous face of :class:`AsyncAdmin`: same arguments, methods and answers. Each
     call runs on a private event loop in one daemon thread (as :class:`~saihm.client.Client`
     does), so it works from scripts, threads and code already inside an event loop."""
@@ -265,36 +231,20 @@ class Admin:
         tls_pin_sha256: str | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
-        self._async = AsyncAdmin(
-            endpoint,
-            credential,
-            timeout=timeout,
-            ca_file=ca_file,
-            tls_pin_sha256=tls_pin_sha256,
-            max_response_bytes=max_response_bytes,
+        super().__init__(
+            AsyncAdmin(
+                endpoint,
+                credential,
+                timeout=timeout,
+                ca_file=ca_file,
+                tls_pin_sha256=tls_pin_sha256,
+                max_response_bytes=max_response_bytes,
+            ),
+            "saihm-admin",
         )
-        self._thread = LoopThread(self._async, "saihm-admin")
 
     def __repr__(self) -> str:
         return f"Admin({self._async._target.where!r})"
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._thread.run(coro)
-
-    def close(self) -> None:
-        """Close the connection pool and stop the thread; idempotent."""
-        self._thread.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def create_holder(self, *, ttl: int | None = None) -> Issued:
         """See :meth:`AsyncAdmin.create_holder`."""

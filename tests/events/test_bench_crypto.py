@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from saihm.bench.crypto import run
+from saihm.bench.crypto import CryptoOptions, run
 
 
 def test_bench_crypto_figures():
-    figures = list(run(["--seconds", "0.01", "--content-bytes", "8"]))
+    figures = list(run(CryptoOptions(seconds=0.01, content_bytes=8)))
     assert [f["figure"] for f in figures] == [
         "mldsa65_sign_per_s",
         "mldsa65_verify_per_s",

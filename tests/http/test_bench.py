@@ -11,9 +11,9 @@ KEYS = {"bench", "figure", "value", "unit", "peer", "peer_value", "ratio", "serv
 
 
 def test_bench_http_small_run_yields_every_figure():
-    from saihm.bench.http import SERVER, run
+    from saihm.bench.http import SERVER, HttpOptions, run
 
-    figures = list(run(["--seconds", "0.3", "--n", "3", "--concurrency", "2", "--cells", "1"]))
+    figures = list(run(HttpOptions(seconds=0.3, n=3, concurrency=2, cells=1)))
     cores = os.cpu_count() or 1
     per_phase = [
         name

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from saihm.bench.witness import run
+from saihm.bench.witness import WitnessOptions, run
 
 
 def test_bench_witness_figures():
-    figures = list(run(["--seconds", "0.05", "--size", "300", "--step", "3"]))
+    figures = list(run(WitnessOptions(seconds=0.05, size=300, step=3)))
     assert [f["figure"] for f in figures] == [
         "witness_crypto_floor_per_s",
         "witness_add_checkpoint_per_s",
