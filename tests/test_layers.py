@@ -86,6 +86,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "saihm.operator.memory",
             "saihm.operator.admin",
             "saihm.authority.actions",
+            # The person's passkeys, links and sign-ins: sealed records in the store, minted
+            # by the authority's service and redeemed at the operator's page.
+            "saihm.authority.person",
         ),
     ),
     ("the operator and the composition root", ("saihm.operator", "saihm.compose")),

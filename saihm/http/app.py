@@ -146,7 +146,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     from saihm.http.log_api import add_log_routes
     from saihm.http.me import add_me_routes
     from saihm.http.ops import add_ops_routes, metrics_middleware
-    from saihm.http.toolcall import handle
+    from saihm.http.toolcall import handle, note_read
     from saihm.provider.http import add_routes as add_memory_routes
     from saihm.provider.vault import LocalVault
 
@@ -175,5 +175,5 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     add_me_routes(app)
     add_log_routes(app)
     add_ops_routes(app, operator.store)
-    add_memory_routes(app, lambda: LocalVault.open(operator))
+    add_memory_routes(app, lambda: LocalVault.open(operator), note_read)
     return app

@@ -19,6 +19,7 @@ from aiohttp import web
 from saihm.errors import Unauthenticated
 
 if TYPE_CHECKING:
+    from saihm.authority.person import PersonState
     from saihm.operator import Operator
 
 __all__ = [
@@ -35,6 +36,9 @@ __all__ = [
 OPERATOR: web.AppKey[Operator] = web.AppKey("saihm.operator")
 EXECUTOR: web.AppKey[ThreadPoolExecutor] = web.AppKey("saihm.executor")
 MAX_BODY: web.AppKey[int] = web.AppKey("saihm.max_body", int)
+#: The person's passkeys, links and sign-ins (set by :func:`saihm.http.me.add_me_routes`); the
+#: binding route notes a grant's reads in it for the person's page.
+PERSON_STATE: web.AppKey[PersonState] = web.AppKey("saihm.me.person")
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -10,7 +10,15 @@ from __future__ import annotations
 from aiohttp import web
 
 from saihm.errors import MalformedInput, TooLarge
-from saihm.http.common import EXECUTOR, MAX_BODY, OPERATOR, bearer_token, json_response, run_sync
+from saihm.http.common import (
+    EXECUTOR,
+    MAX_BODY,
+    OPERATOR,
+    PERSON_STATE,
+    bearer_token,
+    json_response,
+    run_sync,
+)
 from saihm.protocol import RecallAnswer, call, parse_call
 
 __all__ = ["CUT_HEADER", "NEXT_HEADER", "handle", "read_bounded"]
@@ -39,11 +47,11 @@ async def read_bounded(request: web.Request) -> bytes:
         raise MalformedInput("the request body is malformed") from err
 
 
-def _note_read(request: web.Request, token: str, cells: int) -> None:
+def note_read(request: web.Request, token: str, cells: int) -> None:
     """What a grant read, for the person's page (saihm.authority.person.note_grant_read);
-    a store write at most every few seconds per grant, so off the event loop."""
+    a store write at most every few seconds per grant, so off the event loop. The binding
+    route and the provider's ``/memory/v1`` reads both note through it."""
     from saihm.authority.person import note_grant_read
-    from saihm.http.me import PERSON_STATE
 
     write = note_grant_read(request.app.get(PERSON_STATE), token, cells)
     if write is not None:
@@ -62,7 +70,7 @@ async def handle(request: web.Request) -> web.Response:
     result = await run_sync(request, call, request.app[OPERATOR], token, method, params)
     response = json_response(result)
     if isinstance(result, RecallAnswer):
-        _note_read(request, token, len(result))
+        note_read(request, token, len(result))
         response.headers[CUT_HEADER] = "true" if result.cut else "false"
         if result.next_cursor is not None:
             response.headers[NEXT_HEADER] = result.next_cursor

@@ -58,6 +58,7 @@ def _handler(
     vault: VaultSource,
     model: type[BaseModel] | None,
     call: Callable[[ConsumerProvider, Any], Any],
+    note_read: ReadNote | None = None,
 ) -> Callable[[web.Request], Any]:
     async def handle(request: web.Request) -> web.Response:
         try:
@@ -69,28 +70,27 @@ def _handler(
             result = await loop.run_in_executor(None, call, provider, body)
         except SaihmError as err:
             return web.json_response({"error": err.code}, status=err.status)
-        if model is MemoryQuery:
-            _note_read(request, token, result)
+        if model is MemoryQuery and note_read is not None:
+            note_read(request, token, _records_read(result))
         return web.json_response(result)
 
     return handle
 
 
-def _note_read(request: web.Request, token: str, result: Any) -> None:
-    """What a consumer's grant read, for the person's page (the records of a query or a
-    context block), off the event loop."""
-    from saihm.authority.person import note_grant_read
-    from saihm.http.me import PERSON_STATE
+#: What the serving app does with a consumer's read: ``(request, token, cells)``, called on the
+#: event loop after the answer is made (the person's page notes each grant's reads).
+ReadNote = Callable[[web.Request, str, int], None]
 
+
+def _records_read(result: Any) -> int:
+    """How many records a query or a context block answered."""
     excerpt = result.get("memory", {}).get("excerpt", result) if "memory" in result else result
-    cells = len(excerpt.get("records", ())) if isinstance(excerpt, dict) else 0
-    write = note_grant_read(request.app.get(PERSON_STATE), token, cells)
-    if write is not None:
-        asyncio.get_running_loop().run_in_executor(None, write)
+    return len(excerpt.get("records", ())) if isinstance(excerpt, dict) else 0
 
 
-def add_routes(app: web.Application, vault: VaultSource) -> None:
-    """Add the ``/memory/v1`` routes for ``vault`` to ``app``.
+def add_routes(app: web.Application, vault: VaultSource, note_read: ReadNote | None = None) -> None:
+    """Add the ``/memory/v1`` routes for ``vault`` to ``app``; ``note_read`` hears of each
+    query's and context block's records (:data:`ReadNote`).
 
     ``vault`` may be a callable that opens the vault per request, so a server started before
     ``saihm memory init`` serves the vault once it exists (404 ``no_vault`` until then).
@@ -101,11 +101,16 @@ def add_routes(app: web.Application, vault: VaultSource) -> None:
 
     app.router.add_get(f"{PREFIX}/status", _handler(vault, None, lambda p, _: dump(p.status())))
     app.router.add_post(
-        f"{PREFIX}/query", _handler(vault, MemoryQuery, lambda p, q: dump(p.query(q)))
+        f"{PREFIX}/query", _handler(vault, MemoryQuery, lambda p, q: dump(p.query(q)), note_read)
     )
     app.router.add_post(
         f"{PREFIX}/context",
-        _handler(vault, MemoryQuery, lambda p, q: MemoryContext(excerpt=p.query(q)).block()),
+        _handler(
+            vault,
+            MemoryQuery,
+            lambda p, q: MemoryContext(excerpt=p.query(q)).block(),
+            note_read,
+        ),
     )
     app.router.add_post(
         f"{PREFIX}/graph", _handler(vault, GraphQuery, lambda p, q: dump(p.graph(q)))

@@ -53,7 +53,14 @@ from aiohttp import web
 
 from saihm.authority.person import PERSON_TOKEN_PREFIX, PersonSession, PersonState
 from saihm.errors import ErrorCode, MalformedInput, NotFound, NotPermitted
-from saihm.http.common import OPERATOR, Handler, bearer_token, json_response, run_sync
+from saihm.http.common import (
+    OPERATOR,
+    PERSON_STATE,
+    Handler,
+    bearer_token,
+    json_response,
+    run_sync,
+)
 from saihm.http.explorer import CSP
 from saihm.http.toolcall import CUT_HEADER, NEXT_HEADER, read_bounded
 
@@ -83,7 +90,6 @@ PERSON_METHODS = frozenset(
     }
 )
 _HEX64 = frozenset("0123456789abcdef")
-PERSON_STATE: web.AppKey[PersonState] = web.AppKey("saihm.me.person")
 
 
 def _read(name: str) -> bytes:
