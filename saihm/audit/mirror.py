@@ -27,7 +27,7 @@ from saihm.audit.leafcheck import short
 from saihm.audit.mirrorstate import DIRNAME, MirrorState
 from saihm.audit.progress import Progress, progress
 from saihm.audit.publish import TileDir, checkpoint_of
-from saihm.audit.report import Alarm, Report
+from saihm.audit.report import Alarm, AlarmKind, Report
 from saihm.audit.sync import Outcome, sync, tree_of
 from saihm.audit.tiletree import root_from_tiles
 from saihm.errors import MalformedInput
@@ -94,14 +94,14 @@ def _check_dir(root: Path, state: MirrorState) -> list[Alarm]:
             held = checkpoint_of(note)
         except MalformedInput as err:
             what = f"a note in {root}/checkpoints is unreadable: {err}"
-            alarms.append(Alarm("inconsistent", what))
+            alarms.append(Alarm(AlarmKind.INCONSISTENT, what))
             continue
         if held.size > tree.size or root_from_tiles(held.size, read) != held.root_hash:
             what = (
                 f"{root}/checkpoints/{held.size}.note does not match the tree "
                 f"verified in {root} (edited?)"
             )
-            alarms.append(Alarm("inconsistent", what))
+            alarms.append(Alarm(AlarmKind.INCONSISTENT, what))
     return alarms
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from saihm.audit.fetch import FetchError, HttpSource
 from saihm.audit.mirror import mirror
 from saihm.audit.mirrorstate import DIRNAME
-from saihm.audit.report import Alarm, Failure
+from saihm.audit.report import Alarm, AlarmKind, Failure
 from saihm.errors import CommandError, SaihmError
 from saihm.translog.witness import verify_cosignatures
 
@@ -84,7 +84,7 @@ def check_once(
                 raise SaihmError("the log serves no witnessed checkpoint")
             verify_cosignatures(note, witnesses, min_witnesses, now=clock)
         except SaihmError as err:
-            result.alarms.append(Alarm("witnesses", str(err)))
+            result.alarms.append(Alarm(AlarmKind.WITNESSES, str(err)))
         else:
             _check_witnessed_staleness(note, outcome.size, state, clock, max_stale, result)
     if outcome.adopted and outcome.size is not None:
@@ -108,7 +108,10 @@ def _check_staleness(
         since = data.setdefault("staleSince", clock)
         if clock - since > max_stale:
             result.alarms.append(
-                Alarm("stale", f"entries beyond checkpoint size {size} for {clock - since:.0f} s")
+                Alarm(
+                    AlarmKind.STALE,
+                    f"entries beyond checkpoint size {size} for {clock - since:.0f} s",
+                )
             )
     tmp = state / "monitor.json.tmp"
     tmp.write_text(json.dumps(data))
@@ -195,7 +198,7 @@ def _check_witnessed_staleness(
     if behind and clock - float(held["since"]) > max_stale:
         result.alarms.append(
             Alarm(
-                "stale",
+                AlarmKind.STALE,
                 f"no new cosigned checkpoint for {clock - float(held['since']):.0f} s "
                 f"(witnessed size {witnessed}, log size {size})",
             )
@@ -237,7 +240,9 @@ def run(opts: MonitorOptions) -> int:
             )
         except (SaihmError, OSError, ValueError) as err:
             # The log could not be read (down, or answering garbage): the operator's fault.
-            result = Round(alarms=[Alarm("unreachable or malformed answer", str(err))])
+            result = Round(
+                alarms=[Alarm(AlarmKind.UNREACHABLE, f"unreachable or malformed answer: {err}")]
+            )
         line: dict[str, object] = {"url": opts.url, "size": result.size, "root": result.root}
         alarms = [str(a) for a in result.alarms]
         line |= {"verified": result.verified, "alarms": alarms, "notes": result.notes}

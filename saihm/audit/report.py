@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
-__all__ = ["UNPINNED_RESULT", "Alarm", "Failure", "Report"]
+__all__ = ["UNPINNED_RESULT", "Alarm", "AlarmKind", "Failure", "Report"]
 
 #: The verdict when every check held but the checkpoint keys were not pinned with --trust.
 UNPINNED_RESULT = (
@@ -29,15 +30,42 @@ class Failure:
         return f"[{self.check}] {where}{self.what}"
 
 
+class AlarmKind(StrEnum):
+    """What an :class:`Alarm` is: a stable code, printed before its detail and used by ``saihm
+    verify`` as the name of the failed check. docs/operations.md "Alarms" lists every one."""
+
+    #: A checkpoint smaller than one held (or once seen).
+    ROLLBACK = "rollback"
+    #: Two roots signed for one size, or entries that do not extend the held tree.
+    FORK = "fork"
+    #: A checkpoint whose signature does not verify against the keys in use.
+    BAD_SIGNATURE = "bad signature"
+    #: Entries that do not hash to the root their checkpoint signs.
+    ROOT = "root"
+    #: A mirror directory whose tiles no longer give the roots of the checkpoints it holds.
+    INCONSISTENT = "inconsistent"
+    #: Entries beyond the (witnessed) checkpoint that stop advancing past ``--max-stale``.
+    STALE = "stale"
+    #: Too few of the given witnesses cosigned the newest witnessed checkpoint.
+    WITNESSES = "witnesses"
+    #: The log could not be read: it did not answer, or its answer could not be parsed (the
+    #: detail starts "unreachable or malformed answer", the prose this kind was before).
+    UNREACHABLE = "unreachable"
+
+
 @dataclass(frozen=True)
 class Alarm:
-    """A finding that stops a run and adopts nothing: ``kind`` names it (``rollback``, ``fork``,
-    ``bad signature``, ``root``, ``inconsistent``, ``stale``, ``witnesses``...), ``detail`` says
-    what was seen. Rendered ``kind: detail``; ``saihm verify`` reports it as a failure of check
-    ``kind``."""
+    """A finding that stops a run and adopts nothing: ``kind`` names it (an
+    :class:`AlarmKind`), ``detail`` says what was seen. Rendered ``kind: detail``; ``saihm
+    verify`` reports it as a failure of check ``kind``."""
 
-    kind: str
+    kind: AlarmKind
     detail: str
+
+    def __post_init__(self) -> None:
+        # A kind outside the enum (free prose) is a programming error: raise ValueError here
+        # rather than print a kind no document lists.
+        object.__setattr__(self, "kind", AlarmKind(self.kind))
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.detail}"

@@ -31,7 +31,7 @@ from saihm.audit.leafcheck import LeafChecker, short
 from saihm.audit.mirrorstate import MirrorState
 from saihm.audit.progress import Progress
 from saihm.audit.publish import TileDir, checkpoint_of
-from saihm.audit.report import Alarm, Report
+from saihm.audit.report import Alarm, AlarmKind, Report
 from saihm.audit.sigcheck import Job, SignaturePool
 from saihm.audit.tiletree import TileTree
 from saihm.errors import Conflict, MalformedInput, SaihmError
@@ -136,7 +136,9 @@ def sync(
     try:
         cp = verify_checkpoint(note, keys)
     except SaihmError as err:
-        out.alarms.append(Alarm("bad signature", f"the checkpoint does not verify: {short(err)}"))
+        out.alarms.append(
+            Alarm(AlarmKind.BAD_SIGNATURE, f"the checkpoint does not verify: {short(err)}")
+        )
         return out
     report.origin, report.checkpoints = cp.origin, 1
     out.size, out.root = cp.size, cp.root_hash.hex()
@@ -150,7 +152,7 @@ def sync(
         run = _Run(source, state, sink, cp, note, workers, stop_on_failure, out)
         _stream(run, tree, known, bar)
     elif tree.root() != cp.root_hash:
-        out.alarms.append(Alarm("fork", f"the log signed another root for size {cp.size}"))
+        out.alarms.append(Alarm(AlarmKind.FORK, f"the log signed another root for size {cp.size}"))
     if out.ok:
         _adopt(state, sink, note, cp, out)
         report.latest_size = cp.size
@@ -226,10 +228,12 @@ def _known(
     for k in known:
         if k.size > cp.size:
             out.alarms.append(
-                Alarm("rollback", f"checkpoint size {cp.size} < {k.what} size {k.size}")
+                Alarm(AlarmKind.ROLLBACK, f"checkpoint size {cp.size} < {k.what} size {k.size}")
             )
         elif k.size == cp.size and k.root != cp.root_hash:
-            out.alarms.append(Alarm("fork", f"two different roots signed for size {cp.size}"))
+            out.alarms.append(
+                Alarm(AlarmKind.FORK, f"two different roots signed for size {cp.size}")
+            )
     return known
 
 
@@ -311,7 +315,7 @@ def _batch(
     except _Stop:
         return False
     except Conflict as err:
-        out.alarms.append(Alarm("fork", str(err)))
+        out.alarms.append(Alarm(AlarmKind.FORK, str(err)))
         return False
     return True
 
@@ -336,7 +340,7 @@ def _bundle(run: _Run, tree: TileTree, n: int, batch: _Batch, checks: list[_Know
     mirrored = bytes(tree.partials[0]) if tree.partials else b""
     if skip and b"".join(leaf_hash(x) for x in leaves[:skip]) != mirrored:
         what = f"{path} changes entries below size {tree.size}, mirrored before"
-        out.alarms.append(Alarm("fork", what))
+        out.alarms.append(Alarm(AlarmKind.FORK, what))
         raise _Stop
     done: list[tuple[int, int, bytes]] = []
     for i in range(skip, width):
@@ -371,7 +375,7 @@ def _check_root(tree: TileTree, k: _Known, out: Outcome) -> None:
     if k.held:
         out.alarms.append(
             Alarm(
-                "fork",
+                AlarmKind.FORK,
                 f"the log's first {k.size} entries do not hash to the root of the {k.what}"
                 f" of size {k.size}",
             )
@@ -379,14 +383,16 @@ def _check_root(tree: TileTree, k: _Known, out: Outcome) -> None:
     elif k.extends:
         out.alarms.append(
             Alarm(
-                "fork",
+                AlarmKind.FORK,
                 f"checkpoint {k.size} does not extend the {k.extends}: the "
                 "entries after it do not hash to the signed root",
             )
         )
     else:
         out.alarms.append(
-            Alarm("root", f"the entries do not hash to the signed root of checkpoint {k.size}")
+            Alarm(
+                AlarmKind.ROOT, f"the entries do not hash to the signed root of checkpoint {k.size}"
+            )
         )
     raise _Stop
 

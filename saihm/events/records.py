@@ -17,11 +17,10 @@ this whole set of layouts; the projections store it beside their applied index
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, Self, TypeVar, cast
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 import cbor2
 
@@ -182,54 +181,42 @@ def _flag(m: dict[int, object], key: int, what: str) -> bool:
 
 _Reader = Callable[[dict[int, object], int, str], object]
 
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    """How one attribute sits in a record's map: ``read`` checks and returns it (the strict
-    readers above); ``write`` is the map's value as an expression of the attribute (``{}``),
-    and ``omit``, if any, the condition on the attribute under which the key is absent."""
-
-    read: _Reader
-    write: str = "{}"
-    omit: str | None = None
-
-
-ID = _Field(_bytes)
-BLOB = _Field(_blob)
-INT = _Field(_int)
-STR = _Field(_str)
-BOOL = _Field(_bool)
-IDS = _Field(_ids, "list({})")
-NULLABLE_TEXT = _Field(_nullable_text)
-SESSION_TAG = _Field(_session_tag)
-NAMESPACES = _Field(_namespaces, "None if {0} is None else list({0})")
+# How one attribute sits in a record's map, for :class:`_Layout`: the strict reader above that
+# checks and returns it. A record's ``encode`` writes the same map by hand (see _MapRecord).
+ID: _Reader = _bytes
+BLOB: _Reader = _blob
+INT: _Reader = _int
+STR: _Reader = _str
+BOOL: _Reader = _bool
+IDS: _Reader = _ids
+NULLABLE_TEXT: _Reader = _nullable_text
+SESSION_TAG: _Reader = _session_tag
+NAMESPACES: _Reader = _namespaces
 #: ``true`` when set, the key absent when not.
-FLAG = _Field(_flag, "True", omit="not {}")
+FLAG: _Reader = _flag
 
 
-def _optional(field: _Field) -> _Field:
-    """``field`` for a key that is absent when the attribute is None."""
-    reader = field.read
+def _optional(reader: _Reader) -> _Reader:
+    """``reader`` for a key that is absent when the attribute is None."""
 
     def read(m: dict[int, object], key: int, what: str) -> object:
         return reader(m, key, what) if key in m else None
 
-    return _Field(read, field.write, "{} is None")
+    return read
 
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """A record's CBOR map as a table, declared once and driving both directions:
-    ``fields[i]`` is the key and :class:`_Field` of the record's i-th dataclass field, in
-    ascending key order (the deterministic encoding). The one decoder and the one encoder of
-    every map record read through it."""
+    """A record's CBOR map as a table for its decoder: ``fields[i]`` is the key and the strict
+    reader of the record's i-th dataclass field, in ascending key order (the deterministic
+    encoding). The one decoder of every map record reads through it."""
 
     what: str
-    fields: tuple[tuple[int, _Field], ...]
+    fields: tuple[tuple[int, _Reader], ...]
     keys: frozenset[int]
 
     @classmethod
-    def of(cls, what: str, *fields: tuple[int, _Field]) -> _Layout:
+    def of(cls, what: str, *fields: tuple[int, _Reader]) -> _Layout:
         keys = [key for key, _ in fields]
         if keys != sorted(set(keys)):
             raise AssertionError(f"{what}: keys must ascend without repeats")
@@ -239,35 +226,7 @@ class _Layout:
         """The constructor arguments the map in ``data`` holds; :class:`RecordError` for
         anything that is not a map of these keys with values of these types."""
         m = _map(data, self.what, self.keys)
-        return [f.read(m, key, self.what) for key, f in self.fields]
-
-    def encoder(self, names: list[str]) -> Callable[[Any], bytes]:
-        """The encoder of the record whose dataclass fields are ``names``, compiled from this
-        table (as ``dataclasses`` compiles ``__init__``) into the map literal one would write
-        by hand: a rebuild encodes a record or more per event."""
-        if len(names) != len(self.fields):
-            raise AssertionError(f"{self.what}: the layout does not match the record's fields")
-        # The leading keys that are always present form the literal; the rest follow in order.
-        literal: list[str] = []
-        lines: list[str] = []
-        for (key, field), name in zip(self.fields, names, strict=True):
-            attribute = f"self.{name}"
-            value = field.write.format(attribute)
-            if field.omit is None and not lines:
-                literal.append(f"{key}: {value}")
-            elif field.omit is None:
-                lines.append(f"    m[{key}] = {value}")
-            else:
-                lines += [
-                    f"    if not ({field.omit.format(attribute)}):",
-                    f"        m[{key}] = {value}",
-                ]
-        lines = ["def encode(self):", f"    m = {{{', '.join(literal)}}}", *lines]
-        lines.append("    return dumps(m)")
-        env: dict[str, Any] = {"dumps": cbor2.dumps}
-        exec(compile("\n".join(lines), f"<{self.what} encoder>", "exec"), env)
-        encode: Callable[[Any], bytes] = env["encode"]
-        return encode
+        return [read(m, key, self.what) for key, read in self.fields]
 
 
 class _Encodable(Protocol):
@@ -289,9 +248,16 @@ def _exact(record: _R, data: bytes | memoryview, authentic: bool = False) -> _R:
     return record
 
 
+#: Bound once: each record's ``encode`` is the map literal and one call (a rebuild encodes a
+#: record or more per event, so no loop over the layout and no ``getattr`` per field).
+_dumps = cbor2.dumps
+
+
 class _MapRecord:
-    """What every map record shares: its decoder and its encoder, both read through its
-    :class:`_Layout` (the record declares its map nowhere else)."""
+    """What every map record shares: its decoder, read through its :class:`_Layout`. Each
+    record writes its ``encode`` out by hand as the map literal of the same keys, the always
+    present ones first and in ascending order, an optional key added after them when set
+    (tests/projections/test_records.py checks that it is the layout's map, byte for byte)."""
 
     __slots__ = ()
 
@@ -306,14 +272,8 @@ class _MapRecord:
         return _exact(record, data, authentic)
 
     def encode(self) -> bytes:
-        """The stored form: the map of :attr:`_LAYOUT`. The first call compiles the type's
-        encoder from its layout and installs it in place of this method."""
-        kind = type(self)
-        names = [f.name for f in dataclasses.fields(cast("Any", kind))]
-        encode = kind._LAYOUT.encoder(names)
-        encode.__doc__ = "The stored form: the map of :attr:`_LAYOUT`."
-        setattr(kind, "encode", encode)  # noqa: B010 (a method assignment mypy refuses)
-        return encode(self)
+        """The stored form: the map of :attr:`_LAYOUT` (each record writes it out)."""
+        raise NotImplementedError(type(self).__name__)
 
 
 # -- the records ----------------------------------------------------------------------------
@@ -335,6 +295,10 @@ class HolderRecord(_MapRecord):
 
     WHAT: ClassVar[str] = "holder record"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, BLOB), (2, INT), (3, INT))
+
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        return _dumps({1: self.public_key, 2: self.index, 3: self.timestamp})
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +336,20 @@ class CellRecord(_MapRecord):
         (7, _optional(INT)),
     )
 
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        m = {
+            1: self.owner,
+            2: self.tier,
+            3: self.kek_version,
+            4: self.timestamp,
+            5: self.index,
+            6: self.session_tag,
+        }
+        if self.erased_at is not None:
+            m[7] = self.erased_at
+        return _dumps(m)
+
     @property
     def erased(self) -> bool:
         """Whether a FORGET receipt names the cell."""
@@ -395,6 +373,10 @@ class RecordHead(_MapRecord):
 
     WHAT: ClassVar[str] = "record head"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, INT), (2, ID), (3, BOOL))
+
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        return _dumps({1: self.seq, 2: self.cell_id, 3: self.ended})
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +444,23 @@ class ContractRecord(_MapRecord):
         (10, IDS),
     )
 
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        return _dumps(
+            {
+                1: self.holder,
+                2: list(self.grantees),
+                3: list(self.shards),
+                4: self.mode,
+                5: self.scope,
+                6: self.expires_at,
+                7: self.timestamp,
+                8: self.index,
+                9: self.revoked,
+                10: list(self.accepted),
+            }
+        )
+
     def active_for(self, grantee: bytes, now: int) -> bool:
         """Whether the contract shares its cells with ``grantee`` at ``now``: named among its
         grantees, accepted by it, not revoked and not expired."""
@@ -494,6 +493,13 @@ class GrantRecord(_MapRecord):
         WHAT, (1, ID), (2, NAMESPACES), (3, INT), (4, INT), (5, BOOL)
     )
 
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        namespaces = None if self.namespaces is None else list(self.namespaces)
+        return _dumps(
+            {1: self.holder, 2: namespaces, 3: self.expires_at, 4: self.index, 5: self.revoked}
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RevocationRecord(_MapRecord):
@@ -510,6 +516,10 @@ class RevocationRecord(_MapRecord):
 
     WHAT: ClassVar[str] = "session revocation"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, ID), (2, INT))
+
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        return _dumps({1: self.holder, 2: self.index})
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,6 +558,20 @@ class ProposalRecord(_MapRecord):
         (7, INT),
     )
 
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        return _dumps(
+            {
+                1: self.scope,
+                2: self.param_key,
+                3: self.proposed_value,
+                4: self.snapshot_epoch,
+                5: self.proposer,
+                6: self.index,
+                7: self.timestamp,
+            }
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Vote(_MapRecord):
@@ -569,6 +593,10 @@ class Vote(_MapRecord):
     WHAT: ClassVar[str] = "vote"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, BOOL), (2, INT), (3, INT), (4, INT))
 
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        return _dumps({1: self.approve, 2: self.weight, 3: self.cast_at, 4: self.index})
+
 
 @dataclass(frozen=True, slots=True)
 class Tally(_MapRecord):
@@ -584,6 +612,10 @@ class Tally(_MapRecord):
 
     WHAT: ClassVar[str] = "tally"
     _LAYOUT: ClassVar[_Layout] = _Layout.of(WHAT, (1, INT), (2, INT), (3, INT))
+
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        return _dumps({1: self.votes_for, 2: self.votes_against, 3: self.votes_abstain})
 
     def counted(self, approve: bool, weight: int) -> Tally:
         """This tally with one more vote of ``weight``."""
@@ -612,3 +644,14 @@ class Body(_MapRecord):
     _LAYOUT: ClassVar[_Layout] = _Layout.of(
         WHAT, (1, BLOB), (2, _optional(BLOB)), (3, _optional(INT)), (4, FLAG)
     )
+
+    def encode(self) -> bytes:
+        """The stored form: the map of :attr:`_LAYOUT`."""
+        m: dict[int, object] = {1: self.object_cbor}
+        if self.session_tag is not None:
+            m[2] = self.session_tag
+        if self.record_seq is not None:
+            m[3] = self.record_seq
+        if self.record_end:
+            m[4] = True
+        return _dumps(m)
