@@ -36,9 +36,9 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from saihm.errors import ErrorCode, MalformedInput, NotFound, NotPermitted, Unauthenticated
@@ -160,6 +160,34 @@ class PersonSession:
     expires_at: int
 
 
+_T = TypeVar("_T")
+
+
+class _Writes:
+    """One person write as its decision sees it: reads go to the store's write transaction
+    (this write's own changes first, for a point read; a scan sees the transaction as it
+    was), and the records to put (``set``) or remove (``unset``) are collected for the store
+    to write (``Change.person``, saihm/store/commit.py)."""
+
+    def __init__(self, txn: WriteTxn, db: Namespace) -> None:
+        self._txn, self._db = txn, db
+        self.changes: dict[bytes, bytes | None] = {}
+
+    def get(self, key: bytes, db: Namespace) -> bytes | None:
+        if key in self.changes:
+            return self.changes[key]
+        return self._txn.get(key, db=db)
+
+    def scan(self, db: Namespace, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._txn.scan(db, prefix=prefix)
+
+    def set(self, key: bytes, value: bytes) -> None:
+        self.changes[key] = value
+
+    def unset(self, key: bytes) -> None:
+        self.changes[key] = None
+
+
 class PersonState:
     """The person records of one store (links, ceremonies, passkeys, tokens, grant labels)."""
 
@@ -179,15 +207,36 @@ class PersonState:
     # which lives outside the data directory: a record written by raw access to the store (a
     # passkey, a link, a sign-in) has no valid tag and reads as absent.
 
-    def _put(self, txn: WriteTxn, key: bytes, record: dict[str, Any]) -> None:
-        sealed = self.store.record_seal.seal(PERSON, key, dumps(record))
-        txn.put(key, sealed, db=self.db)
+    def _put(self, txn: _Writes, key: bytes, record: dict[str, Any]) -> None:
+        txn.set(key, self.store.record_seal.seal(PERSON, key, dumps(record)))
 
-    def _get(self, txn: ReadTxn, key: bytes) -> dict[str, Any] | None:
+    def _write(self, decide: Callable[[_Writes], _T]) -> _T:
+        """Run ``decide`` inside the store's write transaction and have the store make the
+        writes it chose (the store is the only writer: its group commit checks the free-disk
+        floor, grows the map and retries). ``decide`` reads through the transaction and
+        raises a ``SaihmError`` to refuse, which writes nothing. Raises ``Unavailable`` when
+        the store cannot write."""
+        from saihm.store.commit import Change
+
+        change = Change(receipts=[])
+        decided: list[_T] = []
+
+        def guard(txn: WriteTxn) -> object:
+            writes = _Writes(txn, self.db)
+            # Assigned, not appended: a batch retried after the map grew runs the guard again.
+            decided[:] = [decide(writes)]
+            change.person = list(writes.changes.items())
+            return None
+
+        change.guard = guard
+        self.store.commits.commit(change)
+        return decided[0]
+
+    def _get(self, txn: ReadTxn | _Writes, key: bytes) -> dict[str, Any] | None:
         value = self.store.record_seal.open(PERSON, key, txn.get(key, db=self.db))
         return None if value is None else loads(value)  # type: ignore[return-value]
 
-    def _scan(self, txn: ReadTxn, prefix: bytes) -> list[tuple[bytes, dict[str, Any]]]:
+    def _scan(self, txn: ReadTxn | _Writes, prefix: bytes) -> list[tuple[bytes, dict[str, Any]]]:
         out = []
         for key, stored in txn.scan(self.db, prefix=prefix):
             value = self.store.record_seal.open(PERSON, bytes(key), stored)
@@ -214,9 +263,7 @@ class PersonState:
         link_id, code = secrets.token_bytes(16), secrets.token_bytes(32)
         expires = self.now() + ttl
         record = {"h": holder_id, "c": _sha(code), "x": expires, "o": origin, "r": rp_id}
-        with self.store.storage.write() as txn:
-            self._put(txn, _LINK + link_id, record)
-            txn.commit()
+        self._write(lambda txn: self._put(txn, _LINK + link_id, record))
         url = f"{origin}/me/#enrol={link_id.hex()}.{_b64(code)}"
         return {"url": url, "expiresAt": expires, "expiresAtUtc": utc(expires)}
 
@@ -276,7 +323,7 @@ class PersonState:
             raise refused
         return record
 
-    def _spend(self, txn: WriteTxn, record: dict[str, Any]) -> None:
+    def _spend(self, txn: _Writes, record: dict[str, Any]) -> None:
         """Mark a verified ceremony used, in the write of its effect; refuse a second use."""
         key = _CHALLENGE + record["id"]
         if txn.get(key, db=self.db) is not None:
@@ -287,7 +334,7 @@ class PersonState:
         for old in [bytes(k) for k, _ in txn.scan(self.db, prefix=_CHALLENGE)]:
             found = self._get(txn, old)
             if found is None or found["x"] <= now:
-                txn.delete(old, db=self.db)
+                txn.unset(old)
         self._put(txn, key, {"x": record["x"]})
 
     def registration_options(self, link_text: object, origin: str | None) -> dict[str, Any]:
@@ -346,7 +393,8 @@ class PersonState:
             ) from err
         key = _KEY + _sha(verified.credential_id)
         now = self.now()
-        with self.store.storage.write() as txn:
+
+        def enrol(txn: _Writes) -> dict[str, Any]:
             link = self._get(txn, _LINK + record["l"])
             if link is None or link.get("u") or link["x"] <= now:
                 raise Unauthenticated(
@@ -368,7 +416,9 @@ class PersonState:
             }
             self._put(txn, key, passkey)
             self._put(txn, _LINK + record["l"], {**link, "u": True})
-            txn.commit()
+            return link
+
+        link = self._write(enrol)
         return self._issue(link["h"], key[1:], record["o"])
 
     def authentication_options(self, origin: str | None) -> dict[str, Any]:
@@ -422,7 +472,8 @@ class PersonState:
         except Exception as err:
             raise refused from err
         now = self.now()
-        with self.store.storage.write() as txn:
+
+        def sign_in(txn: _Writes) -> dict[str, Any]:
             self._spend(txn, record)
             current = self._get(txn, key)
             if current is None:
@@ -431,7 +482,9 @@ class PersonState:
             if (count or current["n"]) and count <= current["n"]:
                 raise refused  # a clone, or an assertion raced by another
             self._put(txn, key, {**current, "n": count, "u": now})
-            txn.commit()
+            return current
+
+        current = self._write(sign_in)
         return self._issue(current["h"], key[1:], current["o"])
 
     # -- person tokens --------------------------------------------------------------------
@@ -441,13 +494,15 @@ class PersonState:
         token = PERSON_TOKEN_PREFIX + _b64(secrets.token_bytes(32))
         expires = self.now() + PERSON_TOKEN_TTL
         record = {"h": holder_id, "k": passkey_id, "o": origin, "x": expires}
-        with self.store.storage.write() as txn:
+
+        def issue(txn: _Writes) -> None:
             for key in [bytes(k) for k, _ in txn.scan(self.db, prefix=_TOKEN)]:
                 found = self._get(txn, key)  # sweep the expired ones
                 if found is None or found["x"] <= self.now():
-                    txn.delete(key, db=self.db)
+                    txn.unset(key)
             self._put(txn, _TOKEN + _sha(token.encode("ascii")), record)
-            txn.commit()
+
+        self._write(issue)
         return {
             "personToken": token,
             "holderId": holder_id.hex(),
@@ -474,9 +529,7 @@ class PersonState:
 
     def sign_out(self, token: str) -> None:
         """Forget a person token (no error when it is unknown)."""
-        with self.store.storage.write() as txn:
-            txn.delete(_TOKEN + _sha(token.encode("ascii", "replace")), db=self.db)
-            txn.commit()
+        self._write(lambda txn: txn.unset(_TOKEN + _sha(token.encode("ascii", "replace"))))
 
     # -- passkeys -------------------------------------------------------------------------
 
@@ -503,12 +556,14 @@ class PersonState:
             passkey_id = bytes.fromhex(passkey_hex)
         except ValueError as err:
             raise MalformedInput("passkeyId must be hexadecimal") from err
-        with self.store.storage.write() as txn:
+
+        def remove(txn: _Writes) -> None:
             found = self._get(txn, _KEY + passkey_id) if len(passkey_id) == 32 else None
             if found is None or found["h"] != holder_id:
                 raise NotFound("no such passkey", code=ErrorCode.NOT_FOUND)
-            txn.delete(_KEY + passkey_id, db=self.db)
-            txn.commit()
+            txn.unset(_KEY + passkey_id)
+
+        self._write(remove)
         return True
 
     # -- grant labels -----------------------------------------------------------------------
@@ -518,12 +573,14 @@ class PersonState:
         if not isinstance(name, str) or len(name) > LABEL_MAX or not _printable(name):
             raise MalformedInput(f"a name is up to {LABEL_MAX} printable characters")
         key = _NAME + holder_id + grant_id
-        with self.store.storage.write() as txn:
+
+        def label(txn: _Writes) -> None:
             if name.strip():
                 self._put(txn, key, {"n": name.strip()})
             else:
-                txn.delete(key, db=self.db)
-            txn.commit()
+                txn.unset(key)
+
+        self._write(label)
 
     def grant_names(self, holder_id: bytes) -> dict[str, str]:
         """grantId (hex) -> label, for the holder's labelled grants."""
@@ -541,9 +598,7 @@ class PersonState:
         text was destroyed with its key). The public log does not say which cell a REMEMBER
         superseded, so the page asks here."""
         record = {"o": old_cell, "t": at}
-        with self.store.storage.write() as txn:
-            self._put(txn, _SUPERSEDED + holder_id + new_cell, record)
-            txn.commit()
+        self._write(lambda txn: self._put(txn, _SUPERSEDED + holder_id + new_cell, record))
 
     def replaced(self, holder_id: bytes, cell_id: bytes) -> list[dict[str, object]]:
         """The cells ``cell_id`` replaced, newest first (``[{"cellId", "replacedAt"}]``)."""
@@ -586,13 +641,16 @@ class PersonState:
 
     def _write_reads(self, key: bytes, pending: list[list[int]]) -> None:
         # Under the lock, so :meth:`grant_uses` sees each read once: in memory or stored.
-        with self._reads_lock, self.store.storage.write() as txn:
+
+        def add(txn: _Writes) -> None:
             record = self._get(txn, key) or {"reads": [], "calls": 0, "cells": 0}
             record["reads"] = (record["reads"] + pending)[-USE_READS_KEPT:]
             record["calls"] += len(pending)
             record["cells"] += sum(n for _, n in pending)
             self._put(txn, key, record)
-            txn.commit()
+
+        with self._reads_lock:
+            self._write(add)
             waiting = self._reads.get(key, [])
             self._reads[key] = [r for r in waiting if all(r is not p for p in pending)]
 

@@ -25,7 +25,7 @@ from saihm.projections import Body, LeafView, u64
 from saihm.projections.apply import RECEIPT_IDS
 from saihm.projections.keys import dumps, loads
 from saihm.storage.base import Namespace, StorageError, StorageFull, WriteTxn, prefetch
-from saihm.store.environment import BODIES, MEMO, PENDING, STATS, Environment
+from saihm.store.environment import BODIES, MEMO, PENDING, PERSON, STATS, Environment
 from saihm.store.jobs import error_code
 
 log = logging.getLogger("saihm.store")
@@ -64,6 +64,9 @@ class Change:
     #: Held proposals to store (proposalId, entry) and to remove (saihm/store/held.py).
     held: list[tuple[bytes, bytes]] = field(default_factory=list)
     released: list[bytes] = field(default_factory=list)
+    #: The person's records to put (key, sealed value) or remove (key, None), in namespace
+    #: ``person`` (saihm/authority/person.py decides them in ``guard``).
+    person: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     guard: Callable[[WriteTxn], object] | None = None
     outcome: object = None
     error: BaseException | None = None
@@ -430,6 +433,11 @@ class GroupCommit:
             txn.delete(proposal_id, db=self.env.db[PENDING])
         for proposal_id, entry in change.held:
             txn.put(proposal_id, entry, db=self.env.db[PENDING])
+        for key, value in change.person:
+            if value is None:
+                txn.delete(key, db=self.env.db[PERSON])
+            else:
+                txn.put(key, value, db=self.env.db[PERSON])
         for offset, (receipt, view) in enumerate(zip(change.receipts, change.views, strict=True)):
             leaf_body = change.bodies.get(receipt.subject_id)
             self.env.projections.apply(txn, first + offset, view, leaf_body, record_applied=False)
