@@ -44,6 +44,8 @@ FORMAT = "saihm-audit-bundle/1"
 _MEMORY_FIELDS = frozenset(
     {"cellId", "plaintext", "kind", "namespace", "sessionId", "seq", "prev", "receipt", "cell"}
 )
+#: A memory's sealed fields present only when the cell has them (docs/formats.md §3).
+_MEMORY_OPTIONAL = frozenset({"supersedes", "metadata"})
 _PERSON_FIELDS = frozenset({"holderId", "checkpoint", "receipts", "memories"})
 
 
@@ -62,9 +64,13 @@ class PersonMemory:
     prev: bytes | None
     receipt: int
     cell: bytes
+    supersedes: bytes | None = None
+    metadata: str | None = None
 
     def to_map(self) -> dict[str, object]:
+        optional = {"supersedes": self.supersedes, "metadata": self.metadata}
         return {
+            **{name: value for name, value in optional.items() if value is not None},
             "cellId": self.cell_id,
             "plaintext": self.plaintext,
             "kind": self.kind,
@@ -78,9 +84,12 @@ class PersonMemory:
 
     @classmethod
     def from_map(cls, m: object) -> PersonMemory:
-        if not isinstance(m, dict) or set(m) != _MEMORY_FIELDS:
+        if not isinstance(m, dict) or not _MEMORY_FIELDS <= set(m) <= (
+            _MEMORY_FIELDS | _MEMORY_OPTIONAL
+        ):
             raise MalformedInput(
-                f"bundle person memory must have the fields {sorted(_MEMORY_FIELDS)}"
+                f"bundle person memory must have the fields {sorted(_MEMORY_FIELDS)} "
+                f"(and may have {sorted(_MEMORY_OPTIONAL)})"
             )
         return cls(
             cell_id=_typed(m["cellId"], bytes, "person memory cellId"),
@@ -92,6 +101,14 @@ class PersonMemory:
             prev=None if m["prev"] is None else _typed(m["prev"], bytes, "person memory prev"),
             receipt=_typed(m["receipt"], int, "person memory receipt"),
             cell=_typed(m["cell"], bytes, "person memory cell"),
+            supersedes=(
+                _typed(m["supersedes"], bytes, "person memory supersedes")
+                if "supersedes" in m
+                else None
+            ),
+            metadata=(
+                _typed(m["metadata"], str, "person memory metadata") if "metadata" in m else None
+            ),
         )
 
 

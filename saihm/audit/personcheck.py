@@ -149,6 +149,8 @@ def _check_memories(
                 kind=memory.kind,  # type: ignore[arg-type]
                 seq=memory.seq,
                 prev=memory.prev,
+                supersedes=memory.supersedes,
+                metadata=memory.metadata,
             ).to_cbor()
         except (SaihmError, ValueError) as err:
             report.fail("plaintext", f"cell {cell_hex}: not a sealed payload: {_short(err)}", index)

@@ -282,3 +282,32 @@ def test_any_person_member_is_read_or_refused_cleanly(value) -> None:
         assert "person" in str(err) or "bundle" in str(err)
     else:  # what is read is exactly what was there
         assert read.person is not None and read.to_cbor() == raw
+
+
+async def test_a_memory_that_replaced_another_with_metadata_exports_and_verifies(
+    client, operator: Operator, authority, state
+):
+    # The sealed payload's optional keys (supersedes, metadata; docs/formats.md §3) are in the
+    # file, so the plaintext check seals what the cell sealed; without them it could not hold.
+    person = Person(operator, authority)
+    access = operator.store.authenticate(person.session_token)
+    old = operator.memory.remember(access, "lives in Oslo")
+    operator.memory.remember(
+        access, "moved to Bergen", supersedes=old.cell_id, metadata='{"key":"home"}'
+    )
+    token = await enrol(client, state, person.holder_id, Authenticator(ORIGIN))
+    status, raw, _ = await _export(client, token)
+    assert status == 200, raw
+    bundle = Bundle.from_cbor(raw)
+    assert bundle.person is not None
+    [memory] = bundle.person.memories
+    assert (memory.plaintext, memory.supersedes, memory.metadata) == (
+        "moved to Bergen",
+        old.cell_id,
+        '{"key":"home"}',
+    )
+    assert _verify(bundle).ok, _verify(bundle).render()
+    for field in ("supersedes", "metadata"):
+        dropped = _memory(bundle, **{field: None})
+        report = _verify(dropped)
+        assert not report.ok and "[plaintext]" in report.render()

@@ -53,6 +53,8 @@ def person_export(operator: Operator, access: Access) -> bytes:
                 prev=p.prev,
                 receipt=_first_receipt(operator, item.cell.cell_id),
                 cell=body.object_cbor,
+                supersedes=p.supersedes,
+                metadata=p.metadata,
             )
         )
     # Signed after the read, so it covers every REMEMBER receipt read above.
