@@ -46,7 +46,7 @@ from saihm.projections import (
 )
 from saihm.projections.keys import loads
 from saihm.retrieval import Embedder, load_embedder
-from saihm.storage import ReadTxn, WriteTxn
+from saihm.storage import ReadTxn, Usage, WriteTxn
 from saihm.store.auth import Access, Authenticator
 from saihm.store.commit import Change, GroupCommit
 from saihm.store.environment import (
@@ -320,6 +320,22 @@ class Store:
     def kek_version(self) -> int:
         """The KEK generation a new cell's DEK is wrapped under."""
         return self.kek_dir.current_version
+
+    def kek_age(self, now: float) -> float:
+        """Seconds since the KEK in force was issued at ``now`` (0 for a clock behind it)."""
+        return max(0.0, now - self.kek_dir.issued_at(self.kek_dir.current_version))
+
+    def usage(self) -> Usage:
+        """The storage's space in use and the limit it may grow to (:meth:`Storage.usage`)."""
+        return self.storage.usage()
+
+    def log_sizes(self) -> tuple[int, int]:
+        """(the log's size, the size its latest stored checkpoint covers, 0 for none), read in
+        one snapshot."""
+        with self.read_txn() as txn:
+            size = self.tree.size(txn)
+            latest = self.public_log.latest_stored(txn)
+        return size, 0 if latest is None else latest[0]
 
     def holder_key(self, holder_id: bytes) -> HolderKey:
         """The custodied signing key of ``holder_id`` (:meth:`HolderKeys.get`). Taking it
