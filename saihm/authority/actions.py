@@ -18,7 +18,6 @@ from saihm.authority.authority import Authority, check_token_fits
 from saihm.errors import Conflict, ErrorCode, MalformedInput, NotFound
 from saihm.events import CapabilityScope
 from saihm.names import check_namespace
-from saihm.projections.grants import revocation_subject
 
 if TYPE_CHECKING:
     from saihm.storage import ReadTxn
@@ -35,9 +34,8 @@ __all__ = [
 
 def check_holder(store: Store, holder_id: bytes) -> None:
     """Raise :class:`NotFound` ("no such holder") unless ``holder_id`` is a holder of ``store``."""
-    with store.read_txn() as txn:
-        if not store.projections.holders.known(txn, holder_id):
-            raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
+    if not store.holder_known(holder_id):
+        raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
 
 
 def _belongs(
@@ -48,13 +46,10 @@ def _belongs(
     holder and session), or one already revoked for it."""
     if authority.minted(holder_id, given):
         return True
-    if len(given) == 32:
-        tag = store.session_tag(holder_id, given)
-        cells = store.projections.cells
-        if cells.record_head(txn, tag) is not None or next(cells.live_of_session(txn, tag), None):
-            return True
-    grants = store.projections.grants
-    return grants.revocation(txn, revocation_subject(holder_id, given)) is not None
+    q = store.ask(txn)
+    if len(given) == 32 and q.session_wrote(holder_id, given):
+        return True
+    return q.revoked(holder_id, given)
 
 
 def _not_holders(what: str) -> NotFound:
@@ -74,7 +69,7 @@ def check_renewable(
     and the hint that ``holder create`` prints works before the agent's first write.
     """
     with store.read_txn() as txn:
-        if not store.projections.holders.known(txn, holder_id):
+        if not store.ask(txn).holder_known(holder_id):
             raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
         if not _belongs(store, txn, authority, holder_id, session_id):
             raise _not_holders("session")
@@ -90,7 +85,7 @@ def check_revocable(store: Store, authority: Authority, holder_id: bytes, given:
     if len(given) not in (16, 32):
         raise MalformedInput("give a tokenId (32 hex) or a sessionId (64 hex)")
     with store.read_txn() as txn:
-        if not store.projections.holders.known(txn, holder_id):
+        if not store.ask(txn).holder_known(holder_id):
             raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
         if not _belongs(store, txn, authority, holder_id, given):
             raise _not_holders("session" if len(given) == 32 else "token")

@@ -93,13 +93,10 @@ def figures(store: Store, now: float | None = None) -> OpsFigures:
     has lagged the log.
     """
     now = time.time() if now is None else now
-    with store.read_txn() as txn:
-        size = store.tree.size(txn)
-        latest = store.public_log.latest_stored(txn)
-    usage = store.storage.usage()
-    checkpoint_size = 0 if latest is None else latest[0]
-    kek_version = store.kek_dir.current_version
-    kek_age = max(0.0, now - store.kek_dir.issued_at(kek_version))
+    size, checkpoint_size = store.log_sizes()
+    usage = store.usage()
+    kek_version = store.kek_version
+    kek_age = store.kek_age(now)
     signed_at = store.public_log.last_signed
     lag_age = 0.0 if checkpoint_size >= size else max(0.0, store.clock() - signed_at)
     jobs = store.background

@@ -57,9 +57,8 @@ class AdminTools:
         for namespace in namespaces or ():
             check_namespace(namespace)
         ctx = self.context
-        with ctx.store.read_txn() as txn:
-            if not ctx.store.projections.holders.known(txn, holder_id):
-                raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
+        if not ctx.store.holder_known(holder_id):
+            raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
         grant_id = secrets.token_bytes(32)
         detail = GrantDetail(
             namespaces=None if namespaces is None else tuple(namespaces), expires_at=expires_at
@@ -83,11 +82,10 @@ class AdminTools:
             raise MalformedInput("give a tokenId (32 hex) or a sessionId (64 hex)")
         ctx = self.context
         subject = revocation_subject(holder_id, token_or_session_id)
-        grants = ctx.store.projections.grants
-        with ctx.store.read_txn() as txn:
-            if not ctx.store.projections.holders.known(txn, holder_id):
+        with ctx.store.questions() as q:
+            if not q.holder_known(holder_id):
                 raise NotFound("no such holder", code=ErrorCode.HOLDER_NOT_FOUND)
-            if grants.revocation(txn, subject) is not None:
+            if q.revoked(holder_id, token_or_session_id):
                 return False
         receipt = sign_receipt(
             ctx.holder_key(holder_id),
@@ -97,7 +95,7 @@ class AdminTools:
         )
 
         def guard(txn: WriteTxn) -> object:
-            return False if grants.revocation(txn, subject) is not None else None
+            return False if ctx.store.ask(txn).revoked(holder_id, token_or_session_id) else None
 
         change = ctx.commit(Change(receipts=[receipt], guard=guard))
         return change.outcome is None
@@ -106,9 +104,7 @@ class AdminTools:
         """Withdraw a grant (UNGRANT); False if it was already withdrawn. Raises
         :class:`NotFound` ("grant_not_found") for an unknown grant."""
         ctx = self.context
-        grants = ctx.store.projections.grants
-        with ctx.store.read_txn() as txn:
-            grant = grants.get(txn, grant_id)
+        grant = ctx.store.grant(grant_id)
         if grant is None:
             raise NotFound("no such grant", code=ErrorCode.GRANT_NOT_FOUND)
         if grant.revoked:
@@ -121,7 +117,7 @@ class AdminTools:
         )
 
         def guard(txn: WriteTxn) -> object:
-            now_grant = grants.get(txn, grant_id)
+            now_grant = ctx.store.ask(txn).grant(grant_id)
             if now_grant is None:
                 raise NotFound("no such grant", code=ErrorCode.GRANT_NOT_FOUND)
             return False if now_grant.revoked else None

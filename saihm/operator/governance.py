@@ -15,8 +15,8 @@ from saihm.events.details import ProposeDetail, VoteDetail
 from saihm.events.signing import sign_receipt
 from saihm.operator.context import ToolContext
 from saihm.projections import Vote
-from saihm.storage import ReadTxn, WriteTxn
-from saihm.store import Access, Change
+from saihm.storage import WriteTxn
+from saihm.store import Access, Change, Questions
 
 __all__ = ["SCOPES", "TERM_MAX", "GovernanceTools", "ProposalSummary", "Proposed", "Voted"]
 
@@ -73,15 +73,14 @@ class GovernanceTools:
     def __init__(self, context: ToolContext) -> None:
         self.context = context
 
-    def proposals(self, txn: ReadTxn) -> list[ProposalSummary]:
-        """Every proposal in ``txn``'s snapshot with its tally so far, in the projection's
+    def proposals(self, q: Questions) -> list[ProposalSummary]:
+        """Every proposal in ``q``'s snapshot with its tally so far, in the projection's
         order (saihm_status ``governance``); ``closes`` is the snapshot plus the voting
         window."""
         out = []
-        governance = self.context.store.projections.governance
         window = self.context.config.voting_window
-        for pid, prop in governance.proposals(txn):
-            tally = governance.tally(txn, pid)
+        for pid, prop in q.proposals():
+            tally = q.tally(pid)
             out.append(
                 ProposalSummary(
                     pid,
@@ -139,13 +138,12 @@ class GovernanceTools:
         """
         ctx = self.context
         holder = access.holder_id
-        records = ctx.store.projections
-        with ctx.store.read_txn() as txn:
-            prop = records.governance.proposal(txn, proposal_id)
+        with ctx.store.questions() as q:
+            prop = q.proposal(proposal_id)
             if prop is None:
                 raise NotFound("no such proposal", code=ErrorCode.PROPOSAL_NOT_FOUND)
-            existing = records.governance.vote(txn, proposal_id, holder)
-            key_record = records.holders.get(txn, holder)
+            existing = q.vote(proposal_id, holder)
+            key_record = q.holder(holder)
         if existing is not None:
             return _recorded_vote(proposal_id, holder, existing)
         if ctx.now() > prop.snapshot_epoch + ctx.config.voting_window:
@@ -164,7 +162,7 @@ class GovernanceTools:
         )
 
         def guard(txn: WriteTxn) -> object:
-            recorded = records.governance.vote(txn, proposal_id, holder)
+            recorded = ctx.store.ask(txn).vote(proposal_id, holder)
             return None if recorded is None else _recorded_vote(proposal_id, holder, recorded)
 
         change = ctx.commit(Change(receipts=[receipt], guard=guard))

@@ -245,8 +245,7 @@ class MemoryTools:
     def _check_supersedable(self, access: Access, cell_id: bytes) -> None:
         """Refuse a ``supersedes`` the caller could not forget (see :meth:`remember`)."""
         ctx = self.context
-        with ctx.store.read_txn() as txn:
-            record = ctx.store.projections.cells.get(txn, cell_id)
+        record = ctx.store.cell_record(cell_id)
         if record is None:
             raise NotFound("supersedes names no stored cell", code=ErrorCode.NOT_FOUND)
         if record.owner != access.holder_id:
@@ -254,17 +253,17 @@ class MemoryTools:
         if record.erased:
             raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
         if not ctx.store.read(access, cell_ids=[cell_id], include_shared=False):
-            with ctx.store.read_txn() as txn:
-                if ctx.store.projections.cells.is_erased(txn, cell_id):
+            with ctx.store.questions() as q:
+                if q.cell_erased(cell_id):
                     raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
             raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
 
     def _live_guard(self, cell_id: bytes) -> Guard:
         """Refuse the change (nothing written) if ``cell_id`` was erased meanwhile."""
-        cells = self.context.store.projections.cells
+        store = self.context.store
 
         def guard(txn: WriteTxn) -> object:
-            if cells.is_erased(txn, cell_id):
+            if store.ask(txn).cell_erased(cell_id):
                 raise NotFound("the superseded cell is already erased", code=ErrorCode.ERASED)
             return None
 
@@ -441,8 +440,7 @@ class MemoryTools:
         :class:`AlreadyErased`; one the caller does not hold, or outside the token's scope,
         raises :class:`NotPermitted` ("not_holder")."""
         ctx = self.context
-        with ctx.store.read_txn() as txn:
-            record = ctx.store.projections.cells.get(txn, cell_id)
+        record = ctx.store.cell_record(cell_id)
         if record is None:
             return AlreadyErased()
         if record.owner != access.holder_id:
@@ -453,8 +451,8 @@ class MemoryTools:
             # The read sees no erased cell: one erased since the check above (another writer's
             # forget) is already erased, not out of scope. Erasure is final, so a second look
             # decides.
-            with ctx.store.read_txn() as txn:
-                if ctx.store.projections.cells.is_erased(txn, cell_id):
+            with ctx.store.questions() as q:
+                if q.cell_erased(cell_id):
                     return AlreadyErased()
             raise NotPermitted("the cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
         receipt = sign_receipt(
@@ -473,11 +471,12 @@ class MemoryTools:
         )
 
     def _unerased_guard(self, cell_ids: list[bytes]) -> Guard:
-        cells = self.context.store.projections.cells
+        store = self.context.store
 
         def guard(txn: WriteTxn) -> object:
+            q = store.ask(txn)
             for cell_id in cell_ids:
-                if cells.is_erased(txn, cell_id):
+                if q.cell_erased(cell_id):
                     return AlreadyErased()
             return None
 
@@ -539,29 +538,28 @@ class MemoryTools:
             # A session or namespace-limited token sees only what its own reads would return.
             for opened in store.read(access, include_shared=False):
                 shards[opened.cell.tier] = shards.get(opened.cell.tier, 0) + 1
-        records = store.projections
-        with store.read_txn() as txn:
-            for _, cell_id in records.cells.live_of_holder(txn, holder):
+        with store.questions() as q:
+            for cell_id in q.live_cells_of_holder(holder):
                 # The index is a hint; the sealed cell record must name this holder, live.
-                record = records.cells.get(txn, cell_id) if holder_wide else None
+                record = q.cell_record(cell_id) if holder_wide else None
                 if record is not None and record.owner == holder and not record.erased:
                     shards[record.tier] = shards.get(record.tier, 0) + 1
-            for contract_id, c in records.contracts.of_holder(txn, holder):
+            for contract_id, c in q.contracts_of_holder(holder):
                 if not c.revoked and self.sharing.contract_in_scope(access, c):
                     contracts.append(
                         ContractSummary(contract_id, c.mode, tuple(c.grantees), c.expires_at)
                     )
-            for contract_id, c in records.contracts.of_grantee(txn, holder):
+            for contract_id, c in q.contracts_to_grantee(holder):
                 if not c.revoked and holder in c.grantees:
                     incoming.append(
                         IncomingContract(
                             contract_id, c.holder, c.mode, holder in c.accepted, c.expires_at
                         )
                     )
-            for ts in records.receipts.timestamps_of_holder(txn, holder):
+            for ts in q.receipt_times_of_holder(holder):
                 receipts_in_window += ts >= start
             if ctx.config.governance:
-                governance = self.governance.proposals(txn)
+                governance = self.governance.proposals(q)
         calls, within = store.stats_since(start)
         if ctx.config.status_receipts:
             ctx.log_receipt(access, Operation.STATUS)

@@ -86,15 +86,13 @@ class SharingTools:
             expires_at=expiry,
             timestamp=now,
         )
-        with store.read_txn() as txn:
-            for shard in shards:
-                record = store.projections.cells.get(txn, shard)
-                if record is None or record.erased:
-                    raise NotFound("no such cell", code=ErrorCode.SHARD_NOT_FOUND)
-                if record.owner != access.holder_id:
-                    raise NotPermitted(
-                        "the caller does not hold this cell", code=ErrorCode.NOT_HOLDER
-                    )
+        with store.questions() as q:
+            records = q.cell_records(shards)
+        for record in records:
+            if record is None or record.erased:
+                raise NotFound("no such cell", code=ErrorCode.SHARD_NOT_FOUND)
+            if record.owner != access.holder_id:
+                raise NotPermitted("the caller does not hold this cell", code=ErrorCode.NOT_HOLDER)
         visible = store.read(access, cell_ids=shards, include_shared=False)
         if len(visible) != len(set(shards)):
             raise NotPermitted("a cell is outside this token's scope", code=ErrorCode.NOT_HOLDER)
@@ -113,8 +111,9 @@ class SharingTools:
         )
 
         def guard(txn: WriteTxn) -> None:
+            q = store.ask(txn)
             for shard in shards:
-                if store.projections.cells.is_erased(txn, shard):
+                if q.cell_erased(shard):
                     raise NotFound("a cell was erased", code=ErrorCode.SHARD_NOT_FOUND)
 
         ctx.commit(store.contract_change(contract, receipt, guard))
@@ -131,9 +130,7 @@ class SharingTools:
         """End a contract for every grantee; a repeat answers revoked = true with no receipt
         (saihm-protocol "saihm_revoke_share")."""
         ctx = self.context
-        contracts = ctx.store.projections.contracts
-        with ctx.store.read_txn() as txn:
-            record = contracts.get(txn, contract_id)
+        record = ctx.store.contract(contract_id)
         if record is None:
             raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
         if record.holder != access.holder_id or not self.contract_in_scope(access, record):
@@ -148,7 +145,7 @@ class SharingTools:
         )
 
         def guard(txn: WriteTxn) -> object:
-            now_record = contracts.get(txn, contract_id)
+            now_record = ctx.store.ask(txn).contract(contract_id)
             if now_record is None:
                 raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
             if now_record.revoked:
@@ -179,11 +176,11 @@ class SharingTools:
             c.cell.cell_id for c in store.read(access, cell_ids=shards, include_shared=False)
         }
         session = None if access.all_sessions else access.own_session()
-        with store.read_txn() as txn:
+        with store.questions() as q:
             for shard in shards:
                 if shard in visible:
                     continue
-                cell = store.projections.cells.get(txn, shard)
+                cell = q.cell_record(shard)
                 erased_here = (
                     cell is not None
                     and cell.erased
@@ -200,9 +197,7 @@ class SharingTools:
         DESIGN.md "Capabilities" (ACCEPT / DECLINE). A repeat changes nothing and logs no
         receipt."""
         ctx = self.context
-        contracts = ctx.store.projections.contracts
-        with ctx.store.read_txn() as txn:
-            record = contracts.get(txn, contract_id)
+        record = ctx.store.contract(contract_id)
         if record is None:
             raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
         if access.holder_id not in record.grantees:
@@ -218,7 +213,7 @@ class SharingTools:
         )
 
         def guard(txn: WriteTxn) -> object:
-            now_record = contracts.get(txn, contract_id)
+            now_record = ctx.store.ask(txn).contract(contract_id)
             if now_record is None:
                 raise NotFound("no such contract", code=ErrorCode.CONTRACT_NOT_FOUND)
             return result if (access.holder_id in now_record.accepted) == accept else None

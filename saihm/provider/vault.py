@@ -89,9 +89,8 @@ class LocalVault:
         if holder_id is None:
             holder_id = operator.admin.create_holder()
         else:
-            with operator.store.read_txn() as txn:
-                if not operator.store.projections.holders.known(txn, holder_id):
-                    raise NotFound("no such holder", code="holder_not_found")
+            if not operator.store.holder_known(holder_id):
+                raise NotFound("no such holder", code="holder_not_found")
         meta = VaultMeta(holder_id=holder_id, session_id=secrets.token_bytes(32))
         meta.save(data)
         return cls(operator, meta, authority), True

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -36,6 +37,8 @@ from saihm.events.identity import HolderKey
 from saihm.projections import (
     Body,
     CellRecord,
+    ContractRecord,
+    GrantRecord,
     Projections,
     RecordHead,
     StaleProjections,
@@ -43,7 +46,7 @@ from saihm.projections import (
 )
 from saihm.projections.keys import loads
 from saihm.retrieval import Embedder, load_embedder
-from saihm.storage import ReadTxn, WriteTxn
+from saihm.storage import ReadTxn, Usage, WriteTxn
 from saihm.store.auth import Access, Authenticator
 from saihm.store.commit import Change, GroupCommit
 from saihm.store.environment import (
@@ -62,6 +65,7 @@ from saihm.store.held import HeldProposals
 from saihm.store.jobs import BackgroundJobs, JobBoard
 from saihm.store.keys import CHECKPOINT_JOB, JOBS, KEK_JOB, HolderKeys, KeyRotation
 from saihm.store.publiclog import PublicLog
+from saihm.store.questions import Questions
 from saihm.store.reader import CheckedReader
 from saihm.store.rebuild import Rebuilder, RebuildFailed, RebuildReport, ReplaceReport
 from saihm.store.views import CellHeader, OpenedCell, Page
@@ -81,6 +85,7 @@ __all__ = [
     "HeldProposals",
     "OpenedCell",
     "Page",
+    "Questions",
     "RebuildFailed",
     "StaleProjections",
     "Store",
@@ -316,6 +321,22 @@ class Store:
         """The KEK generation a new cell's DEK is wrapped under."""
         return self.kek_dir.current_version
 
+    def kek_age(self, now: float) -> float:
+        """Seconds since the KEK in force was issued at ``now`` (0 for a clock behind it)."""
+        return max(0.0, now - self.kek_dir.issued_at(self.kek_dir.current_version))
+
+    def usage(self) -> Usage:
+        """The storage's space in use and the limit it may grow to (:meth:`Storage.usage`)."""
+        return self.storage.usage()
+
+    def log_sizes(self) -> tuple[int, int]:
+        """(the log's size, the size its latest stored checkpoint covers, 0 for none), read in
+        one snapshot."""
+        with self.read_txn() as txn:
+            size = self.tree.size(txn)
+            latest = self.public_log.latest_stored(txn)
+        return size, 0 if latest is None else latest[0]
+
     def holder_key(self, holder_id: bytes) -> HolderKey:
         """The custodied signing key of ``holder_id`` (:meth:`HolderKeys.get`). Taking it
         announces a change about to be signed to the group commit (:meth:`GroupCommit.announce`)."""
@@ -325,6 +346,40 @@ class Store:
     def read_txn(self) -> ReadTxn:
         """A read-only snapshot (use as a context manager)."""
         return self.storage.read()
+
+    # -- the store's questions (saihm/store/questions.py) --------------------------------
+
+    def ask(self, txn: ReadTxn) -> Questions:
+        """The store's questions in ``txn``, a transaction the caller holds (a guard's write
+        transaction, or a read that also asks the store's other parts)."""
+        return Questions(self.env, txn)
+
+    @contextmanager
+    def questions(self) -> Iterator[Questions]:
+        """The store's questions in one read transaction of their own (a context manager):
+        several answers from one snapshot."""
+        with self.read_txn() as txn:
+            yield Questions(self.env, txn)
+
+    def cell_record(self, cell_id: bytes) -> CellRecord | None:
+        """The cell's record, or None if never stored (:meth:`Questions.cell_record`)."""
+        with self.questions() as q:
+            return q.cell_record(cell_id)
+
+    def holder_known(self, holder_id: bytes) -> bool:
+        """Whether ``holder_id`` is a holder of this store (:meth:`Questions.holder_known`)."""
+        with self.questions() as q:
+            return q.holder_known(holder_id)
+
+    def contract(self, contract_id: bytes) -> ContractRecord | None:
+        """The contract's record, or None (:meth:`Questions.contract`)."""
+        with self.questions() as q:
+            return q.contract(contract_id)
+
+    def grant(self, grant_id: bytes) -> GrantRecord | None:
+        """The grant's record, or None (:meth:`Questions.grant`)."""
+        with self.questions() as q:
+            return q.grant(grant_id)
 
     def stats_since(self, start: int) -> tuple[int, int]:
         """(calls, calls within the service window) counted since ``start``."""

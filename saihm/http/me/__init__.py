@@ -215,8 +215,7 @@ def list_grants(operator: Operator, holder_id: bytes, state: PersonState) -> dic
 
 def _holders_grant(operator: Operator, holder_id: bytes, grant_hex: str) -> bytes:
     grant_id = bytes.fromhex(grant_hex)
-    with operator.store.read_txn() as txn:
-        record = operator.store.projections.grants.get(txn, grant_id)
+    record = operator.store.grant(grant_id)
     if record is None or record.holder != holder_id:
         raise NotFound("no such grant", code=ErrorCode.GRANT_NOT_FOUND)
     return grant_id
