@@ -44,10 +44,10 @@ from saihm.retrieval.context import (
     Item,
     corrected,
     rank_in_context,
-    reads_as_turn,
+    semantic_context,
 )
 from saihm.retrieval.embed import VectorTable, cosines
-from saihm.retrieval.rank import Ranked, collection_stats, fuse
+from saihm.retrieval.rank import Ranked, collection_stats, fuse, query_idf
 from saihm.store.views import OpenedCell
 
 if TYPE_CHECKING:
@@ -722,11 +722,9 @@ class CacheView:
         lookup = cast("Mapping[Hashable, Item]", ChainMap[bytes, Item](theirs, items))
 
         def around(key: Hashable) -> list[Hashable]:
-            """The cells around a dialogue turn (its context for the semantic stage)."""
+            """The cells whose cosine is the cell's context for the semantic stage."""
             item = lookup.get(key)
-            if item is None or not reads_as_turn(item):
-                return []
-            return [o.key for o in holder.neighbours(item)]
+            return [] if item is None else semantic_context(item, holder.neighbours)
 
         ranked = [r.key for r in lexical]
         table = holder.table
@@ -742,6 +740,6 @@ class CacheView:
         sims = cosines(qvec, [v for _k, v, _i in have])
         dense.extend((k, c, i) for (k, _v, i), c in zip(have, sims, strict=True))
         # A newer cell that corrects an older one still ranks above it after fusion.
-        out = corrected(fuse(lexical, dense, w, around), lookup)
+        out = corrected(fuse(lexical, dense, w, around, query_idf(query, stats)), lookup)
         out.sort(key=lambda r: (-r.score, r.order))
         return out
