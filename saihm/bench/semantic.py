@@ -22,9 +22,15 @@ from typing import Any
 
 from saihm.bench.figures import figure
 from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, Weights, analyse, analyse_query
-from saihm.retrieval.context import Item, corrected, in_order, rank_in_context, reads_as_turn
+from saihm.retrieval.context import (
+    Item,
+    corrected,
+    in_order,
+    rank_in_context,
+    semantic_context,
+)
 from saihm.retrieval.embed import cosines
-from saihm.retrieval.rank import fuse
+from saihm.retrieval.rank import collection_stats, fuse, query_idf
 
 __all__ = ["SETS", "Case", "calibration_figures", "cases", "grid", "metrics", "ranks"]
 
@@ -85,10 +91,10 @@ def _ranking(
     by_key = {i.key: i for i in items}
 
     def around(key: Hashable) -> list[Hashable]:
-        item = by_key[key]
-        return [o.key for o in neighbours(item)] if reads_as_turn(item) else []
+        return semantic_context(by_key[key], neighbours)
 
-    out = corrected(fuse(lexical, dense, weights, around), by_key)
+    ideal = query_idf(query, collection_stats(query, [(i.key, i.analysis, i.order) for i in items]))
+    out = corrected(fuse(lexical, dense, weights, around, ideal), by_key)
     out.sort(key=lambda r: (-r.score, r.order))
     return out
 

@@ -176,6 +176,17 @@ def reads_as_turn(item: Item) -> bool:
     return item.turn or item.analysis.turnlike
 
 
+def semantic_context(item: Item, neighbours: Neighbours) -> list[Hashable]:
+    """The cells whose highest cosine is ``item``'s context in the fusion
+    (:func:`saihm.retrieval.rank.fuse`): the cells around a dialogue turn (one that
+    :func:`reads_as_turn` or has such a turn in its window: a conversation's "They were
+    awestruck." is a reply too); ``item`` itself for a stated fact, which stands alone."""
+    around = neighbours(item)
+    if reads_as_turn(item) or any(reads_as_turn(o) for o in around):
+        return [o.key for o in around]
+    return [item.key]
+
+
 def corrects(newer: Analysis, older: Analysis) -> bool:
     """Whether ``newer`` corrects ``older``: it says it is a change (a word of
     :data:`CHANGE_WORDS`), the two share at least two other terms (the same subject and

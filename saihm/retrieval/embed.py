@@ -50,6 +50,8 @@ INSTALL_HINT = (
 DEFAULT_MAX_TOKENS = 256
 #: Texts embedded per model call (bounds the padded batch's memory).
 BATCH = 64
+#: onnxruntime's intra-op threads (its default is one per core, spinning while idle).
+INTRA_OP_THREADS = 1
 
 
 class SemanticUnavailable(SaihmError):
@@ -201,6 +203,14 @@ class OnnxEmbedder:
             tokenizer.enable_padding()
             options = onnxruntime.SessionOptions()
             options.log_severity_level = 3
+            # One thread that sleeps when idle (docs/retrieval.md "The engine"): a query is one
+            # short text, which onnxruntime's default pool (a spinning thread per core) encodes
+            # no faster but at twice the CPU, taken from the other requests; a batch of new
+            # cells, off the request path, took as long either way under load.
+            options.intra_op_num_threads = INTRA_OP_THREADS
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             session = onnxruntime.InferenceSession(
                 str(onnx_file), options, providers=["CPUExecutionProvider"]
             )

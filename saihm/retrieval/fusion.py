@@ -5,9 +5,14 @@ Each score is first normalised to [0, 1] over the candidates of one query:
 - lexical: ``bm25 / max bm25`` among the lexical matches (a cell that matches only by the
   containment baseline, or not lexically at all, has 0);
 - semantic: ``(cosine - floor) / (1 - floor)``, 0 below the similarity ``floor``;
-- context (a dialogue turn only): the same of the highest cosine among the turns around it
-  (its window, as for the lexical context): a reply ("Super good, so creamy!") carries its
-  subject in the turns around it for the model as for BM25;
+- context: for a dialogue turn (a cell that reads as a turn or has one in its window), the
+  same of the highest cosine among the cells around it (its window, as for the lexical
+  context): a reply ("Super good, so creamy!") carries its subject in the turns around it for
+  the model as for BM25. A stated fact (no turn in or around it) stands alone: its context is
+  its own cosine, and its lexical part is its share of the query, ``bm25 / max(max bm25,
+  ideal)`` with ``ideal`` the query's summed IDF, so a fact that shares one incidental word
+  of a question ("like" in "tastes like soap" for "Where does she like to sit when flying?")
+  does not outrank one near it in meaning;
 
 and the fused score is ``lexical_weight * lexical + semantic_weight * semantic +
 context_weight * context`` (Fox and Shaw's CombSUM over min-max normalised scores,
@@ -22,7 +27,7 @@ development data only: LoCoMo's development half and the calibration halves of t
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Container, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -70,14 +75,21 @@ def weighted_sum(
     semantic: Mapping[K, float],
     weights: Weights = DEFAULT_WEIGHTS,
     context: Mapping[K, float] | None = None,
+    *,
+    alone: Container[K] = (),
+    ideal: float = 0.0,
 ) -> dict[K, float]:
     """The fused score of every key of ``lexical`` (BM25 of the lexical matches) or
     ``semantic`` (cosine to the query), by the module's formula; ``context``: the highest
-    cosine around each dialogue turn among them."""
+    cosine around each dialogue turn among them (a stated fact's own). The keys of ``alone``
+    (stated facts) have their BM25 normalised by ``max(best, ideal)``, ``ideal`` being the
+    query's summed IDF: what a fact covering every query term once would score."""
     top = max(lexical.values(), default=0.0)
+    fact_top = max(top, ideal)
     fused: dict[K, float] = {}
     for key in {*lexical, *semantic}:
-        lex = lexical.get(key, 0.0) / top if top > 0 else 0.0
+        norm = fact_top if key in alone else top
+        lex = lexical.get(key, 0.0) / norm if norm > 0 else 0.0
         score = weights.lexical * lex + weights.semantic * _credit(semantic.get(key), weights)
         if context and weights.context:
             score += weights.context * _credit(context.get(key), weights)

@@ -15,7 +15,7 @@ from saihm.retrieval.analysis import Analysis, Query, contains
 from saihm.retrieval.bm25 import PREFIX, Bm25, expandable
 from saihm.retrieval.fusion import DEFAULT_WEIGHTS, Weights, weighted_sum
 
-__all__ = ["Dense", "Doc", "Ranked", "collection_stats", "fuse", "rank"]
+__all__ = ["Dense", "Doc", "Ranked", "collection_stats", "fuse", "query_idf", "rank"]
 
 #: (key, analysis, order): ``order`` breaks ties (the cell's leaf index: older first).
 Doc = tuple[Hashable, Analysis, int]
@@ -99,18 +99,27 @@ def rank(
     return fuse(scored, dense, weights)
 
 
+def query_idf(query: Query, stats: Bm25) -> float:
+    """The summed IDF of the query's terms under ``stats``: what a document holding each query
+    term once, at the mean length, scores (the fusion's ``ideal`` for a stated fact)."""
+    return sum(stats.idf(t) for t in query.terms)
+
+
 def fuse(
     scored: Sequence[Ranked],
     dense: Sequence[Dense],
     weights: Weights = DEFAULT_WEIGHTS,
     around: Callable[[Hashable], Iterable[Hashable]] | None = None,
+    ideal: float = 0.0,
 ) -> list[Ranked]:
     """The lexical ranking ``scored`` joined with the semantic stage: the ``weights.dense_k``
     documents of ``dense`` nearest the query at or above ``weights.gate`` are added, and every
     candidate's score is the weighted sum of :mod:`saihm.retrieval.fusion` (``dense`` holds the
     cosine of each lexical match too, and with ``around``, of the documents around each
-    candidate; one missing counts as no similarity). ``around(key)``: the documents around a
-    dialogue turn (none for any other document): its context is their highest cosine."""
+    candidate; one missing counts as no similarity). ``around(key)``: the documents whose
+    highest cosine is a candidate's context: those around a dialogue turn, the document itself
+    for a stated fact (which then counts as standing alone: :func:`weighted_sum` normalises its
+    BM25 by ``max(best, ideal)``, ``ideal`` from :func:`query_idf`), none for no context."""
     near = heapq.nlargest(
         weights.dense_k, (d for d in dense if d[1] >= weights.admits), key=lambda d: (d[1], -d[2])
     )
@@ -122,12 +131,16 @@ def fuse(
         cosines[key] = cos
         orders[key] = order
     context: dict[Hashable, float] = {}
-    if around is not None and weights.context:
+    alone: set[Hashable] = set()
+    if around is not None:
         for key in orders:
-            best = max((every[k] for k in around(key) if k in every), default=None)
-            if best is not None:
+            keys = list(around(key))
+            if keys == [key]:
+                alone.add(key)
+            best = max((every[k] for k in keys if k in every), default=None)
+            if best is not None and weights.context:
                 context[key] = best
-    fused = weighted_sum(lexical, cosines, weights, context)
+    fused = weighted_sum(lexical, cosines, weights, context, alone=alone, ideal=ideal)
     out = [Ranked(k, s, orders[k]) for k, s in fused.items()]
     out.sort(key=lambda r: (-r.score, r.order))
     return out

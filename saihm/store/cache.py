@@ -44,10 +44,10 @@ from saihm.retrieval.context import (
     Item,
     corrected,
     rank_in_context,
-    reads_as_turn,
+    semantic_context,
 )
 from saihm.retrieval.embed import VectorTable, cosines
-from saihm.retrieval.rank import Ranked, collection_stats, fuse
+from saihm.retrieval.rank import Ranked, collection_stats, fuse, query_idf
 from saihm.store.views import OpenedCell
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ PER_CANDIDATE = 240  # a holder's live cell listed (cellId, index, the "missing"
 PER_ITEM = 300
 #: Cells written since the embedding worker last looked that it is told about (the newest).
 WRITTEN_MAX = 4_096
+#: Query vectors kept, by query text (an agent asks the same question again): memory only,
+#: dropped with the cache; about 2 KB each beside the text, outside the bound.
+QUERIES_MAX = 64
 
 
 @dataclass(slots=True)
@@ -320,6 +323,8 @@ class CellCache:
         #: cells written to the log since the worker last looked (newest kept, bounded).
         self._unembedded: set[bytes] = set()
         self._written: deque[tuple[bytes, int]] = deque(maxlen=WRITTEN_MAX)
+        #: The semantic stage's query vectors by query text, most recent last.
+        self._queries: OrderedDict[str, Sequence[float]] = OrderedDict()
 
     @property
     def enabled(self) -> bool:
@@ -353,6 +358,7 @@ class CellCache:
             self._synced = None
             self._unembedded.clear()
             self._written.clear()
+            self._queries.clear()
 
     # -- following the log ----------------------------------------------------------------
 
@@ -634,10 +640,24 @@ class CacheView:
         return self.cache._holder_cells(self.txn, holder_id)
 
     def query_vector(self, query: Query) -> Sequence[float] | None:
-        embedder = self.cache.embedder
+        """The query's vector (None without an embedder or for "all cells"): encoded once per
+        text while the cache keeps it (:data:`QUERIES_MAX` most recent)."""
+        cache = self.cache
+        embedder = cache.embedder
         if embedder is None or query.everything:
             return None
-        return embedder.embed([query.text])[0]
+        with cache.lock:
+            vector = cache._queries.get(query.text)
+            if vector is not None:
+                cache._queries.move_to_end(query.text)
+                return vector
+        vector = embedder.embed([query.text])[0]
+        if cache.enabled:
+            with cache.lock:
+                cache._queries[query.text] = vector
+                while len(cache._queries) > QUERIES_MAX:
+                    cache._queries.popitem(last=False)
+        return vector
 
     def rank_holder(
         self,
@@ -702,11 +722,9 @@ class CacheView:
         lookup = cast("Mapping[Hashable, Item]", ChainMap[bytes, Item](theirs, items))
 
         def around(key: Hashable) -> list[Hashable]:
-            """The cells around a dialogue turn (its context for the semantic stage)."""
+            """The cells whose cosine is the cell's context for the semantic stage."""
             item = lookup.get(key)
-            if item is None or not reads_as_turn(item):
-                return []
-            return [o.key for o in holder.neighbours(item)]
+            return [] if item is None else semantic_context(item, holder.neighbours)
 
         ranked = [r.key for r in lexical]
         table = holder.table
@@ -722,6 +740,6 @@ class CacheView:
         sims = cosines(qvec, [v for _k, v, _i in have])
         dense.extend((k, c, i) for (k, _v, i), c in zip(have, sims, strict=True))
         # A newer cell that corrects an older one still ranks above it after fusion.
-        out = corrected(fuse(lexical, dense, w, around), lookup)
+        out = corrected(fuse(lexical, dense, w, around, query_idf(query, stats)), lookup)
         out.sort(key=lambda r: (-r.score, r.order))
         return out

@@ -20,9 +20,9 @@ from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body, LeafView
 from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, analyse_query
-from saihm.retrieval.context import corrected, in_order, rank_in_context, reads_as_turn
+from saihm.retrieval.context import corrected, in_order, rank_in_context, semantic_context
 from saihm.retrieval.embed import cosines
-from saihm.retrieval.rank import fuse
+from saihm.retrieval.rank import collection_stats, fuse, query_idf
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
 from saihm.store.cache import CacheEntry, CacheView, CellCache, context_item
@@ -153,12 +153,13 @@ class CheckedReader:
 
             def around(key: Hashable) -> list[Hashable]:
                 item = by_key.get(key)
-                if item is None or not reads_as_turn(item):
-                    return []
-                return [o.key for o in neighbours(item)]
+                return [] if item is None else semantic_context(item, neighbours)
 
+            # The statistics of the visible set, as rank_in_context computed them.
+            stats = collection_stats(q, [(i.key, i.analysis, i.order) for i in items])
+            ideal = query_idf(q, stats)
             # A newer cell that corrects an older one still ranks above it after fusion.
-            ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS, around), by_key)
+            ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS, around, ideal), by_key)
             ranked.sort(key=lambda r: (-r.score, r.order))
         cells: list[OpenedCell] = []
         scores: list[float] = []

@@ -235,3 +235,19 @@ def test_the_turn_after_a_question_is_its_answer(turn: bool) -> None:
     # A statement of fact is not a turn: it is returned only when it matches by itself.
     facts = ["Priya lives in Leeds.", "Is the ice cream vegan?", "Priya owns a red bicycle."]
     assert list(ranked("Is the ice cream vegan?", items(facts, turn=False))) == [1]
+
+
+def test_a_note_among_turns_is_read_as_one_and_a_fact_stands_alone() -> None:
+    """The fusion's context (docs/retrieval.md "Semantic stage"): a note with no first or
+    second person ("They were awestruck.") inside a conversation is a reply; a stated fact
+    among facts is its own context."""
+    from saihm.retrieval.context import semantic_context
+
+    talk = items(
+        ["Did the kids like the memorial?", "They were awestruck.", "Lovely to hear."], turn=False
+    )
+    assert not reads_as_turn(talk[1])
+    near = in_order(talk)
+    assert semantic_context(talk[1], near) == [talk[0].key, talk[2].key]
+    facts = items(["Priya is vegetarian.", "Ravi is a dentist."], turn=False)
+    assert semantic_context(facts[0], in_order(facts)) == [facts[0].key]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from saihm.retrieval import K1, B, TermIndex, Weights, analyse, analyse_query, weighted_sum
 from saihm.retrieval.embed import VectorTable, cosines
-from saihm.retrieval.rank import collection_stats, fuse, rank
+from saihm.retrieval.rank import collection_stats, fuse, query_idf, rank
 
 texts = st.lists(
     st.lists(st.sampled_from(["apple", "river", "stone", "cloud", "lamp", "the"]), max_size=8).map(
@@ -201,3 +201,39 @@ def test_a_turns_context_counts_in_meaning_and_the_gate_admits_separately() -> N
     turned = fuse(rank(q, DOCS), dense, w, around)
     assert [r.key for r in turned] == [1, 0, 2]
     assert Weights(1.0, 1.0, 0.3, 10).admits == 0.3  # no gate: the floor
+
+
+FACTS = [
+    "She hates cilantro; it tastes like soap.",
+    "She prefers window seats on planes.",
+    "Her mother lives in Pune.",
+]
+
+
+def test_a_stated_fact_sharing_one_incidental_word_does_not_outrank_meaning() -> None:
+    """A stated fact stands alone (docs/retrieval.md "Semantic stage"): its lexical part is
+    its share of the query's IDF, so "like" in "tastes like soap" does not put it above the
+    fact the question is about; a dialogue turn keeps the normalisation by the best match."""
+    q = analyse_query("Where does she like to sit when flying?")
+    docs = [(i, analyse(t), i) for i, t in enumerate(FACTS)]
+    w = Weights(lexical=1.0, semantic=1.0, floor=0.2, dense_k=10, gate=0.32, context=0.6)
+    dense = [(0, 0.22, 0), (1, 0.71, 1), (2, 0.10, 2)]
+    lexical = rank(q, docs)
+    assert [r.key for r in lexical] == [0]  # "like" is the one shared word
+    ideal = query_idf(q, collection_stats(q, docs))
+    assert ideal > lexical[0].score
+
+    def alone(key: object) -> list[object]:
+        return [key]  # each is a stated fact: its context is itself
+
+    facts = fuse(lexical, dense, w, alone, ideal)
+    assert [r.key for r in facts] == [1, 0]
+    credit = (0.71 - 0.2) / 0.8
+    assert math.isclose(facts[0].score, credit + 0.6 * credit)
+    share = lexical[0].score / ideal
+    assert math.isclose(facts[1].score, share + 1.6 * (0.22 - 0.2) / 0.8)
+
+    def turns(key: object) -> list[object]:
+        return []  # dialogue turns with nothing around them: the best match normalises
+
+    assert [r.key for r in fuse(lexical, dense, w, turns, ideal)] == [0, 1]

@@ -119,3 +119,14 @@ def test_serve_refuses_a_model_folder_without_its_files(tmp_path: Path) -> None:
         "serve", "--data", str(tmp_path / "data"), "--embedding-model", str(tmp_path / "model")
     )
     assert "tokenizer.json" in one_line_refusal(done)
+
+
+def test_the_model_runs_on_one_thread_that_does_not_spin(model: Path) -> None:
+    from saihm.retrieval.embed import OnnxEmbedder
+
+    embedder = load_embedder(model)
+    assert isinstance(embedder, OnnxEmbedder)
+    options = embedder._session.get_session_options()
+    assert options.intra_op_num_threads == 1
+    assert options.inter_op_num_threads == 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"

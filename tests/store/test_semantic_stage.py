@@ -69,3 +69,34 @@ def test_without_the_extra_the_loader_says_how_to_install(tmp_path: Path, monkey
     assert "saihm[semantic]" in INSTALL_HINT
     with pytest.raises(SemanticUnavailable):
         load_embedder(tmp_path / "missing")
+
+
+def test_a_repeated_query_is_encoded_once_and_forgotten_with_the_cache(tmp_path: Path) -> None:
+    class Counting(ConceptEmbedder):
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+            self.asked.extend(texts)
+            return super().embed(texts)
+
+    embedder = Counting()
+    world = make_world(tmp_path, recall_cache_mb=64)
+    world.store.close()
+    store = Store(world.config, clock=world.clock, embedder=embedder)
+    world.operator = Operator(store, world.config)
+    try:
+        a = world.holder()
+        world.call(a, "saihm_remember", content="the user wants dark mode")
+        question = "which theme does the user want?"
+        first = world.call(a, "saihm_recall", query=question)
+        second = world.call(a, "saihm_recall", query=question)
+        assert [i["plaintext"] for i in first] == [i["plaintext"] for i in second]
+        assert first and first[0]["plaintext"] == "the user wants dark mode"
+        assert embedder.asked.count(question) == 1
+        # The vector goes with the cache (memory only): asked again afterwards, encoded again.
+        store.reader.cache.clear()
+        world.call(a, "saihm_recall", query=question)
+        assert embedder.asked.count(question) == 2
+    finally:
+        world.store.close()
