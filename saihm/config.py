@@ -20,7 +20,7 @@ class Config:
     (``<data>/../kek``, ``<data>/../authority``) and ``log_keys_dir`` to ``<data>/log-keys``;
     production puts them on other volumes or machines (docs/operations.md).
 
-    ``origin`` is the log's identity (saihm/store/origin.py, docs/formats.md §2): None until the
+    ``origin`` is the log's identity (saihm/translog/origin.py, docs/formats.md §2): None until the
     data directory records one; :meth:`for_data` fills in the recorded origin. ``witnesses``
     are ``URL=VKEY`` strings, the witnesses each new checkpoint is submitted to
     (docs/operations.md "Witnesses").
@@ -83,7 +83,7 @@ class Config:
         (``URL=VKEY`` strings) are checked and normalised; a bad one, or two naming one witness,
         raises :class:`~saihm.errors.MalformedInput`.
         """
-        from saihm.store.origin import check_origin, recorded_origin
+        from saihm.translog.origin import check_origin, recorded_origin
 
         data = Path(data_dir).absolute()
         recorded = recorded_origin(data)
@@ -99,7 +99,7 @@ class Config:
                 )
         options["origin"] = recorded if recorded is not None else requested
         if options.get("witnesses"):
-            from saihm.witness.submit import parse_witnesses
+            from saihm.translog.witness import parse_witnesses
 
             specs = options["witnesses"]
             assert isinstance(specs, (list, tuple))

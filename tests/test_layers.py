@@ -47,18 +47,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "parts over the core, and the client side over saihm.client",
+        "parts over the core, the configuration, and the client side over saihm.client",
         (
+            "saihm.config",
             "saihm.keyring",
             "saihm.projections",
-            "saihm.store.origin",
             "saihm.authority",
             "saihm.witness",
             "saihm.mcp",
             "saihm.integrations",
         ),
     ),
-    ("the verifier and the configuration", ("saihm.audit", "saihm.config")),
+    ("the verifier", ("saihm.audit",)),
     ("the read path's result types", ("saihm.store.views",)),
     ("the recall cache", ("saihm.store.cache",)),
     ("the store's environment", ("saihm.store.environment",)),
@@ -589,3 +589,12 @@ def test_translog_verify_imports_nothing_of_saihm_but_the_error_root() -> None:
     assert [n for n in _imports(path) if n.split(".")[0] == "saihm"] == ["saihm.errors"]
     # ... and the error root is itself a leaf: verify.py and errors.py stand alone together.
     assert [n for n in _imports(ROOT / "errors.py") if n.split(".")[0] == "saihm"] == []
+
+
+def test_the_configuration_reads_only_the_core() -> None:
+    """``Config.for_data`` checks the origin and the witness strings with translog's parsers,
+    so the configuration, which the store imports, imports nothing that imports the store."""
+    names = [n for n in _imports(ROOT / "config.py") if n.split(".")[0] == "saihm"]
+    assert names, "config.py imports its parsers"
+    bad = [n for n in names if n != "saihm.errors" and not n.startswith("saihm.translog")]
+    assert not bad, bad
