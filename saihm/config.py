@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DAY = 86_400
+#: The authority's private seed, in its own directory (saihm.authority.authority), and its public
+#: key, beside it and pinned in the data directory. ``saihm backup`` knows the seed by this name
+#: wherever it lies, and leaves it out.
+AUTHORITY_SEED_FILE = "authority.seed"
+AUTHORITY_PUBLIC_FILE = "authority.pub"
 
 
 @dataclass(frozen=True)
@@ -135,4 +140,4 @@ class Config:
     @property
     def authority_public_key_file(self) -> Path:
         """The only authority material the serving process reads."""
-        return self.data_dir / "authority.pub"
+        return self.data_dir / AUTHORITY_PUBLIC_FILE

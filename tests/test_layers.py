@@ -203,6 +203,20 @@ FORBIDDEN = {
         "mldsa",
         "mcp",
     },
+    # The store serves the operator and the authority's actions, and knows neither: what it
+    # needs of them (the authority seed's file name, for backups) comes from saihm.config.
+    "saihm.store": {
+        "authority",
+        "operator",
+        "protocol",
+        "http",
+        "provider",
+        "witness",
+        "mcp",
+        "audit",
+        "commands",
+        "bench",
+    },
     # The operations speak bytes and typed values; parsing and rendering JSON is the edge's.
     "saihm.operator": {"protocol", "http", "provider", "commands", "bench", "mcp"},
     # Framework adapters speak only through the client library: they hold no keys.
