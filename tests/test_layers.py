@@ -217,6 +217,9 @@ FORBIDDEN = {
         "commands",
         "bench",
     },
+    # The log API runs the witness submitter the composition hands it (its Submitter
+    # protocol), so the witness, whose server borrows http.listen, stays below HTTP.
+    "saihm.http": {"witness", "commands", "bench"},
     # The operations speak bytes and typed values; parsing and rendering JSON is the edge's.
     "saihm.operator": {"protocol", "http", "provider", "commands", "bench", "mcp"},
     # Framework adapters speak only through the client library: they hold no keys.

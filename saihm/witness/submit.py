@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 
@@ -54,6 +54,9 @@ from saihm.translog.witness import (
     parse_witnesses,
 )
 
+if TYPE_CHECKING:
+    from saihm.config import Config
+
 __all__ = [
     "INTERVAL",
     "MAX_BACKOFF",
@@ -62,6 +65,7 @@ __all__ = [
     "Submitter",
     "WitnessEndpoint",
     "WitnessStatus",
+    "for_config",
     "log_signed",
     "parse_witness",
     "parse_witnesses",
@@ -379,3 +383,12 @@ def _size(body: bytes) -> int:
     if text[:-1] != str(int(text[:-1])):
         raise WitnessError("malformed text/x.tlog.size body")
     return int(text[:-1])
+
+
+def for_config(source: LogSource, config: Config) -> Submitter | None:
+    """The submitter of ``config.witnesses`` over ``source`` (the operator's store), or None
+    when no witness is configured: what ``saihm serve`` hands to each worker's app
+    (:func:`saihm.http.app.create_app`)."""
+    if not config.witnesses:
+        return None
+    return Submitter(source, parse_witnesses(config.witnesses), config.data_dir)
