@@ -52,7 +52,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "saihm.config",
             "saihm.keyring",
             "saihm.projections",
-            "saihm.authority",
             "saihm.witness",
             "saihm.mcp",
             "saihm.integrations",
@@ -85,21 +84,20 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "saihm.operator.governance",
             "saihm.operator.memory",
             "saihm.operator.admin",
-            "saihm.authority.actions",
-            # The person's passkeys, links and sign-ins: sealed records in the store, minted
-            # by the authority's service and redeemed at the operator's page.
-            "saihm.authority.person",
+            # The authority's key, the checks its service shares with the identity commands,
+            # and the person's passkeys, links and sign-ins (sealed records in the store).
+            "saihm.authority",
         ),
     ),
     ("the operator and the composition root", ("saihm.operator", "saihm.compose")),
     ("the protocol's JSON edge: params, recall window, renderers, bindings", ("saihm.protocol",)),
     (
-        "the edges: HTTP, the provider, publication, the witness server",
+        "the edges: HTTP, the provider, the witness server and the long-running services",
         (
             "saihm.http",
             "saihm.provider",
             "saihm.witness.server",
-            "saihm.authority.service",
+            "saihm.services",
         ),
     ),
     ("entry points: the command line and the benchmarks", ("saihm.commands", "saihm.bench")),
@@ -202,6 +200,21 @@ FORBIDDEN = {
         "commands",
         "mldsa",
         "mcp",
+    },
+    # The authority's key, actions and person records serve the operator's composition; the
+    # service that composes an operator and serves HTTP is saihm.services.authority.
+    "saihm.authority": {
+        "compose",
+        "operator",
+        "protocol",
+        "http",
+        "provider",
+        "services",
+        "witness",
+        "mcp",
+        "audit",
+        "commands",
+        "bench",
     },
     # The store serves the operator and the authority's actions, and knows neither: what it
     # needs of them (the authority seed's file name, for backups) comes from saihm.config.
