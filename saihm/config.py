@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DAY = 86_400
+#: The authority's private seed, in its own directory (saihm.authority.authority), and its public
+#: key, beside it and pinned in the data directory. ``saihm backup`` knows the seed by this name
+#: wherever it lies, and leaves it out.
+AUTHORITY_SEED_FILE = "authority.seed"
+AUTHORITY_PUBLIC_FILE = "authority.pub"
 
 
 @dataclass(frozen=True)
@@ -20,7 +25,7 @@ class Config:
     (``<data>/../kek``, ``<data>/../authority``) and ``log_keys_dir`` to ``<data>/log-keys``;
     production puts them on other volumes or machines (docs/operations.md).
 
-    ``origin`` is the log's identity (saihm/store/origin.py, docs/formats.md §2): None until the
+    ``origin`` is the log's identity (saihm/translog/origin.py, docs/formats.md §2): None until the
     data directory records one; :meth:`for_data` fills in the recorded origin. ``witnesses``
     are ``URL=VKEY`` strings, the witnesses each new checkpoint is submitted to
     (docs/operations.md "Witnesses").
@@ -83,7 +88,7 @@ class Config:
         (``URL=VKEY`` strings) are checked and normalised; a bad one, or two naming one witness,
         raises :class:`~saihm.errors.MalformedInput`.
         """
-        from saihm.store.origin import check_origin, recorded_origin
+        from saihm.translog.origin import check_origin, recorded_origin
 
         data = Path(data_dir).absolute()
         recorded = recorded_origin(data)
@@ -99,7 +104,7 @@ class Config:
                 )
         options["origin"] = recorded if recorded is not None else requested
         if options.get("witnesses"):
-            from saihm.witness.submit import parse_witnesses
+            from saihm.translog.witness import parse_witnesses
 
             specs = options["witnesses"]
             assert isinstance(specs, (list, tuple))
@@ -135,4 +140,4 @@ class Config:
     @property
     def authority_public_key_file(self) -> Path:
         """The only authority material the serving process reads."""
-        return self.data_dir / "authority.pub"
+        return self.data_dir / AUTHORITY_PUBLIC_FILE

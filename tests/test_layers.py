@@ -47,18 +47,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "parts over the core, and the client side over saihm.client",
+        "parts over the core, the configuration, and the client side over saihm.client",
         (
+            "saihm.config",
             "saihm.keyring",
             "saihm.projections",
-            "saihm.store.origin",
-            "saihm.authority",
             "saihm.witness",
             "saihm.mcp",
             "saihm.integrations",
         ),
     ),
-    ("the verifier and the configuration", ("saihm.audit", "saihm.config")),
+    ("the verifier", ("saihm.audit",)),
     ("the read path's result types", ("saihm.store.views",)),
     ("the recall cache", ("saihm.store.cache",)),
     ("the store's environment", ("saihm.store.environment",)),
@@ -85,21 +84,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "saihm.operator.governance",
             "saihm.operator.memory",
             "saihm.operator.admin",
-            "saihm.authority.actions",
-            # The person's passkeys, links and sign-ins: sealed records in the store, minted
-            # by the authority's service and redeemed at the operator's page.
-            "saihm.authority.person",
+            # The authority's key, the checks its service shares with the identity commands,
+            # and the person's passkeys, links and sign-ins (sealed records in the store).
+            "saihm.authority",
         ),
     ),
     ("the operator and the composition root", ("saihm.operator", "saihm.compose")),
     ("the protocol's JSON edge: params, recall window, renderers, bindings", ("saihm.protocol",)),
     (
-        "the edges: HTTP, the provider, publication, the witness server",
+        "the edges: HTTP, the provider, the witness server and the long-running services",
         (
             "saihm.http",
             "saihm.provider",
-            "saihm.witness.server",
-            "saihm.authority.service",
+            "saihm.services",
         ),
     ),
     ("entry points: the command line and the benchmarks", ("saihm.commands", "saihm.bench")),
@@ -159,9 +156,11 @@ FORBIDDEN = {
         "commands",
         "mcp",
     },
-    # The witness and the submitter see the log only through translog and a store-shaped
-    # protocol; they borrow saihm.http.serve's socket and TLS helpers, nothing else above.
+    # The witness's state and the submitter see the log only through translog and a
+    # store-shaped protocol; the witness's server is saihm.services.witness.
     "saihm.witness": {
+        "http",
+        "services",
         "events",
         "keyring",
         "projections",
@@ -203,6 +202,38 @@ FORBIDDEN = {
         "mldsa",
         "mcp",
     },
+    # The authority's key, actions and person records serve the operator's composition; the
+    # service that composes an operator and serves HTTP is saihm.services.authority.
+    "saihm.authority": {
+        "compose",
+        "operator",
+        "protocol",
+        "http",
+        "provider",
+        "services",
+        "witness",
+        "mcp",
+        "audit",
+        "commands",
+        "bench",
+    },
+    # The store serves the operator and the authority's actions, and knows neither: what it
+    # needs of them (the authority seed's file name, for backups) comes from saihm.config.
+    "saihm.store": {
+        "authority",
+        "operator",
+        "protocol",
+        "http",
+        "provider",
+        "witness",
+        "mcp",
+        "audit",
+        "commands",
+        "bench",
+    },
+    # The log API runs the witness submitter the composition hands it (its Submitter
+    # protocol), so the witness, whose server borrows http.listen, stays below HTTP.
+    "saihm.http": {"witness", "commands", "bench"},
     # The operations speak bytes and typed values; parsing and rendering JSON is the edge's.
     "saihm.operator": {"protocol", "http", "provider", "commands", "bench", "mcp"},
     # Framework adapters speak only through the client library: they hold no keys.
@@ -527,7 +558,7 @@ def test_checker_sees_imports_by_name_and_relative_imports(tmp_path: Path) -> No
 def test_a_unit_is_a_top_level_module_or_package_unless_ranked_apart() -> None:
     ranked = rank()
     assert unit_of("saihm.audit.mirror", ranked) == "saihm.audit"
-    assert unit_of("saihm.witness.server", ranked) == "saihm.witness.server"
+    assert unit_of("saihm.services.witness", ranked) == "saihm.services"
     assert unit_of("saihm.witness.submit", ranked) == "saihm.witness"
     assert unit_of("saihm", ranked) == "saihm"
     assert unit_of("saihm.commands.main", ranked) == "saihm.commands"
@@ -589,3 +620,12 @@ def test_translog_verify_imports_nothing_of_saihm_but_the_error_root() -> None:
     assert [n for n in _imports(path) if n.split(".")[0] == "saihm"] == ["saihm.errors"]
     # ... and the error root is itself a leaf: verify.py and errors.py stand alone together.
     assert [n for n in _imports(ROOT / "errors.py") if n.split(".")[0] == "saihm"] == []
+
+
+def test_the_configuration_reads_only_the_core() -> None:
+    """``Config.for_data`` checks the origin and the witness strings with translog's parsers,
+    so the configuration, which the store imports, imports nothing that imports the store."""
+    names = [n for n in _imports(ROOT / "config.py") if n.split(".")[0] == "saihm"]
+    assert names, "config.py imports its parsers"
+    bad = [n for n in names if n != "saihm.errors" and not n.startswith("saihm.translog")]
+    assert not bad, bad

@@ -2,7 +2,7 @@
 
 The serving process holds only the authority's public key; this package is used by the person's
 tools (``saihm holder create``, ``saihm session open``, ``saihm grant``) on the authority's
-machine, and by ``saihm authority serve`` (:mod:`saihm.authority.service`), which offers the
+machine, and by ``saihm authority serve`` (:mod:`saihm.services.authority`), which offers the
 same actions as JSON calls behind an admin credential (docs/authority.md). A token cannot be
 manufactured by anyone who lacks the authority's private key.
 """

@@ -2,7 +2,7 @@
 
 ``saihm holder create``, ``session open``, ``session renew``, ``session revoke``, ``grant`` and
 ``grant revoke`` (saihm/commands/admin.py) and the authority service's JSON calls
-(:mod:`saihm.authority.service`) do the same things in the same order with these functions:
+(:mod:`saihm.services.authority`) do the same things in the same order with these functions:
 a check against the store, the logged change through :class:`~saihm.operator.AdminTools`
 (KEY for a new holder, GRANT for a grant, UNGRANT for a revocation; opening and renewing a
 session log nothing), then the token the authority signs (:meth:`Authority.issue`). So a

@@ -8,6 +8,7 @@ import os
 import time
 from pathlib import Path
 
+from saihm.config import AUTHORITY_PUBLIC_FILE, AUTHORITY_SEED_FILE
 from saihm.errors import MalformedInput
 from saihm.events import Capability, CapabilityScope, sign_capability
 from saihm.events.capability import ISSUABLE_TOKEN_CHARS
@@ -16,8 +17,6 @@ from saihm.mldsa import MLDSA65_SIGNATURE_SIZE
 
 __all__ = ["ISSUABLE_TOKEN_CHARS", "Authority", "check_token_fits"]
 
-SEED_FILE = "authority.seed"
-PUBLIC_FILE = "authority.pub"
 _ID_KEY_LABEL = b"saihm authority id key v1"
 _ID_LABEL = b"saihm authority id v1\x00"
 
@@ -76,7 +75,7 @@ class Authority:
     def open(cls, directory: str | Path, *, create: bool = False) -> Authority:
         """Load the authority key from ``directory``, creating it first if ``create``."""
         path = Path(directory)
-        seed_file = path / SEED_FILE
+        seed_file = path / AUTHORITY_SEED_FILE
         if not seed_file.exists():
             if not create:
                 raise MalformedInput(f"no authority key in {path}")
@@ -85,7 +84,7 @@ class Authority:
             with os.fdopen(fd, "wb") as f:
                 f.write(AuthorityKey.generate().seed_bytes())
         key = AuthorityKey.from_seed(seed_file.read_bytes())
-        public = path / PUBLIC_FILE
+        public = path / AUTHORITY_PUBLIC_FILE
         if not public.exists():
             public.write_bytes(key.public_key)
         return cls(key, path)

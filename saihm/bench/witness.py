@@ -6,7 +6,7 @@ Figures, measured in one run on one core over a log of ``--size`` leaves that gr
 - ``witness_crypto_floor_per_s``: the cryptography every add-checkpoint must do and nothing
   else: verify the log's Ed25519 and ML-DSA-44 lines, verify the RFC 6962 consistency proof,
   sign an Ed25519 ``cosignature/v1`` and an ML-DSA-44 ``subtree/v1`` line;
-- ``witness_add_checkpoint_per_s``: :meth:`saihm.witness.server.Witness.add_checkpoint` on
+- ``witness_add_checkpoint_per_s``: :meth:`saihm.services.witness.Witness.add_checkpoint` on
   the same requests (parse, the checks above, and the LMDB write transaction that is synced
   to disk before it returns); ratio = figure / floor;
 - ``witness_add_checkpoint_nosync_per_s``: the same with the state opened without fsync,
@@ -69,7 +69,7 @@ class WitnessOptions:
 
 def run(opts: WitnessOptions) -> Iterator[dict]:
     """Yield the three figures described in the module docstring."""
-    from saihm.witness.server import Witness
+    from saihm.services.witness import Witness
     from saihm.witness.state import WitnessState
 
     keys = LogKeys(_ORIGIN, Ed25519PrivateKey.generate(), os.urandom(32))

@@ -1,5 +1,5 @@
 """``saihm authority serve`` on the command line (its parser; the service is
-:mod:`saihm.authority.service`, imported only when the command runs)."""
+:mod:`saihm.services.authority`, imported only when the command runs)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from saihm.authority import service
+    from saihm.services import authority as service
 
     options = service.ServiceOptions(
         config=config_from(args),

@@ -228,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve (saihm.http.serve) with the options as typed values."""
     from saihm.http.limits import SERVE_FIELDS
     from saihm.http.serve import POLICY_RANGES, ServeOptions, main
+    from saihm.witness.submit import for_config
 
     store_option(args, os.environ)
     if getattr(args, "person_actions", False):
@@ -246,5 +247,7 @@ def run(args: argparse.Namespace) -> int:
             policy={name: getattr(args, name, None) for name in POLICY_RANGES},
             limits={name: getattr(args, name, None) for name in SERVE_FIELDS},
             config=lambda: config_from(args),
+            # The witness submitter is composed here, above the HTTP package that runs it.
+            submitter=lambda operator: for_config(operator.store, operator.config),
         )
     )

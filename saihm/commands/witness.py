@@ -1,4 +1,4 @@
-"""``saihm witness serve``: run a C2SP tlog-witness (saihm.witness.server)."""
+"""``saihm witness serve``: run a C2SP tlog-witness (saihm.services.witness)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _usage(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from saihm.witness.server import WitnessOptions, serve
+    from saihm.services.witness import WitnessOptions, serve
 
     return serve(
         WitnessOptions(

@@ -34,6 +34,7 @@ from saihm.http.common import (
 )
 
 if TYPE_CHECKING:
+    from saihm.http.log_api import Submitter
     from saihm.operator import Operator
 
 __all__ = [
@@ -135,10 +136,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 # -- the factory -----------------------------------------------------------------------------
 
 
-def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.Application:
+def create_app(
+    operator: Operator, *, client_max_size: int = 1 << 20, submitter: Submitter | None = None
+) -> web.Application:
     """The application over ``operator``; the caller owns the operator and closes its store.
 
-    ``client_max_size`` bounds every request body (413 "too_large" above it).
+    ``client_max_size`` bounds every request body (413 "too_large" above it). ``submitter``
+    submits the operator's checkpoints to its witnesses while the app runs (``saihm serve``
+    passes :func:`saihm.witness.submit.for_config`'s; without one nothing is submitted).
     """
     from saihm.http.explorer import add_explorer_routes
     from saihm.http.governance import governance
@@ -173,7 +178,7 @@ def create_app(operator: Operator, *, client_max_size: int = 1 << 20) -> web.App
     app.router.add_get("/governance", governance)
     add_explorer_routes(app)
     add_me_routes(app)
-    add_log_routes(app)
+    add_log_routes(app, submitter)
     add_ops_routes(app, operator.store)
     add_memory_routes(app, lambda: LocalVault.open(operator), note_read)
     return app

@@ -19,22 +19,43 @@ import gzip
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import cbor2
 from aiohttp import web
-
-if TYPE_CHECKING:
-    from saihm.witness.submit import Submitter
 
 from saihm.errors import MalformedInput, NotFound
 from saihm.events.operations import public_log_names
 from saihm.http.common import OPERATOR, json_response, run_sync
 from saihm.http.forms import b64, receipt_entry, verifier_key_json
 
-__all__ = ["IMMUTABLE", "MAX_ENTRIES", "SHORT", "SUBMITTER", "accepts_gzip", "add_log_routes"]
+__all__ = [
+    "IMMUTABLE",
+    "MAX_ENTRIES",
+    "SHORT",
+    "SUBMITTER",
+    "Submitter",
+    "accepts_gzip",
+    "add_log_routes",
+]
 
-#: The running witness submitter, when witnesses are configured (its ``snapshot()`` is the
+
+class Submitter(Protocol):
+    """What the log API runs beside the server when the operator has witnesses.
+
+    The composition hands the concrete one in (``saihm serve`` builds
+    :class:`saihm.witness.submit.Submitter` with :func:`saihm.witness.submit.for_config`), so
+    the HTTP package imports nothing of the witness, whose server borrows its listen helpers.
+    """
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def snapshot(self) -> dict[str, dict[str, Any]]: ...
+
+
+#: The running witness submitter, when one was handed in (its ``snapshot()`` is the
 #: per-witness health: last success, last error, cosigned size).
 SUBMITTER: web.AppKey[Submitter] = web.AppKey("saihm.witness_submitter")
 
@@ -362,13 +383,8 @@ async def get_keys(request: web.Request) -> web.Response:
 
 
 async def _witnessing(app: web.Application) -> AsyncIterator[None]:
-    """Run the witness submitter (saihm/witness/submit.py) beside the server."""
-    from saihm.witness.submit import Submitter, parse_witnesses
-
-    operator = app[OPERATOR]
-    endpoints = parse_witnesses(operator.config.witnesses)
-    submitter = Submitter(operator.store, endpoints, operator.config.data_dir)
-    app[SUBMITTER] = submitter
+    """Run the witness submitter handed to :func:`add_log_routes` beside the server."""
+    submitter = app[SUBMITTER]
     task = asyncio.create_task(submitter.run())
     yield
     # A request in flight to a slow witness is abandoned: shutting down never waits on one.
@@ -378,10 +394,11 @@ async def _witnessing(app: web.Application) -> AsyncIterator[None]:
         await task
 
 
-def add_log_routes(app: web.Application) -> None:
-    """Register every ``/log/...`` route, and the witness submitter when the operator is
-    configured with witnesses."""
-    if app[OPERATOR].config.witnesses:
+def add_log_routes(app: web.Application, submitter: Submitter | None = None) -> None:
+    """Register every ``/log/...`` route, and run ``submitter`` (the operator's witness
+    submitter, if it has witnesses) for as long as the app runs."""
+    if submitter is not None:
+        app[SUBMITTER] = submitter
         app.cleanup_ctx.append(_witnessing)
     app.router.add_get("/log/checkpoint", get_checkpoint)
     app.router.add_get("/log/tile/{path:.+}", get_tile)

@@ -33,6 +33,8 @@ from saihm.http.listen import LOOPBACK, bind, tls_context
 
 if TYPE_CHECKING:
     from saihm.config import Config
+    from saihm.http.log_api import Submitter
+    from saihm.operator import Operator
 
 __all__ = ["LOOPBACK", "ServeOptions", "bind", "main", "tls_context"]
 
@@ -47,6 +49,8 @@ class ServeOptions:
     data directory is created, to read the origin the directory recorded. ``policy`` holds the
     options checked against :data:`POLICY_RANGES`, ``limits`` the rate-limit and
     pending-proposal options (saihm.http.limits.SERVE_FIELDS); None means not given.
+    ``submitter`` builds each worker's witness submitter over its operator (None: no
+    witnesses); the command line passes :func:`saihm.witness.submit.for_config`.
     """
 
     data: str
@@ -60,6 +64,7 @@ class ServeOptions:
     max_body: int = 1 << 20
     policy: Mapping[str, float | int | None] = field(default_factory=dict)
     limits: Mapping[str, float | int | None] = field(default_factory=dict)
+    submitter: Callable[[Operator], Submitter | None] = lambda operator: None
 
 
 def _check(args: ServeOptions) -> bool:
@@ -166,7 +171,7 @@ def _store_shown(config: Config) -> str:
 
 
 async def _serve(
-    config: Config, sock: socket.socket, context: ssl.SSLContext | None, max_body: int
+    config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: ServeOptions
 ) -> None:
     from saihm.compose import open_operator
     from saihm.http.app import create_app
@@ -175,7 +180,10 @@ async def _serve(
     operator = open_operator(config)
     try:
         # The guarded runner answers parser refusals with JSON and logs no header value.
-        await serve_until_signalled(create_app(operator, client_max_size=max_body), sock, context)
+        app = create_app(
+            operator, client_max_size=args.max_body, submitter=args.submitter(operator)
+        )
+        await serve_until_signalled(app, sock, context)
     finally:
         operator.store.close()
 
@@ -184,7 +192,7 @@ def _worker(
     config: Config, sock: socket.socket, context: ssl.SSLContext | None, args: ServeOptions
 ) -> int:
     try:
-        asyncio.run(_serve(config, sock, context, args.max_body))
+        asyncio.run(_serve(config, sock, context, args))
     except SaihmError as err:
         from saihm.storage.hint import with_store
         from saihm.storage.url import scrub

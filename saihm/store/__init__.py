@@ -126,7 +126,7 @@ class Store:
         self.projections = env.projections
         self.record_seal = env.record_seal
         self.log_keys = env.log_keys
-        #: The log's identity, fixed when the data directory was created (saihm/store/origin.py).
+        #: The log's identity, fixed when the data directory was created (saihm/translog/origin.py).
         self.origin = env.origin
         self.authority_public_key = env.authority_public_key
         self.jobs = JobBoard(clock, JOBS)

@@ -10,7 +10,7 @@ The other files of the data directory (``authority.pub``, the
 published verifier keys, the origin) are copied beside it, but never key material, wherever it
 lies and whatever paths this command was given (docs/operations.md "Backups and restore"): a
 directory or file is recognised by the names and markers the project writes it with
-(:mod:`saihm.keyring.kekdir`, :mod:`saihm.authority.authority`, :class:`LogKeys.save
+(:mod:`saihm.keyring.kekdir`, :data:`saihm.config.AUTHORITY_SEED_FILE`, :class:`LogKeys.save
 <saihm.translog.checkpoint.LogKeys>`), not only by the configured ``--kek-dir``,
 ``--authority-dir`` and ``--log-keys-dir``, and a symbolic link is judged by what it points
 at. KEK generations, the memo key, the rotation state and the authority seed are always left
@@ -32,8 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from saihm.authority.authority import SEED_FILE
-from saihm.config import Config
+from saihm.config import AUTHORITY_SEED_FILE, Config
 from saihm.errors import Conflict, MalformedInput, Unavailable
 from saihm.storage import ReadTxn, StorageError, is_url
 from saihm.storage.base import Namespace
@@ -135,7 +134,7 @@ def key_material(path: Path) -> str | None:
         return KEK
     if any(_MEMO_FILE.fullmatch(name) for name in names):
         return MEMO
-    if SEED_FILE in names:
+    if AUTHORITY_SEED_FILE in names:
         return AUTHORITY_SEED
     if names & LOG_KEY_FILES or _starts_with(path, _PRIVATE_NOTE_KEY):
         return LOG_KEYS

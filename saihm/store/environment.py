@@ -3,8 +3,8 @@
 The one place that opens the operator's storage (:func:`saihm.storage.open_storage`: LMDB in
 ``DATA/lmdb`` or PostgreSQL), with every namespace the store and the provider use
 (:data:`STORAGE_NAMES`); it honours the store-elsewhere and migrated markers
-(saihm/storage/url.py), loads the log keys and the origin (saihm/store/origin.py), the KEK directory
-and keyring, the record seal and the projections. Nothing here reads a cell.
+(saihm/storage/url.py), loads the log keys and the origin (saihm/translog/origin.py), the KEK
+directory and keyring, the record seal and the projections. Nothing here reads a cell.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from saihm.keyring import KekDirectory, Keyring
 from saihm.projections import Projections, RecordSeal, derive_record_key
 from saihm.storage import Namespace, Storage, open_storage
 from saihm.storage.url import record_store_elsewhere, refuse_migrated, refuse_other_store
-from saihm.store.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 from saihm.translog import LogKeys, TreeStorage
+from saihm.translog.origin import generate_log_keys, record_origin, recorded_origin, settle_origin
 
 BODIES = b"bodies"  # subjectId -> Body (cell or contract, session tag)
 MEMO = b"memo"  # cellId -> HMAC(memo key, stored cell bytes): "this exact cell verified"
@@ -97,7 +97,7 @@ class Environment:
         if check_applied:
             self._check_applied()
         self.log_keys = LogKeys.load(config.log_keys_dir)
-        #: The log's identity, fixed when the data directory was created (saihm/store/origin.py).
+        #: The log's identity, fixed when the data directory was created (saihm/translog/origin.py).
         self.origin = settle_origin(config.data_dir, config.origin, self.log_keys.origin)
         if not config.verifier_keys_file.exists():
             # Public, and needed by offline tools wherever the signing keys are kept.

@@ -8,6 +8,8 @@
 - c2sp.org/tlog-witness "add-checkpoint": the request body (``old <size>``, at most 63 base64
   consistency proof lines, an empty line, the signed checkpoint) and the response body (one or
   more note signature lines).
+- :func:`parse_witness` and :func:`parse_witnesses` read the ``URL=VKEY`` strings that configure
+  the witnesses a log submits to (``Config.witnesses``, ``saihm serve --witness``).
 - :func:`append_cosignatures` merges cosignature lines into a signed note and
   :func:`verify_cosignatures` counts the witnesses (of those the caller names) whose
   cosignature on a checkpoint verifies.
@@ -24,6 +26,7 @@ import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -51,6 +54,7 @@ __all__ = [
     "CosignatureV1Signer",
     "CosignatureV1Verifier",
     "SubtreeV1Signer",
+    "WitnessEndpoint",
     "add_checkpoint_body",
     "append_cosignatures",
     "cosignature_timestamp",
@@ -58,6 +62,8 @@ __all__ = [
     "group_witness_keys",
     "parse_add_checkpoint",
     "parse_cosignature_lines",
+    "parse_witness",
+    "parse_witnesses",
     "verify_cosignatures",
     "witness_verifier",
 ]
@@ -267,6 +273,66 @@ def group_witness_keys(verifiers: Sequence[Verifier]) -> dict[str, list[Verifier
             )
         group.append(verifier)
     return groups
+
+
+@dataclass(frozen=True)
+class WitnessEndpoint:
+    """A configured witness: its submission URL prefix and its verifier key."""
+
+    url: str
+    vkey: str
+    verifier: Verifier
+
+    @property
+    def name(self) -> str:
+        return self.verifier.name
+
+    @property
+    def spec(self) -> str:
+        """The ``URL=VKEY`` form (Config.witnesses, ``saihm serve --witness``)."""
+        return f"{self.url}={self.vkey}"
+
+
+@rejects()
+def parse_witness(spec: str) -> WitnessEndpoint:
+    """Parse ``URL=VKEY``: an http(s) submission prefix and a type 0x04 or 0x06 verifier key.
+
+    The split is at the first ``=`` after which a valid verifier key follows (a URL may hold
+    ``=``; a key's base64 usually ends in one). Raises :class:`MalformedInput`.
+    """
+    for i, char in enumerate(spec):
+        if char != "=":
+            continue
+        url, vkey = spec[:i], spec[i + 1 :]
+        try:
+            verifier = witness_verifier(vkey)
+        except NoteError:
+            continue
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise MalformedInput(f"witness URL must be http(s)://HOST[:PORT][/PATH]: {url!r}")
+        if parts.query or parts.fragment:
+            raise MalformedInput("witness URL must have no query or fragment")
+        return WitnessEndpoint(url.rstrip("/"), vkey, verifier)
+    raise MalformedInput(
+        "--witness must be URL=VKEY with VKEY a witness verifier key <name>+<id>+<base64>"
+    )
+
+
+@rejects()
+def parse_witnesses(specs: Sequence[str]) -> list[WitnessEndpoint]:
+    """Parse every ``URL=VKEY``; raise :class:`MalformedInput` for a bad one, for a key given
+    twice or two keys of one type under one witness name
+    (:func:`saihm.translog.witness.group_witness_keys`), or for two URLs for one witness.
+
+    A witness may have two entries, its Ed25519 and its ML-DSA-44 key, with the same URL."""
+    endpoints = [parse_witness(spec) for spec in specs]
+    group_witness_keys([e.verifier for e in endpoints])
+    urls: dict[str, str] = {}
+    for endpoint in endpoints:
+        if urls.setdefault(endpoint.name, endpoint.url) != endpoint.url:
+            raise MalformedInput(f"two --witness options give the witness {endpoint.name} two URLs")
+    return endpoints
 
 
 @rejects(NoteError)

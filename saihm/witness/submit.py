@@ -39,20 +39,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 
-from saihm.errors import MalformedInput, SaihmError
+from saihm.errors import SaihmError
 from saihm.translog import Checkpoint, NoteError
 from saihm.translog.note import Verifier, parse_note
 from saihm.translog.witness import (
+    WitnessEndpoint,
     add_checkpoint_body,
-    group_witness_keys,
     parse_cosignature_lines,
-    witness_verifier,
+    parse_witness,
+    parse_witnesses,
 )
+
+if TYPE_CHECKING:
+    from saihm.config import Config
 
 __all__ = [
     "INTERVAL",
@@ -62,6 +65,7 @@ __all__ = [
     "Submitter",
     "WitnessEndpoint",
     "WitnessStatus",
+    "for_config",
     "log_signed",
     "parse_witness",
     "parse_witnesses",
@@ -88,64 +92,6 @@ class WitnessError(SaihmError):
     """A witness that did not cosign (down, refused, or answered nonsense)."""
 
     code = "witness_failed"
-
-
-@dataclass(frozen=True)
-class WitnessEndpoint:
-    """A configured witness: its submission URL prefix and its verifier key."""
-
-    url: str
-    vkey: str
-    verifier: Verifier
-
-    @property
-    def name(self) -> str:
-        return self.verifier.name
-
-    @property
-    def spec(self) -> str:
-        """The ``URL=VKEY`` form (Config.witnesses, ``saihm serve --witness``)."""
-        return f"{self.url}={self.vkey}"
-
-
-def parse_witness(spec: str) -> WitnessEndpoint:
-    """Parse ``URL=VKEY``: an http(s) submission prefix and a type 0x04 or 0x06 verifier key.
-
-    The split is at the first ``=`` after which a valid verifier key follows (a URL may hold
-    ``=``; a key's base64 usually ends in one). Raises :class:`MalformedInput`.
-    """
-    for i, char in enumerate(spec):
-        if char != "=":
-            continue
-        url, vkey = spec[:i], spec[i + 1 :]
-        try:
-            verifier = witness_verifier(vkey)
-        except NoteError:
-            continue
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise MalformedInput(f"witness URL must be http(s)://HOST[:PORT][/PATH]: {url!r}")
-        if parts.query or parts.fragment:
-            raise MalformedInput("witness URL must have no query or fragment")
-        return WitnessEndpoint(url.rstrip("/"), vkey, verifier)
-    raise MalformedInput(
-        "--witness must be URL=VKEY with VKEY a witness verifier key <name>+<id>+<base64>"
-    )
-
-
-def parse_witnesses(specs: Sequence[str]) -> list[WitnessEndpoint]:
-    """Parse every ``URL=VKEY``; raise :class:`MalformedInput` for a bad one, for a key given
-    twice or two keys of one type under one witness name
-    (:func:`saihm.translog.witness.group_witness_keys`), or for two URLs for one witness.
-
-    A witness may have two entries, its Ed25519 and its ML-DSA-44 key, with the same URL."""
-    endpoints = [parse_witness(spec) for spec in specs]
-    group_witness_keys([e.verifier for e in endpoints])
-    urls: dict[str, str] = {}
-    for endpoint in endpoints:
-        if urls.setdefault(endpoint.name, endpoint.url) != endpoint.url:
-            raise MalformedInput(f"two --witness options give the witness {endpoint.name} two URLs")
-    return endpoints
 
 
 def log_signed(note: bytes) -> bytes:
@@ -437,3 +383,12 @@ def _size(body: bytes) -> int:
     if text[:-1] != str(int(text[:-1])):
         raise WitnessError("malformed text/x.tlog.size body")
     return int(text[:-1])
+
+
+def for_config(source: LogSource, config: Config) -> Submitter | None:
+    """The submitter of ``config.witnesses`` over ``source`` (the operator's store), or None
+    when no witness is configured: what ``saihm serve`` hands to each worker's app
+    (:func:`saihm.http.app.create_app`)."""
+    if not config.witnesses:
+        return None
+    return Submitter(source, parse_witnesses(config.witnesses), config.data_dir)

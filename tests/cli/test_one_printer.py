@@ -42,11 +42,11 @@ ALLOWED = {
     ("commands/serve.py", "PERSON_ACTIONS_RETIRED"): "a notice; the server starts as usual",
     ("http/serve.py", "f'saihm: error: "): "a forked worker's exit: it never returns to main",
     ("mcp/__init__.py", "f'saihm-mcp: "): "saihm-mcp, a console script of its own",
-    ("witness/server.py", "json.dumps(line)"): "the witness's JSON access log (runtime)",
-    ("witness/server.py", "line"): "a rate-limited incident line (runtime)",
-    ("witness/server.py", "f'saihm witness: evidence of log conflicts in "): "startup note",
-    ("witness/server.py", "f'saihm witness: state unavailable ("): "runtime log, answer 503",
-    ("witness/server.py", "f'saihm witness: internal error ("): "runtime log, answer 500",
+    ("services/witness.py", "json.dumps(line)"): "the witness's JSON access log (runtime)",
+    ("services/witness.py", "line"): "a rate-limited incident line (runtime)",
+    ("services/witness.py", "f'saihm witness: evidence of log conflicts in "): "startup note",
+    ("services/witness.py", "f'saihm witness: state unavailable ("): "runtime log, answer 503",
+    ("services/witness.py", "f'saihm witness: internal error ("): "runtime log, answer 500",
 }
 
 

@@ -66,7 +66,7 @@ async def test_every_authority_route_logs_the_status_the_client_got(
     """The same for ``saihm authority serve`` (its line: method, path, status, ms)."""
     import hashlib
 
-    from saihm.authority.service import AuthorityService, create_authority_app
+    from saihm.services.authority import AuthorityService, create_authority_app
 
     credential = "saihm-admin-test"
     service = AuthorityService(

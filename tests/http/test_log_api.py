@@ -359,3 +359,38 @@ async def test_bad_tile_paths(client, holder, path, status):
     got, headers, body = await get(client, f"/log/tile/{path}")
     assert got == status, path
     assert b'"error"' in body and headers["Cache-Control"] == "no-store"
+
+
+async def test_the_app_runs_the_submitter_it_is_handed_and_stops_it(
+    aiohttp_client, operator
+) -> None:
+    """The log API runs whatever witness submitter the composition hands ``create_app`` (the
+    ``Submitter`` protocol), keeps it under ``SUBMITTER``, and stops it when the app stops;
+    the HTTP package itself builds none."""
+    import asyncio
+
+    from saihm.http.app import create_app
+    from saihm.http.log_api import SUBMITTER
+
+    class Recording:
+        def __init__(self) -> None:
+            self.started = asyncio.Event()
+            self.stopped = False
+
+        async def run(self) -> None:
+            self.started.set()
+            await asyncio.Event().wait()
+
+        def stop(self) -> None:
+            self.stopped = True
+
+        def snapshot(self) -> dict[str, dict[str, object]]:
+            return {}
+
+    submitter = Recording()
+    app = create_app(operator, submitter=submitter)
+    client = await aiohttp_client(app)
+    await asyncio.wait_for(submitter.started.wait(), 30)
+    assert app[SUBMITTER] is submitter and not submitter.stopped
+    await client.close()
+    assert submitter.stopped

@@ -59,7 +59,7 @@ def test_the_operator_refuses_it_below_every_edge(operator, holder, bad: str) ->
 async def test_the_authority_service_refuses_it_in_a_grant(
     aiohttp_client, operator, authority, holder, bad: str
 ) -> None:
-    from saihm.authority.service import AuthorityService, create_authority_app
+    from saihm.services.authority import AuthorityService, create_authority_app
 
     credential = "saihm-admin-test"
     digest = hashlib.sha256(credential.encode()).digest()

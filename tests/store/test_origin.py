@@ -1,4 +1,4 @@
-"""The log's identity (saihm/store/origin.py, docs/formats.md §2): chosen once when the data
+"""The log's identity (saihm/translog/origin.py, docs/formats.md §2): chosen once when the data
 directory is created, a default unique per deployment, refused when a later start names
 another, kept by first-round directories, and read by every command that opens the store."""
 
@@ -15,15 +15,15 @@ import pytest
 from saihm.compose import open_operator
 from saihm.config import Config
 from saihm.errors import Conflict, MalformedInput
-from saihm.store.origin import (
+from saihm.translog import LogKeys, verify_checkpoint
+from saihm.translog.note import parse_vkey
+from saihm.translog.origin import (
     LEGACY_ORIGIN,
     ORIGIN_FILE,
     default_origin,
     record_origin,
     recorded_origin,
 )
-from saihm.translog import LogKeys, verify_checkpoint
-from saihm.translog.note import parse_vkey
 
 SAIHM = str(Path(sys.executable).parent / "saihm")
 

@@ -1,7 +1,7 @@
 """What a witness keeps as evidence of log misbehaviour, and what it refuses to keep: only a
 genuine conflict with a checkpoint the log validly signed, once per checkpoint, within a
 bound in bytes; malformed requests leave nothing behind; incident lines are rate-limited
-(saihm/witness/server.py, saihm/witness/state.py)."""
+(saihm/services/witness.py, saihm/witness/state.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from saihm.services.witness import IncidentLog, Refused, Witness, create_witness_app
 from saihm.translog.checkpoint import verifier_from_key
 from saihm.translog.note import open_note
 from saihm.translog.witness import CosignatureV1Signer, add_checkpoint_body, parse_add_checkpoint
-from saihm.witness.server import IncidentLog, Refused, Witness, create_witness_app
 from saihm.witness.state import WitnessState
 from tests.witness.fakelog import FakeLog, log_keys
 

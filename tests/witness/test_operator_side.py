@@ -153,6 +153,7 @@ async def test_a_hanging_witness_never_blocks_writes_or_checkpoints(
     from aiohttp import web
 
     from saihm.http.log_api import SUBMITTER
+    from saihm.witness.submit import for_config
 
     arrived = asyncio.Event()
 
@@ -167,7 +168,7 @@ async def test_a_hanging_witness_never_blocks_writes_or_checkpoints(
     spec = f"http://127.0.0.1:{witness.port}={W.vkey()}"
     operator = open_operator(Config.for_data(tmp_path / "d", witnesses=(spec,)))
     try:
-        app = create_app(operator)
+        app = create_app(operator, submitter=for_config(operator.store, operator.config))
         client = await aiohttp_client(app)
         await asyncio.wait_for(arrived.wait(), 30)  # the submitter is now stuck on the witness
         sizes = []

@@ -12,9 +12,9 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saihm.errors import MalformedInput
+from saihm.services.witness import Refused, Witness
 from saihm.translog.note import parse_note
 from saihm.translog.witness import CosignatureV1Signer, SubtreeV1Signer, add_checkpoint_body
-from saihm.witness.server import Refused, Witness
 from saihm.witness.state import WitnessState
 from saihm.witness.submit import Submitter, parse_witness, parse_witnesses
 from tests.witness.fakelog import FakeLog, log_keys

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from saihm.services.witness import Refused, Witness, create_witness_app, load_or_create_key
 from saihm.translog import Checkpoint, LogKeys
 from saihm.translog.note import parse_note
 from saihm.translog.witness import (
@@ -22,7 +23,6 @@ from saihm.translog.witness import (
     add_checkpoint_body,
     verify_cosignatures,
 )
-from saihm.witness.server import Refused, Witness, create_witness_app, load_or_create_key
 from saihm.witness.state import WitnessState
 from saihm.witness.submit import Submitter, WitnessError, parse_witness
 from tests.translog.reftree import ref_root
@@ -234,7 +234,7 @@ def test_a_witness_with_both_keys_returns_both_lines(tmp_path, signer):
 
 
 def test_the_key_is_created_once_mode_0600_and_its_name_cannot_change(tmp_path):
-    from saihm.witness.server import load_keys
+    from saihm.services.witness import load_keys
 
     path = tmp_path / "state" / "witness.key"
     signer, created = load_or_create_key(path, None)
