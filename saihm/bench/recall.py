@@ -450,6 +450,23 @@ def set_quality(root: Path, name: str, embedder: object | None) -> dict[str, Any
     }
 
 
+def _query_latency_figures(
+    prefix: str, got: dict, suffix: str, stage: str, measured: str
+) -> Iterator[dict]:
+    """A quality run's query latency, p50 and p99, beside rank_bm25's over the same texts."""
+    for q in (50, 99):
+        yield _figure(
+            f"{prefix}_query_p{q}_ms{suffix}",
+            percentile(got["latency"], q),
+            "ms",
+            "rank_bm25 built and scored in memory over the plaintext (no store, no checks)",
+            percentile(got["peer_latency"], q),
+            False,
+            stage=stage,
+            measured=measured,
+        )
+
+
 def set_figures(name: str, stage: str, embedder: object | None) -> Iterator[dict]:
     """The figures of one shipped set: hit@1/3/10 and MRR beside rank_bm25 (and the previous
     lexical ranking as an extra field), query latency p50/p99, corrections newer-first."""
@@ -474,17 +491,13 @@ def set_figures(name: str, stage: str, embedder: object | None) -> Iterator[dict
             questions=got["questions"],
             previous_lexical=round(got["previous"][metric], 3),
         )
-    for q in (50, 99):
-        yield _figure(
-            f"set_{name}_query_p{q}_ms{suffix}",
-            percentile(got["latency"], q),
-            "ms",
-            "rank_bm25 built and scored in memory over the plaintext (no store, no checks)",
-            percentile(got["peer_latency"], q),
-            False,
-            stage=stage,
-            measured="saihm_recall, limit 10, holder-wide grant, RECALL receipt written",
-        )
+    yield from _query_latency_figures(
+        f"set_{name}",
+        got,
+        suffix,
+        stage,
+        "saihm_recall, limit 10, holder-wide grant, RECALL receipt written",
+    )
     if got["pairs"]:
         yield _figure(
             f"set_{name}_newer_first{suffix}",
@@ -656,17 +669,13 @@ def locomo_figures(
                 turns=got["turns"],
                 source=source,
             )
-        for q in (50, 99):
-            yield _figure(
-                f"set_locomo_query_p{q}_ms{suffix}",
-                percentile(got["latency"], q),
-                "ms",
-                "rank_bm25 built and scored in memory over the plaintext (no store, no checks)",
-                percentile(got["peer_latency"], q),
-                False,
-                stage=stage,
-                measured="saihm_recall, no limit, one session token, RECALL receipt written",
-            )
+        yield from _query_latency_figures(
+            "set_locomo",
+            got,
+            suffix,
+            stage,
+            "saihm_recall, no limit, one session token, RECALL receipt written",
+        )
 
 
 # -- the run ---------------------------------------------------------------------------------
