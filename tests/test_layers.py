@@ -76,6 +76,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the checked read path", ("saihm.store.reader",)),
     ("held proposals, written through the group commit", ("saihm.store.held",)),
     ("the store: the composition of its parts", ("saihm.store",)),
+    ("the tools run against a stopped store's files", ("saihm.offline",)),
     (
         "the operator's parts over one context",
         (

@@ -20,7 +20,7 @@ class Failure:
     check: str
     what: str
     index: int | None = None
-    database: str | None = None  # private-state findings (saihm/store/fsck.py) name a database
+    database: str | None = None  # private-state findings (saihm/offline/fsck.py) name a database
     key: str | None = None  # ... and a key (hex)
 
     def __str__(self) -> str:

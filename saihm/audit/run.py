@@ -107,7 +107,7 @@ class VerifyOptions:
 def verify(opts: VerifyOptions, private: PrivateCheck | None = None) -> int:
     """``saihm verify FILE|DIR|URL | --data DIR [--trust KEYFILE] [--checkpoint NOTE]... ...``.
 
-    ``private`` is the operator's private-state check (saihm/store/fsck.py, injected by
+    ``private`` is the operator's private-state check (saihm/offline/fsck.py, injected by
     saihm/commands/audit.py so this layer imports nothing of the store): with ``--data`` it is
     called with the data directory's Config and a progress-task factory and returns a summary
     and its findings ``(database, key, check, what)``, each recorded as a failure.

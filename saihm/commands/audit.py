@@ -156,7 +156,7 @@ def _verify(commands: argparse._SubParsersAction) -> None:
 
 def _run_verify(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from saihm.audit.run import verify
-    from saihm.store.fsck import private_check
+    from saihm.offline.fsck import private_check
 
     return verify(_verify_options(parser, args), private=private_check)
 

@@ -1,4 +1,4 @@
-"""``saihm backup --data DIR DEST`` (saihm.store.backup makes the copy)."""
+"""``saihm backup --data DIR DEST`` (saihm.offline.backup makes the copy)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Prints the report as one JSON line, and one line on stderr for each key file or
     directory left out."""
-    from saihm.store.backup import LOG_KEYS, backup
+    from saihm.offline.backup import LOG_KEYS, backup
 
     if args.store is not None:
         raise MalformedInput(

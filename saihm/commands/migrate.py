@@ -1,4 +1,4 @@
-"""``saihm migrate --from DIR --to URL`` (saihm.store.migrate makes the copy)."""
+"""``saihm migrate --from DIR --to URL`` (saihm.offline.migrate makes the copy)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Prints the report as one JSON line."""
     from saihm.audit.progress import progress
+    from saihm.offline.migrate import MigrateReport, migrate_storage, store_namespaces
     from saihm.storage import open_storage
     from saihm.storage.url import MARKER, check_store_url, redact, refuse_migrated
-    from saihm.store.migrate import MigrateReport, migrate_storage, store_namespaces
 
     data = Path(args.data).absolute()
     url = check_store_url(args.target)

@@ -1,8 +1,9 @@
 """The private half of ``saihm verify --data DIR``: a complete check of what only the operator sees.
 
 ``saihm verify`` (saihm/audit) checks the public log and needs nothing the operator keeps
-private. This module is the store's own check (DESIGN.md "Layers": audit/ may not import the store,
-the keyring or the projections) and checks, in one read snapshot of the storage (any driver:
+private. This module is the operator's own check, run beside the store on its files (saihm.offline
+sits above saihm.store; DESIGN.md "Layers": audit/ may not import the store, the keyring or the
+projections) and checks, in one read snapshot of the storage (any driver:
 saihm/storage) and with the KEK directory, everything a person with direct database access
 could damage or forge (docs/operations.md "What `verify --data` checks"):
 

@@ -36,9 +36,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from saihm.errors import Conflict
+from saihm.errors import Conflict, VerificationFailed
 from saihm.storage import ReadTxn, Storage, WriteTxn
 from saihm.storage.url import MARKER, refuse_migrated
+from saihm.store import STORAGE_NAMES
 
 __all__ = [
     "CHUNK",
@@ -60,8 +61,6 @@ Tasks = Callable[[str, int], Advance]
 def store_namespaces() -> tuple[bytes, ...]:
     """Every namespace the store declares, in the order it opens them
     (saihm/store/environment.py)."""
-    from saihm.store import STORAGE_NAMES
-
     return STORAGE_NAMES
 
 
@@ -137,8 +136,6 @@ def migrate_storage(
     ``committed`` is called once the target has committed, while the source is still held (the
     command records the move there, so no write can reach the source in between).
     """
-    from saihm.errors import VerificationFailed
-
     names = tuple(names if names is not None else store_namespaces())
     hook = fault or (lambda step: None)
     start_task: Tasks = tasks or (lambda name, total: lambda n: None)

@@ -43,7 +43,7 @@ async def serving(world: World) -> AsyncIterator[tuple[Operator, str]]:
 
 def run_verify(capsys, *argv: str) -> tuple[int, dict]:
     """Run the public checks of ``saihm verify --json ...`` (without the private-state check
-    ``--data`` adds, saihm/store/fsck.py); return (exit code, report)."""
+    ``--data`` adds, saihm/offline/fsck.py); return (exit code, report)."""
     capsys.readouterr()
     code = verify(parse_verify([*argv, "--json", "--no-progress"]))
     out = capsys.readouterr().out

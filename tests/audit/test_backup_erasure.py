@@ -11,7 +11,7 @@ import pytest
 
 from saihm.keyring.errors import KekUnavailable
 from saihm.keyring.kekdir import KekDirectory
-from saihm.store.backup import backup
+from saihm.offline.backup import backup
 
 
 def test_a_forgotten_cells_wrapped_dek_in_a_backup_is_under_a_retired_kek(world, tmp_path) -> None:

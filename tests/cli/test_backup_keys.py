@@ -133,7 +133,7 @@ def test_log_keys_are_copied_only_with_include_log_keys(tmp_path) -> None:
 def test_every_key_file_the_project_writes_is_recognised(tmp_path) -> None:
     """The names and markers the backup goes by are the ones the key directories are written
     with; their public files are not mistaken for keys."""
-    from saihm.store.backup import key_material
+    from saihm.offline.backup import key_material
 
     kek = KekDirectory(tmp_path / "kek")
     kek.new_generation()

@@ -1,4 +1,4 @@
-"""``saihm migrate --from DIR --to URL`` (saihm/commands/migrate.py, saihm/store/migrate.py;
+"""``saihm migrate --from DIR --to URL`` (saihm/commands/migrate.py, saihm/offline/migrate.py;
 docs/scaling.md "Moving an operator").
 
 The copy runs through the storage interface, so its rules are checked here LMDB to LMDB (no
@@ -24,12 +24,12 @@ from saihm.compose import initialise
 from saihm.config import Config
 from saihm.errors import Conflict
 from saihm.events import CapabilityScope
+from saihm.offline.migrate import migrate_storage, store_namespaces
 from saihm.operator import Operator
 from saihm.protocol import call as binding_call
 from saihm.storage import open_storage
 from saihm.storage.url import MARKER
 from saihm.store import Store
-from saihm.store.migrate import migrate_storage, store_namespaces
 from tests.support.cli import one_line_refusal, run_saihm
 from tests.support.postgres import lmdb_only
 

@@ -1,4 +1,4 @@
-"""``saihm migrate --from DIR --to URL`` into a real PostgreSQL (saihm/store/migrate.py).
+"""``saihm migrate --from DIR --to URL`` into a real PostgreSQL (saihm/offline/migrate.py).
 
 Afterwards ``saihm verify --data DIR --store URL`` passes, the tree roots are identical, the
 migrated log serves its old tokens from PostgreSQL, a second migrate into the now non-empty
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from saihm.config import Config
+from saihm.offline.migrate import store_namespaces
 from saihm.storage import open_storage
 from saihm.store import Store
-from saihm.store.migrate import store_namespaces
 from tests.cli.test_migrate import populate
 from tests.support.cli import run_saihm
 from tests.support.postgres import fresh_location, lmdb_only
@@ -85,7 +85,7 @@ def test_a_migrated_log_verifies_with_identical_roots_and_serves_its_old_tokens(
 
 _KILLED_CHILD = """
 import sys, time
-from saihm.store.migrate import migrate_storage, store_namespaces
+from saihm.offline.migrate import migrate_storage, store_namespaces
 from saihm.storage import open_storage
 names = store_namespaces()
 source = open_storage(sys.argv[1], names)

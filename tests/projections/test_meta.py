@@ -17,11 +17,11 @@ import pytest
 
 from saihm.compose import initialise
 from saihm.config import Config
+from saihm.offline.fsck import check_store
 from saihm.operator import Operator
 from saihm.projections import StaleProjections, u64
 from saihm.projections import apply as P
 from saihm.store import Store
-from saihm.store.fsck import check_store
 
 SAIHM = str(Path(sys.executable).with_name("saihm"))
 

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from saihm.errors import SaihmError
+from saihm.offline.fsck import check_store
 from saihm.projections import apply as PJ
 from saihm.projections.keys import dumps, loads, u64
 from saihm.projections.seal import TAG_BYTES
 from saihm.protocol import call as binding_call
 from saihm.storage import WriteTxn
-from saihm.store.fsck import check_store
 
 from ..support.postgres import lmdb_only
 from ..support.serve import SAIHM, post, serving

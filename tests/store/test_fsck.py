@@ -16,10 +16,10 @@ import lmdb
 import pytest
 
 from saihm.commands import main as cli
+from saihm.offline.fsck import check_store
 from saihm.projections import apply as PJ
 from saihm.protocol import call as binding_call
 from saihm.store import StaleProjections, Store
-from saihm.store.fsck import check_store
 from tests.support.postgres import lmdb_only
 
 from ..support.serve import SAIHM

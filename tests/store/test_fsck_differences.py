@@ -1,4 +1,4 @@
-"""``saihm.store.fsck.differences``: the merge walk that compares live projections with a rebuild
+"""``saihm.offline.fsck.differences``: the merge walk that compares live projections with a rebuild
 (docs/operations.md "What `verify --data` checks", check 2) reports exactly the keys a naive
 set comparison finds, each with the right reason, in key order per database."""
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from hypothesis import given
 from hypothesis import strategies as st
 
+from saihm.offline.fsck import differences
 from saihm.projections import Projections
-from saihm.store.fsck import differences
 
 NAMES = Projections.DB_NAMES
 EXTRA = "not in a rebuild from the log"

@@ -1,6 +1,6 @@
 """A leaf row inserted far beyond the log (a raw LMDB write, key ``2**62``): the tree size is
 the last index plus one, so ``saihm verify --data`` once read 2**62 "leaves" in chunks and never
-ended. It is now one finding naming the log (saihm/store/fsck.py ``_dense_log``); the PostgreSQL
+ended. It is now one finding naming the log (saihm/offline/fsck.py ``_dense_log``); the PostgreSQL
 counterpart is tests/multinode/test_tamper_postgres.py."""
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from saihm.errors import SaihmError
+from saihm.offline.fsck import check_store
 from saihm.projections import apply as PJ
 from saihm.projections.meta import REVOCATIONS
 from saihm.store import StaleProjections, Store
-from saihm.store.fsck import check_store
 
 from ..support.postgres import lmdb_only
 from ..support.serve import post, serving

@@ -51,7 +51,7 @@ LMDB_OPEN_ALLOWED = {
     "saihm/audit/mirrorstate.py": "a mirror's own state (.saihm-mirror/ in its directory): "
     "public data fetched from a log (holder public keys, receipt ids, erasures, the verified "
     "prefix); never a data directory, no cells",
-    "saihm/store/backup.py": "saihm backup: copies one read snapshot of a data directory "
+    "saihm/offline/backup.py": "saihm backup: copies one read snapshot of a data directory "
     "(readonly=True, LmdbStorage.copy_to); never decrypts, never reads a KEK",
     "saihm/commands/migrate.py": "saihm migrate: copies every namespace byte for byte from an LMDB "
     "store to an empty PostgreSQL one; never decrypts, never reads a KEK",
@@ -60,7 +60,7 @@ LMDB_OPEN_ALLOWED = {
     "saihm/bench/storescale.py": "saihm bench store: times commits in its own namespace "
     "(bench-probe) of a scratch schema; never a data directory's data",
 }
-READONLY_REQUIRED = {"saihm/audit/datadir.py", "saihm/store/backup.py"}
+READONLY_REQUIRED = {"saihm/audit/datadir.py", "saihm/offline/backup.py"}
 
 # Functions that produce plaintext (or the key to it) from a stored cell.
 PLAINTEXT_FUNCTIONS = {"decrypt", "decrypt_bytes", "open_cell"}
