@@ -20,31 +20,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "saihm"
 
-#: The layers, bottom first. A unit is a top-level module or a package of saihm (``saihm`` is
-#: the package's own ``__init__``); an entry of three parts ranks one module of a package apart
-#: from the rest of it. A unit may import units of its own layer or below; never above.
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+#: A table of floors: (what stands there, its units), bottom first.
+Layers = tuple[tuple[str, tuple[str, ...]], ...]
+
+#: The floors, bottom first. A unit is a top-level module or a package of saihm (``saihm`` is
+#: the package's own ``__init__``), never a sub-module: the files inside a package are kept in
+#: order by :func:`test_no_import_cycle_between_modules` alone. A unit may import units of its
+#: own floor or below; never above. docs/internals.md "Floors" is this table in words.
+LAYERS: Layers = (
     (
-        "shared leaves: import nothing of saihm",
-        (
-            "saihm",
-            "saihm.errors",
-            "saihm.names",
-            "saihm.mldsa",
-            "saihm.logs",
-            "saihm.commands.helpformat",
-        ),
+        "shared leaves: import nothing of saihm but each other",
+        ("saihm", "saihm.errors", "saihm.names", "saihm.mldsa", "saihm.logs"),
     ),
     (
-        "the core and small helpers: import only the leaves",
-        (
-            "saihm.translog",
-            "saihm.events",
-            "saihm.storage",
-            "saihm.retrieval",
-            "saihm.store.jobs",
-            "saihm.client",
-        ),
+        "the core: the log, the signed events, the storage drivers, ranking, the client library",
+        ("saihm.translog", "saihm.events", "saihm.storage", "saihm.retrieval", "saihm.client"),
     ),
     (
         "parts over the core, the configuration, and the client side over saihm.client",
@@ -58,47 +48,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("the verifier", ("saihm.audit",)),
-    ("the read path's result types", ("saihm.store.views",)),
-    ("the recall cache", ("saihm.store.cache",)),
-    ("the store's environment", ("saihm.store.environment",)),
+    ("the store: the one writer and the checked read path", ("saihm.store",)),
     (
-        "the store's parts over its environment",
-        (
-            "saihm.store.auth",
-            "saihm.store.commit",
-            "saihm.store.publiclog",
-            "saihm.store.rebuild",
-            "saihm.store.keys",
-        ),
+        "over the store: the operator's parts, the authority's key, actions and person records, "
+        "and the tools run against a stopped store's files",
+        ("saihm.operator", "saihm.authority", "saihm.offline"),
     ),
-    ("which cells a read considers", ("saihm.store.candidates",)),
-    ("the holder-wide read", ("saihm.store.holderwide",)),
-    ("the checked read path", ("saihm.store.reader",)),
-    ("held proposals, written through the group commit", ("saihm.store.held",)),
-    ("the store: the composition of its parts", ("saihm.store",)),
-    ("the tools run against a stopped store's files", ("saihm.offline",)),
-    (
-        "the operator's parts over one context",
-        (
-            "saihm.operator.context",
-            "saihm.operator.sharing",
-            "saihm.operator.governance",
-            "saihm.operator.memory",
-            "saihm.operator.admin",
-            # The authority's key, the checks its service shares with the identity commands,
-            # and the person's passkeys, links and sign-ins (sealed records in the store).
-            "saihm.authority",
-        ),
-    ),
-    ("the operator and the composition root", ("saihm.operator", "saihm.compose")),
+    ("the composition root", ("saihm.compose",)),
     ("the protocol's JSON edge: params, recall window, renderers, bindings", ("saihm.protocol",)),
     (
-        "the edges: HTTP, the provider, the witness server and the long-running services",
-        (
-            "saihm.http",
-            "saihm.provider",
-            "saihm.services",
-        ),
+        "the edges: HTTP, the provider, and the long-running services",
+        ("saihm.http", "saihm.provider", "saihm.services"),
     ),
     ("entry points: the command line and the benchmarks", ("saihm.commands", "saihm.bench")),
 )
@@ -219,13 +179,31 @@ FORBIDDEN = {
         "bench",
     },
     # The store serves the operator and the authority's actions, and knows neither: what it
-    # needs of them (the authority seed's file name, for backups) comes from saihm.config.
+    # needs of them (the authority seed's file name, for backups) comes from saihm.config. Its
+    # offline tools stand above it and take what they need from it, never the reverse.
     "saihm.store": {
         "authority",
         "operator",
+        "offline",
         "protocol",
         "http",
         "provider",
+        "witness",
+        "mcp",
+        "audit",
+        "commands",
+        "bench",
+    },
+    # The tools run against a stopped store's files (fsck, backup, migrate) need the store and
+    # its floors, never a running operator, its edges or the verifier they are checked beside.
+    "saihm.offline": {
+        "compose",
+        "operator",
+        "authority",
+        "protocol",
+        "http",
+        "provider",
+        "services",
         "witness",
         "mcp",
         "audit",
@@ -420,24 +398,45 @@ def _path_back(graph: Mapping[str, set[str]], component: set[str]) -> list[str]:
     raise AssertionError(f"{sorted(component)} is not strongly connected")
 
 
-def rank() -> dict[str, int]:
-    """Each unit of :data:`LAYERS` and its layer number (0 at the bottom)."""
-    return {unit: level for level, (_, units) in enumerate(LAYERS) for unit in units}
+def rank(layers: Layers = LAYERS) -> dict[str, int]:
+    """Each unit of ``layers`` and its floor number (0 at the bottom)."""
+    return {unit: level for level, (_, units) in enumerate(layers) for unit in units}
 
 
-def unit_of(module: str, ranked: Mapping[str, int]) -> str:
-    """The unit ``module`` belongs to: a three-part entry of the table that holds it, else its
-    top-level module or package (``saihm.audit.mirror`` -> ``saihm.audit``)."""
-    parts = module.split(".")
-    for depth in range(len(parts), 2, -1):
-        if ".".join(parts[:depth]) in ranked:
-            return ".".join(parts[:depth])
-    return ".".join(parts[:2])
+def unit_of(module: str) -> str:
+    """The unit ``module`` belongs to: its top-level module or package
+    (``saihm.audit.mirror`` -> ``saihm.audit``; ``saihm`` is itself)."""
+    return ".".join(module.split(".")[:2])
 
 
 def units(root: Path) -> set[str]:
-    """The top-level modules and packages of ``root``, and ``saihm`` itself."""
-    return {unit_of(name, {}) for name in modules(root)}
+    """The top-level modules and packages of ``root``, and ``root``'s own name."""
+    return {unit_of(name) for name in modules(root)}
+
+
+def upward_imports(edges: Iterable[Edge], layers: Layers) -> list[str]:
+    """Each of ``edges`` whose target's unit stands on a higher floor of ``layers`` than its
+    source's, described for a failure message."""
+    ranked = rank(layers)
+    bad = []
+    for edge in edges:
+        source, target = unit_of(edge.source), unit_of(edge.target)
+        if source in ranked and target in ranked and ranked[target] > ranked[source]:
+            bad.append(
+                f"{edge.where}: {edge.source} ({layers[ranked[source]][0]!r}) imports "
+                f"{edge.target} ({layers[ranked[target]][0]!r})"
+            )
+    return bad
+
+
+def unit_edges(edges: Iterable[Edge]) -> dict[tuple[str, str], str]:
+    """The imports between units, each with the first module import that makes it."""
+    where: dict[tuple[str, str], str] = {}
+    for e in reversed(list(edges)):
+        source, target = unit_of(e.source), unit_of(e.target)
+        if source != target:
+            where[source, target] = f"{e.source} -> {e.target} at {e.where}"
+    return where
 
 
 def _edges() -> list[Edge]:
@@ -460,20 +459,20 @@ def test_every_package_and_top_level_module_has_a_layer() -> None:
     assert not stale, f"LAYERS names what no longer exists (remove it): {stale}"
 
 
+def test_the_table_ranks_packages_never_sub_modules() -> None:
+    """A sub-module ranked apart from its package is a package spanning two floors: move the
+    module to the package where it belongs instead."""
+    apart = [unit for _, members in LAYERS for unit in members if unit_of(unit) != unit]
+    assert not apart, f"rank the package, not its module: {apart}"
+
+
 def test_imports_point_down_the_layers() -> None:
-    ranked = rank()
-    bad = []
-    for edge in _edges():
-        source, target = unit_of(edge.source, ranked), unit_of(edge.target, ranked)
-        if source in ranked and target in ranked and ranked[target] > ranked[source]:
-            bad.append(
-                f"{edge.where}: {edge.source} ({LAYERS[ranked[source]][0]!r}) imports "
-                f"{edge.target} ({LAYERS[ranked[target]][0]!r})"
-            )
+    bad = upward_imports(_edges(), LAYERS)
     assert not bad, "\n".join(bad)
 
 
 def test_no_import_cycle_between_modules() -> None:
+    """What keeps the files inside a package in order, since the table ranks only packages."""
     where = {(e.source, e.target): e.where for e in reversed(_edges())}
     found = cycles(where)
     assert not found, "\n".join(_show(c, where) for c in found)
@@ -481,12 +480,7 @@ def test_no_import_cycle_between_modules() -> None:
 
 def test_no_import_cycle_between_units() -> None:
     """Layers allow imports within a layer; between two units they must still go one way."""
-    ranked = rank()
-    where = {}
-    for e in reversed(_edges()):
-        source, target = unit_of(e.source, ranked), unit_of(e.target, ranked)
-        if source != target:
-            where[source, target] = f"{e.source} -> {e.target} at {e.where}"
+    where = unit_edges(_edges())
     found = cycles(where)
     assert not found, "\n".join(_show(c, where) for c in found)
 
@@ -556,13 +550,47 @@ def test_checker_sees_imports_by_name_and_relative_imports(tmp_path: Path) -> No
     assert cycles(edges) == [["pkg.cli", "pkg.sub.tool", "pkg.cli"]]
 
 
-def test_a_unit_is_a_top_level_module_or_package_unless_ranked_apart() -> None:
-    ranked = rank()
-    assert unit_of("saihm.audit.mirror", ranked) == "saihm.audit"
-    assert unit_of("saihm.services.witness", ranked) == "saihm.services"
-    assert unit_of("saihm.witness.submit", ranked) == "saihm.witness"
-    assert unit_of("saihm", ranked) == "saihm"
-    assert unit_of("saihm.commands.main", ranked) == "saihm.commands"
+def test_a_unit_is_a_top_level_module_or_package() -> None:
+    assert unit_of("saihm.audit.mirror") == "saihm.audit"
+    assert unit_of("saihm.services.witness") == "saihm.services"
+    assert unit_of("saihm.store.read.reader") == "saihm.store"
+    assert unit_of("saihm.offline.fsck") == "saihm.offline"
+    assert unit_of("saihm") == "saihm"
+    assert unit_of("saihm.config") == "saihm.config"
+
+
+def test_checker_finds_an_upward_import_between_packages(tmp_path: Path) -> None:
+    """The floor check on a package written for the purpose: one function-level import from a
+    module of the low package into a sub-module of the high one is found, with where it is; a
+    unit cycle follows from it; without it, nothing is found."""
+    files = {
+        "__init__.py": "",
+        "leaf.py": "",
+        "low/__init__.py": "from pkg import leaf\n",
+        "low/part.py": "from pkg import leaf\n",
+        "high/__init__.py": "from pkg.low import part\n",
+        "high/deep/__init__.py": "",
+        "high/deep/tool.py": "import pkg.low\n",
+    }
+    layers: Layers = (
+        ("bottom", ("pkg", "pkg.leaf")),
+        ("low", ("pkg.low",)),
+        ("high", ("pkg.high",)),
+    )
+    clean = import_edges(_package(tmp_path / "clean", files))
+    assert upward_imports(clean, layers) == []
+    assert cycles(unit_edges(clean)) == []
+
+    files["low/part.py"] += "def f():\n    from pkg.high.deep.tool import x\n"
+    edges = import_edges(_package(tmp_path / "upward", files))
+    assert upward_imports(edges, layers) == [
+        "pkg/low/part.py:3: pkg.low.part ('low') imports pkg.high.deep.tool ('high')"
+    ]
+    assert cycles(unit_edges(edges)) == [["pkg.high", "pkg.low", "pkg.high"]]
+    # Ranked on one floor, the two may import each other as far as the floors go (the unit
+    # cycle check, which knows no floors, still finds the loop above).
+    flat: Layers = (("bottom", ("pkg", "pkg.leaf")), ("one", ("pkg.low", "pkg.high")))
+    assert upward_imports(edges, flat) == []
 
 
 # The independence rules of DESIGN.md "Layers", which the ranking alone does not express.
