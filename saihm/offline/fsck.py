@@ -180,7 +180,7 @@ def check_store(store: Store, tasks: Tasks | None = None) -> FsckResult:
         if not _dense_log(txn, storage.namespace(b"leaves"), size, result):
             return _with_store_hints(store, result)
         try:
-            state = store.projections.state(txn)
+            state = store.rebuilder.projection_state(txn)
         except StaleProjections as err:
             result.add(P.META, P.APPLIED, "applied index", str(err))
             state = None
@@ -248,16 +248,15 @@ def _check_projections(
     store: Store, txn: ReadTxn, size: int, result: FsckResult, tasks: Tasks
 ) -> None:
     seal = store.record_seal
-    for name in sorted(P.SEALED):
-        for key, value in store.projections.items(txn, name):
-            result.projection_records += 1
-            if not seal.valid(name, bytes(key), bytes(value)):
-                result.add(
-                    name,
-                    bytes(key),
-                    "record MAC",
-                    "the record MAC is missing or wrong: the record was forged or edited",
-                )
+    for name, key, value in store.rebuilder.sealed_rows(txn):
+        result.projection_records += 1
+        if not seal.valid(name, key, value):
+            result.add(
+                name,
+                key,
+                "record MAC",
+                "the record MAC is missing or wrong: the record was forged or edited",
+            )
     with tempfile.TemporaryDirectory(prefix="saihm-fsck-") as tmp:
         scratch = store.rebuilder.scratch_storage(Path(tmp) / "projections")
         try:
@@ -270,7 +269,8 @@ def _check_projections(
                 result.add(BODIES, "", "rebuild", f"the projections cannot be rebuilt: {err}")
                 return
             with scratch.read() as fresh_txn:
-                for name, key, how in differences(store.projections, txn, fresh, fresh_txn):
+                found = store.rebuilder.compare_live(txn, fresh, fresh_txn, differences)
+                for name, key, how in found:
                     result.add(name, key, "rebuild", how)
         finally:
             scratch.close()

@@ -8,20 +8,21 @@ byte for byte (docs/operations.md "Rebuild").
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 from saihm.errors import VerificationFailed
 from saihm.events.operations import BY_NAME
-from saihm.projections import Body, Projections
+from saihm.projections import Body, Projections, ProjectionState
 from saihm.projections import apply as P
 from saihm.projections.bulk import LeafFailed, apply_leaves
 from saihm.storage import ReadTxn, WriteTxn
 from saihm.storage.lmdb import LmdbStorage
 from saihm.store.environment import BODIES, Environment
 
+T = TypeVar("T")
 #: The operations whose private body the store keeps under the subjectId (from the registry).
 _BODY_OPERATIONS = frozenset(name for name, spec in BY_NAME.items() if spec.body)
 _COPY_CHUNK = 4096  # pairs per put_many when copying rebuilt projections into the live storage
@@ -195,6 +196,31 @@ class Rebuilder:
                 txn.commit()
             if progress is not None:
                 progress(len(leaves))
+
+    # -- what the offline check (saihm/offline/fsck.py) asks of the live projections ----------
+
+    def projection_state(self, txn: ReadTxn) -> ProjectionState:
+        """The live projections' applied index and schema version in ``txn``, as stored
+        (:class:`StaleProjections` when either is damaged)."""
+        return self.env.projections.state(txn)
+
+    def sealed_rows(self, txn: ReadTxn) -> Iterator[tuple[bytes, bytes, bytes]]:
+        """Every MAC-bound record of the live projections in ``txn``, as stored: (database,
+        key, value), the databases in name order, each in key order."""
+        for name in sorted(P.SEALED):
+            for key, value in self.env.projections.items(txn, name):
+                yield name, bytes(key), bytes(value)
+
+    def compare_live(
+        self,
+        txn: ReadTxn,
+        fresh: Projections,
+        fresh_txn: ReadTxn,
+        compare: Callable[[Projections, ReadTxn, Projections, ReadTxn], T],
+    ) -> T:
+        """``compare`` over (live, ``txn``, ``fresh``, ``fresh_txn``): the live projections
+        held against a rebuild, as :meth:`rebuild_into` does with its ``compare``."""
+        return compare(self.env.projections, txn, fresh, fresh_txn)
 
 
 def raw_put_seconds(rebuilt: Path, target: Path, events: int) -> tuple[float, int]:
