@@ -22,6 +22,9 @@ STRICT_PACKAGES = {
     # hold every operation (issue 22).
     "saihm.store",
     "saihm.store.*",
+    # The tools run against a stopped store's files (fsck, backup, migrate), strict as they
+    # were inside the store (issue 36).
+    "saihm.offline.*",
     "saihm.operator.*",
 }
 #: mypy's ``--strict`` flags that can be set per module.
