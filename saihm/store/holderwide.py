@@ -8,16 +8,17 @@ Nothing here decrypts: a cell not yet in the cache is opened by the reader's ``o
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
 from saihm.events import SealedPayload
 from saihm.projections import Projections
 from saihm.retrieval import Query
+from saihm.retrieval.holder import rank_holder
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, label_allows
-from saihm.store.cache import CacheEntry, CacheView, HolderIndex, VisibleList
+from saihm.store.cache import CacheEntry, CacheView, HolderIndex, VisibleList, context_item
 from saihm.store.candidates import covered_cells
 from saihm.store.views import OpenedCell, Page
 
@@ -152,9 +153,12 @@ def read_holder_wide(
     need = None
     if limit is not None and view.cache.embedder is None and narrow is None:
         need = first + limit + 1
-    ranked = view.rank_holder(holder, q, shared, view.query_vector(q), need)
+    qvec = view.query_vector(q)
     shared_ids = {k for k, _e in shared}
     entries = view.cache.entries
+    table = None if qvec is None else view.vector_table(holder, shared_ids)
+    theirs = [(context_item(k, e, shared=True), e.vector) for k, e in shared]
+    ranked = rank_holder(holder, q, theirs, qvec, need, table=table, order=_order_in(entries))
     by_key = dict(shared)
     cells: list[OpenedCell] = []
     scores: list[float] = []
@@ -179,6 +183,15 @@ def read_holder_wide(
 
 #: Cells opened before they are embedded together (the semantic stage's batch).
 EMBED_BATCH = 256
+
+
+def _order_in(entries: Mapping[bytes, CacheEntry]) -> Callable[[bytes], int]:
+    """The leaf index of a cached cell, for the semantic stage's ties."""
+
+    def order(cell_id: bytes) -> int:
+        return entries[cell_id].own.index
+
+    return order
 
 
 def _put_all(view: CacheView, batch: list[OpenedCell]) -> None:
