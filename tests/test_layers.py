@@ -58,8 +58,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("the verifier", ("saihm.audit",)),
-    ("the read path's result types", ("saihm.store.views",)),
-    ("the recall cache", ("saihm.store.cache",)),
+    ("the read path's result types", ("saihm.store.read.views",)),
+    ("the recall cache", ("saihm.store.read.cache",)),
     ("the store's environment", ("saihm.store.environment",)),
     (
         "the store's parts over its environment",
@@ -71,9 +71,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "saihm.store.keys",
         ),
     ),
-    ("which cells a read considers", ("saihm.store.candidates",)),
-    ("the holder-wide read", ("saihm.store.holderwide",)),
-    ("the checked read path", ("saihm.store.reader",)),
+    ("which cells a read considers", ("saihm.store.read.candidates",)),
+    ("the holder-wide read", ("saihm.store.read.holderwide",)),
+    ("the checked read path", ("saihm.store.read.reader",)),
     ("held proposals, written through the group commit", ("saihm.store.held",)),
     ("the store: the composition of its parts", ("saihm.store",)),
     (

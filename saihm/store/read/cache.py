@@ -40,7 +40,7 @@ from saihm.retrieval import Analysis, Embedder, Query, analyse
 from saihm.retrieval.bm25 import TermIndex
 from saihm.retrieval.context import TURN_KINDS, WINDOW, Item
 from saihm.retrieval.embed import VectorTable
-from saihm.store.views import OpenedCell
+from saihm.store.read.views import OpenedCell
 
 if TYPE_CHECKING:
     from saihm.storage.base import ReadTxn
@@ -100,7 +100,7 @@ class Generation:
 
 class VisibleList:
     """A holder's indexed cells in log order, as parallel lists (so that a holder-wide read
-    checks every item in a few C-level passes: saihm/store/holderwide.py ``allowed_own``):
+    checks every item in a few C-level passes: saihm/store/read/holderwide.py ``allowed_own``):
     ``opened`` the verified opened cells, ``ids`` and ``owners`` their verified cells' own
     cellId and owner fields (the very objects), ``orders`` their leaf indexes. Leaf indexes
     are hints from the projections, so cells with equal ones are told apart by cellId.
@@ -217,7 +217,7 @@ class HolderIndex:
     table: VectorTable | None = None
     #: The kept visible list: the indexed (unerased, verified) cells in log order, kept by
     #: add and remove, so a holder-wide read walks it instead of re-filtering the cache (and
-    #: still checks each item against its caller: saihm/store/holderwide.py ``allowed_own``).
+    #: still checks each item against its caller: saihm/store/read/holderwide.py ``allowed_own``).
     visible: VisibleList = field(default_factory=VisibleList)
 
     def add(self, cell_id: bytes, entry: CacheEntry) -> int:
@@ -489,7 +489,7 @@ class CellCache:
 
     def take_written(self) -> list[tuple[bytes, int]]:
         """The (cellId, leaf index) of cells written since the last call, oldest first; for
-        the embedding worker (saihm/store/warm.py). The caller holds :attr:`lock`."""
+        the embedding worker (saihm/store/read/warm.py). The caller holds :attr:`lock`."""
         out = list(self._written)
         self._written.clear()
         return out

@@ -2,7 +2,7 @@
 served from the recall cache's in-memory index (docs/retrieval.md).
 
 Nothing here decrypts: a cell not yet in the cache is opened by the reader's ``open_checked``
-(saihm/store/reader.py), and every returned item is still checked on this call.
+(saihm/store/read/reader.py), and every returned item is still checked on this call.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from saihm.retrieval import Query
 from saihm.retrieval.holder import rank_holder
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, label_allows
-from saihm.store.cache import CacheEntry, CacheView, HolderIndex, VisibleList, context_item
-from saihm.store.candidates import covered_cells
-from saihm.store.views import OpenedCell, Page
+from saihm.store.read.cache import CacheEntry, CacheView, HolderIndex, VisibleList, context_item
+from saihm.store.read.candidates import covered_cells
+from saihm.store.read.views import OpenedCell, Page
 
 #: A filter on the decrypted label (namespaces, kinds), or None for every cell.
 Narrow = Callable[[SealedPayload], bool] | None
@@ -63,7 +63,7 @@ def still_allowed(
 
 
 def allowed_own(kept: VisibleList, erased: set[bytes], access: Access) -> list[OpenedCell]:
-    """The cells of a holder's kept visible list (saihm/store/cache.py) that
+    """The cells of a holder's kept visible list (saihm/store/read/cache.py) that
     :func:`still_allowed` lets through to ``access`` as its own on this call: not erased, the
     label allowed, the verified owner the caller's; in the list's order.
 

@@ -25,18 +25,18 @@ from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import collection_stats, fuse, query_idf
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
-from saihm.store.cache import CacheEntry, CacheView, CellCache, context_item
-from saihm.store.candidates import candidates
 from saihm.store.environment import BODIES, MEMO, Environment
-from saihm.store.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
-from saihm.store.views import CellHeader, OpenedCell, Page
+from saihm.store.read.cache import CacheEntry, CacheView, CellCache, context_item
+from saihm.store.read.candidates import candidates
+from saihm.store.read.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
+from saihm.store.read.views import CellHeader, OpenedCell, Page
 
 log = logging.getLogger("saihm.store")
 
 
 class CheckedReader:
     """Reads cells for an :class:`Access`, each item checked on every call; owns the recall
-    cache of verified cells (saihm/store/cache.py, memory only)."""
+    cache of verified cells (saihm/store/read/cache.py, memory only)."""
 
     def __init__(
         self, env: Environment, authenticator: Authenticator, embedder: Embedder | None
@@ -213,7 +213,7 @@ class CheckedReader:
     def cache_unembedded(
         self, cells: Sequence[tuple[bytes, int]], fill: float | None = None
     ) -> tuple[list[tuple[bytes, CacheEntry]], bool]:
-        """For the cache's embedding worker (saihm/store/warm.py): put the ``cells`` (cellId,
+        """For the cache's embedding worker (saihm/store/read/warm.py): put the ``cells`` (cellId,
         leaf index) not cached yet in the cache, verified and decrypted exactly as a read
         would, without a vector; return the cached entries among them that have none, and
         whether the cache reached ``fill`` (a fraction of its bound; None: no limit) first.

@@ -2,7 +2,7 @@
 
 :class:`OpenedCell` is a cell that passed every check of the read path (its
 :class:`CellHeader` and decrypted payload); a :class:`Page` is a window of a recall. They are
-produced by the store (saihm/store/reader.py) and rendered at the edge (saihm/protocol).
+produced by the store (saihm/store/read/reader.py) and rendered at the edge (saihm/protocol).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Page:
     ranking that a page stopping after that cell continues from; for "all cells" both are
     None and a page continues after the last cell's leaf index. ``generation`` is set when
     ``cells`` is a holder's whole kept visible list, every item allowed on this call: that
-    list's generation (saihm/store/cache.py ``VisibleList``), the same object for the same
+    list's generation (saihm/store/read/cache.py ``VisibleList``), the same object for the same
     cells until the list changes.
     """
 
