@@ -45,7 +45,7 @@ from saihm.projections import (
     u64,
 )
 from saihm.projections.keys import loads
-from saihm.retrieval import Embedder, load_embedder
+from saihm.retrieval import Embedder, analyse_query, load_embedder
 from saihm.storage import ReadTxn, Usage, WriteTxn
 from saihm.store.auth import Access, Authenticator
 from saihm.store.commit import Change, GroupCommit
@@ -66,8 +66,9 @@ from saihm.store.jobs import BackgroundJobs, JobBoard
 from saihm.store.keys import CHECKPOINT_JOB, JOBS, KEK_JOB, HolderKeys, KeyRotation
 from saihm.store.publiclog import PublicLog
 from saihm.store.questions import Questions
+from saihm.store.read.holderwide import ReadRequest
 from saihm.store.read.reader import CheckedReader
-from saihm.store.read.views import CellHeader, OpenedCell, Page
+from saihm.store.read.views import CellHeader, OpenedCell, Page, RecallWindow
 from saihm.store.read.warm import Warmer
 from saihm.store.rebuild import Rebuilder, RebuildFailed, RebuildReport, ReplaceReport
 
@@ -86,7 +87,9 @@ __all__ = [
     "OpenedCell",
     "Page",
     "Questions",
+    "ReadRequest",
     "RebuildFailed",
+    "RecallWindow",
     "StaleProjections",
     "Store",
 ]
@@ -296,9 +299,8 @@ class Store:
     ) -> list[OpenedCell]:
         """Every cell ``access`` may see (optionally only ``cell_ids``) that matches ``query``,
         checked item by item: :meth:`read_page` without a window, cells only."""
-        page = self.reader.read_page(
-            access, query=query, cell_ids=cell_ids, include_shared=include_shared
-        )
+        request = ReadRequest(access, analyse_query(query), cell_ids, include_shared)
+        page = self.reader.read_page(request)
         return page.cells
 
     def check_opens(self, txn: ReadTxn, cell: Cell) -> None:

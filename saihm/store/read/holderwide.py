@@ -14,37 +14,63 @@ from typing import cast
 
 from saihm.events import SealedPayload
 from saihm.projections import Projections
-from saihm.retrieval import Query
+from saihm.retrieval import Query, analyse_query
 from saihm.retrieval.holder import rank_holder
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, label_allows
 from saihm.store.read.cache import CacheEntry, CacheView, HolderIndex, VisibleList, context_item
 from saihm.store.read.candidates import covered_cells
-from saihm.store.read.views import OpenedCell, Page
+from saihm.store.read.views import OpenedCell, Page, RecallWindow
 
 #: A filter on the decrypted label (namespaces, kinds), or None for every cell.
 Narrow = Callable[[SealedPayload], bool] | None
 #: The reader's verify-and-decrypt of one stored cell (``CheckedReader.open_checked``).
 OpenChecked = Callable[[ReadTxn, Access, bytes, "bytes | None", int], "OpenedCell | None"]
+#: The query that matches every cell (absent or empty).
+EVERYTHING = analyse_query(None)
+#: The whole answer: no limit, cursor or filter.
+WHOLE = RecallWindow()
 
 
 @dataclass(frozen=True, slots=True)
 class ReadRequest:
-    """What one checked read asks for, on behalf of ``access`` (``CheckedReader.read_page``).
+    """What one checked read asks for, on behalf of ``access`` (``CheckedReader.read_page``),
+    built once by its caller: the operator's recall from the window the edge parsed, the
+    store's ``read`` without one.
 
-    ``cell_ids`` None means every candidate; ``narrow`` only narrows; ``limit`` and ``start``
-    (a leaf index to continue after for "all cells", else an offset in the ranking) select a
-    window; ``now`` is the clock (seconds) contracts are judged at.
+    ``q`` is the analysed query (the empty query: every cell, in log order); ``cell_ids`` None
+    means every candidate; ``window``'s namespaces and kinds only narrow, and its ``limit`` and
+    ``start`` (a leaf index to continue after for "all cells", else an offset in the ranking)
+    select a window of the answer.
     """
 
     access: Access
-    q: Query
-    cell_ids: Iterable[bytes] | None
-    include_shared: bool
-    now: int
-    narrow: Narrow
-    limit: int | None
-    start: int | None
+    q: Query = EVERYTHING
+    cell_ids: Iterable[bytes] | None = None
+    include_shared: bool = True
+    window: RecallWindow = WHOLE
+
+    @property
+    def limit(self) -> int | None:
+        return self.window.limit
+
+    @property
+    def start(self) -> int | None:
+        return self.window.start
+
+    @property
+    def narrow(self) -> Narrow:
+        """The filter of the window's namespaces and kinds on the decrypted label, or None."""
+        namespaces, kinds = self.window.namespaces, self.window.kinds
+        if namespaces is None and kinds is None:
+            return None
+
+        def narrow(payload: SealedPayload) -> bool:
+            return (namespaces is None or payload.namespace in namespaces) and (
+                kinds is None or payload.kind in kinds
+            )
+
+        return narrow
 
 
 def still_allowed(
@@ -95,6 +121,7 @@ def read_holder_wide(
     txn: ReadTxn,
     view: CacheView,
     request: ReadRequest,
+    now: int,
 ) -> Page | None:
     """A caller that sees every cell of its holder, from the in-memory index.
 
@@ -102,13 +129,14 @@ def read_holder_wide(
     are over what the caller may see; each returned item is still checked on this call. None
     when the cache cannot hold the holder's cells (the caller then takes the item-by-item path).
     ``request.cell_ids`` is not consulted: the caller takes this path only when it is None.
+    ``now`` is the clock (seconds) contracts are judged at.
     """
     access, q, narrow, limit = request.access, request.q, request.narrow, request.limit
     holder = view.holder(access.holder_id)
     erased = view.erased()
     shared: list[tuple[bytes, CacheEntry]] = []
     if request.include_shared and access.consumer is None:
-        covered = covered_cells(projections, txn, access.holder_id, request.now)
+        covered = covered_cells(projections, txn, access.holder_id, now)
         for cell_id, sharer in sorted(covered.items()):
             entry = view.get(cell_id)
             if entry is None:

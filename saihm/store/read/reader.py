@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import cast
 
 from saihm.errors import NotFound, SaihmError, VerificationFailed
 from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body, LeafView
-from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, analyse_query
+from saihm.retrieval import DEFAULT_WEIGHTS, Embedder
 from saihm.retrieval.context import corrected, in_order, rank_in_context, semantic_context
 from saihm.retrieval.embed import cosines
 from saihm.retrieval.rank import collection_stats, fuse, query_idf
@@ -28,7 +28,7 @@ from saihm.store.auth import Access, Authenticator, label_allows
 from saihm.store.environment import BODIES, MEMO, Environment
 from saihm.store.read.cache import CacheEntry, CacheView, CellCache, context_item
 from saihm.store.read.candidates import candidates
-from saihm.store.read.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
+from saihm.store.read.holderwide import ReadRequest, read_holder_wide, still_allowed
 from saihm.store.read.views import CellHeader, OpenedCell, Page
 
 log = logging.getLogger("saihm.store")
@@ -46,18 +46,7 @@ class CheckedReader:
         self.cache = CellCache(env.config.recall_cache_mb << 20, embedder)
         self.cache.bind(env.projections)
 
-    def read_page(
-        self,
-        access: Access,
-        *,
-        query: str | None = None,
-        cell_ids: Iterable[bytes] | None = None,
-        include_shared: bool = True,
-        namespaces: frozenset[str] | None = None,
-        kinds: frozenset[str] | None = None,
-        limit: int | None = None,
-        start: int | None = None,
-    ) -> Page:
+    def read_page(self, request: ReadRequest) -> Page:
         """The checked read path (requirements.txt; docs/internals.md "One read path").
 
         Candidates are the caller's cells in scope and the covered cells of contracts active
@@ -67,33 +56,15 @@ class CheckedReader:
         cell that fails is omitted and logged, never served. Every returned item, cached or
         not, is then checked against ``access`` on this call: not in the erasure list, its
         verified owner and decrypted label (session, namespace) in scope, and for another
-        holder's cell a contract active for the caller. ``namespaces`` and ``kinds`` only
-        narrow. ``query`` is matched and ranked by :mod:`saihm.retrieval` (absent or empty:
-        every cell, in log order). ``limit`` and ``start`` (a leaf index to continue after for
-        "all cells", else an offset in the ranking) select a window.
+        holder's cell a contract active for the caller. The window's namespaces and kinds only
+        narrow. The query is matched and ranked by :mod:`saihm.retrieval` (absent or empty:
+        every cell, in log order). The window's ``limit`` and ``start`` (a leaf index to
+        continue after for "all cells", else an offset in the ranking) select a window.
         """
+        access, cell_ids = request.access, request.cell_ids
         self.authenticator.require(access)
         env = self.env
         now = int(env.clock())
-
-        narrow: Narrow = None
-        if namespaces is not None or kinds is not None:
-
-            def narrow(payload: SealedPayload) -> bool:
-                return (namespaces is None or payload.namespace in namespaces) and (
-                    kinds is None or payload.kind in kinds
-                )
-
-        request = ReadRequest(
-            access=access,
-            q=analyse_query(query),
-            cell_ids=cell_ids,
-            include_shared=include_shared,
-            now=now,
-            narrow=narrow,
-            limit=limit,
-            start=start,
-        )
         with (
             env.storage.read() as txn,
             self.cache.reading(txn, env.tree, env.kek_dir.current_version) as view,
@@ -105,18 +76,18 @@ class CheckedReader:
                 and access.namespaces is None
             )
             if fast:
-                page = read_holder_wide(self.open_checked, env.projections, txn, view, request)
+                page = read_holder_wide(self.open_checked, env.projections, txn, view, request, now)
                 if page is not None:
                     return page
-            return self._read_checked(txn, view, request)
+            return self._read_checked(txn, view, request, now)
 
-    def _read_checked(self, txn: ReadTxn, view: CacheView, request: ReadRequest) -> Page:
+    def _read_checked(self, txn: ReadTxn, view: CacheView, request: ReadRequest, now: int) -> Page:
         """Every candidate checked on this call, then matched and ranked among themselves."""
         access, q, narrow = request.access, request.q, request.narrow
         limit, start = request.limit, request.start
         erased = view.erased()
         own, shared = candidates(
-            self.env, txn, access, request.cell_ids, request.include_shared, request.now
+            self.env, txn, access, request.cell_ids, request.include_shared, now
         )
         visible = {}
         for index, cell_id, sharer in (*own, *shared):
