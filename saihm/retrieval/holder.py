@@ -1,11 +1,13 @@
-"""Ranking over one holder's in-memory index (docs/retrieval.md "The cache").
+"""Ranking the cells one read may see (docs/retrieval.md "The cache"): the store's one
+ranking room.
 
 The holder-wide read (saihm/store/read/holderwide.py) ranks the caller's holder's indexed cells
-and the cells shared with it from the data the store's cache keeps: the holder's term index,
-its case-folded texts and ranking items, the neighbours of an item in its session, and, for the
-semantic stage, the vectors stacked per holder. The cache caches (and embeds what is missing);
-this module ranks. Pure: no storage, no cache, no lock; the caller passes only what the asker
-may see.
+and the cells shared with it from the data the store's cache keeps (:func:`rank_holder`): the
+holder's term index, its case-folded texts and ranking items, the neighbours of an item in its
+session, and, for the semantic stage, the vectors stacked per holder. The item-by-item read
+(saihm/store/read/reader.py) ranks the cells it has just checked (:func:`rank_visible`). The
+cache caches (and embeds what is missing); this module ranks. Pure: no storage, no cache, no
+lock; the caller passes only what the asker may see.
 """
 
 from __future__ import annotations
@@ -16,12 +18,18 @@ from typing import Protocol, cast
 
 from saihm.retrieval.analysis import Query
 from saihm.retrieval.bm25 import Bm25, TermIndex
-from saihm.retrieval.context import Item, corrected, rank_in_context, semantic_context
+from saihm.retrieval.context import (
+    Item,
+    corrected,
+    in_order,
+    rank_in_context,
+    semantic_context,
+)
 from saihm.retrieval.embed import VectorTable, cosines
 from saihm.retrieval.fusion import DEFAULT_WEIGHTS
 from saihm.retrieval.rank import Ranked, collection_stats, fuse, query_idf
 
-__all__ = ["IndexedHolder", "SharedCell", "rank_holder"]
+__all__ = ["IndexedHolder", "SharedCell", "rank_holder", "rank_visible"]
 
 #: A cell shared with the caller by another holder: its ranking item (no group: another
 #: holder's sessions are not the caller's to read around) and its vector, if it has one.
@@ -135,3 +143,33 @@ def rank_holder(
     out = corrected(fuse(lexical, dense, w, around, query_idf(query, stats)), lookup)
     out.sort(key=lambda r: (-r.score, r.order))
     return out
+
+
+def rank_visible(
+    q: Query,
+    items: Sequence[Item],
+    qvec: Sequence[float] | None,
+    have: Sequence[tuple[Hashable, Sequence[float], int]],
+) -> list[Ranked]:
+    """Rank ``items`` (every cell one read may see, each checked on this call) for ``q``, best
+    first, with their neighbours drawn from themselves; with a query vector ``qvec``, fused with
+    the cosines of ``have`` (key, vector, leaf index: the visible cells that have a vector)."""
+    neighbours = in_order(items)
+    ranked = rank_in_context(q, items, neighbours)
+    if qvec is not None:
+        # The semantic stage: every visible cell's cosine (a cell without a vector has none).
+        near = cosines(qvec, [v for _k, v, _i in have])
+        dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
+        by_key = {i.key: i for i in items}
+
+        def around(key: Hashable) -> list[Hashable]:
+            item = by_key.get(key)
+            return [] if item is None else semantic_context(item, neighbours)
+
+        # The statistics of the visible set, as rank_in_context computed them.
+        stats = collection_stats(q, [(i.key, i.analysis, i.order) for i in items])
+        ideal = query_idf(q, stats)
+        # A newer cell that corrects an older one still ranks above it after fusion.
+        ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS, around, ideal), by_key)
+        ranked.sort(key=lambda r: (-r.score, r.order))
+    return ranked

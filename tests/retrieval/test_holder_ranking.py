@@ -17,7 +17,7 @@ from saihm.retrieval import analyse, analyse_query
 from saihm.retrieval.bm25 import TermIndex
 from saihm.retrieval.context import WINDOW, Item, in_order, rank_in_context
 from saihm.retrieval.embed import VectorTable
-from saihm.retrieval.holder import rank_holder
+from saihm.retrieval.holder import rank_holder, rank_visible
 
 
 @dataclass
@@ -114,3 +114,24 @@ def test_the_semantic_stage_ranks_from_the_given_vectors() -> None:
     assert got and got[0].key == bytes([3]) * 32
     with pytest.raises(ValueError):
         rank_holder(holder, q, [], [1.0, 0.0], None)
+
+
+def test_the_item_by_item_ranking_agrees_with_the_holder_wide_one() -> None:
+    """The two read paths rank in one room: over the same visible cells, the same answer."""
+    holder = plain()
+    docs = list(holder.items.values())
+    for text in ("boat", "trip water", "kettle morning", "nothing here"):
+        q = analyse_query(text)
+        wide = rank_holder(holder, q, [], None, None)
+        each = rank_visible(q, docs, None, [])
+        assert [(r.key, r.score) for r in each] == [(r.key, r.score) for r in wide]
+
+
+def test_the_item_by_item_semantic_stage_uses_the_given_vectors() -> None:
+    holder = plain()
+    docs = list(holder.items.values())
+    kettle = bytes([3]) * 32
+    have = [(i.key, [1.0, 0.0] if i.key == kettle else [0.0, 1.0], i.order) for i in docs]
+    q = analyse_query("appliance")
+    assert rank_visible(q, docs, None, have) == []
+    assert rank_visible(q, docs, [1.0, 0.0], have)[0].key == kettle

@@ -19,10 +19,8 @@ from saihm.errors import NotFound, SaihmError, VerificationFailed
 from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body, LeafView
-from saihm.retrieval import DEFAULT_WEIGHTS, Embedder
-from saihm.retrieval.context import corrected, in_order, rank_in_context, semantic_context
-from saihm.retrieval.embed import cosines
-from saihm.retrieval.rank import collection_stats, fuse, query_idf
+from saihm.retrieval import Embedder
+from saihm.retrieval.holder import rank_visible
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
 from saihm.store.environment import BODIES, MEMO, Environment
@@ -109,29 +107,15 @@ class CheckedReader:
         items = [
             context_item(k, e, s) for k, (e, s) in (chosen if q.everything else visible).items()
         ]
-        neighbours = in_order(items)
-        ranked = rank_in_context(q, items, neighbours)
         qvec = view.query_vector(q)
+        have: list[tuple[Hashable, Sequence[float], int]] = []
         if qvec is not None:
             # The semantic stage: every visible cell's cosine (a cell without a vector has none).
             view.embed_missing(visible)
             have = [
                 (k, e.vector, e.own.index) for k, (e, _s) in visible.items() if e.vector is not None
             ]
-            near = cosines(qvec, [v for _k, v, _i in have])
-            dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
-            by_key = {i.key: i for i in items}
-
-            def around(key: Hashable) -> list[Hashable]:
-                item = by_key.get(key)
-                return [] if item is None else semantic_context(item, neighbours)
-
-            # The statistics of the visible set, as rank_in_context computed them.
-            stats = collection_stats(q, [(i.key, i.analysis, i.order) for i in items])
-            ideal = query_idf(q, stats)
-            # A newer cell that corrects an older one still ranks above it after fusion.
-            ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS, around, ideal), by_key)
-            ranked.sort(key=lambda r: (-r.score, r.order))
+        ranked = rank_visible(q, items, qvec, have)
         cells: list[OpenedCell] = []
         scores: list[float] = []
         positions: list[int] = []
