@@ -5,7 +5,9 @@ else reads it. It remembers, for cells that passed the store's full check once i
 (cellId recomputed, signature verified, decrypted), the verified public header and the
 decrypted payload, so a later read skips exactly those three steps. It never decides access:
 every item a read returns is checked again against the caller on every call (erasure list,
-owner / session / namespace label, an active contract for a shared cell) by the store.
+owner / session / namespace label, an active contract for a shared cell) by the store. It
+never ranks either: it keeps the data a holder-wide read ranks from (the holder's index, the
+vectors it stacks per holder, the query vectors) and :mod:`saihm.retrieval.holder` ranks.
 
 Bounds and lifetime: entries are evicted least recently used beyond ``max_bytes`` (an estimate
 of their memory that over-counts, measured by ``saihm bench recall``); nothing is ever written
