@@ -78,7 +78,7 @@ def _answered(items: Sequence[Case], weights: Weights | None) -> float:
 def _ranking(
     docs: list[Any], vectors: list[Any], question: str, qvec: Any, weights: Weights | None
 ) -> list[Any]:
-    """The store's ranking (saihm/store/cache.py ``rank_holder``): the context-aware lexical
+    """The store's ranking (saihm/retrieval/holder.py ``rank_holder``): the context-aware lexical
     ranking of the conversation's cells as one holder's remembered cells in one session,
     then, with ``weights``, fused with the cosines and corrected."""
     items = [Item(key, analysis, order, 0, 0, False) for key, analysis, order in docs]

@@ -62,7 +62,7 @@ class Operation(StrEnum):
 class Effect(Enum):
     """What a leaf of an operation does to the thing its subjectId names.
 
-    The cell cache (``saihm.store.cache``) and the fsck (``saihm.offline.fsck``) act on the
+    The cell cache (``saihm.store.read.cache``) and the fsck (``saihm.offline.fsck``) act on the
     effect, never on the operation's name: a new operation with an existing effect needs no
     edit there.
     """

@@ -23,8 +23,9 @@ from saihm.operator.context import ToolContext
 from saihm.operator.governance import GovernanceTools, ProposalSummary
 from saihm.operator.sharing import SharingTools
 from saihm.projections import RecordHead
+from saihm.retrieval import analyse_query
 from saihm.storage import WriteTxn
-from saihm.store import Access, Change, Page
+from saihm.store import Access, Change, Page, ReadRequest, RecallWindow
 
 __all__ = [
     "RECORD_KINDS",
@@ -69,20 +70,6 @@ class Recorded(Remembered):
     seq: int
     prev: bytes | None
     kind: str
-
-
-@dataclass(frozen=True, slots=True)
-class RecallWindow:
-    """What part of a recall the caller asked for (docs/retrieval.md "Extension params"); the
-    default is all of it. ``start`` is the position a cursor names (a leaf index for "all
-    cells", an offset in the ranking for a query); ``max_bytes`` bounds the rendered answer,
-    which only the binding can measure. :mod:`saihm.protocol.window` parses it from JSON."""
-
-    limit: int | None = None
-    max_bytes: int | None = None
-    start: int | None = None
-    namespaces: frozenset[str] | None = None
-    kinds: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,14 +407,9 @@ class MemoryTools:
         """
         window = window or RecallWindow()
         queried = bool((query or "").split())
-        page = self.context.store.reader.read_page(
-            access,
-            query=query,
-            namespaces=window.namespaces,
-            kinds=window.kinds,
-            limit=window.limit,
-            start=window.start,
-        )
+        # The request is built once, here, and carries the window as the edge parsed it.
+        request = ReadRequest(access, analyse_query(query), window=window)
+        page = self.context.store.reader.read_page(request)
         if self.context.config.recall_receipts:
             self.context.log_receipt(access, Operation.RECALL)
         return Recalled(page=page, window=window, queried=queried)

@@ -2,7 +2,7 @@
 (saihm-protocol "Cell shape", "Erasure"; DESIGN.md "Data at rest").
 
 The indexes by holder and by session are untrusted candidate hints: the read path decides on
-the verified, decrypted label (saihm/store/reader.py). The cell records and record heads are
+the verified, decrypted label (saihm/store/read/reader.py). The cell records and record heads are
 MAC-bound (saihm/projections/seal.py).
 """
 

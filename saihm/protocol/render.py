@@ -34,8 +34,7 @@ from saihm.protocol.params import dec, hx
 from saihm.protocol.window import encode_cursor
 
 if TYPE_CHECKING:
-    from saihm.store import OpenedCell
-    from saihm.store.views import Page
+    from saihm.store import OpenedCell, Page
 
 __all__ = [
     "MAX_RECALL_ITEMS",

@@ -8,14 +8,14 @@ dependencies (docs/internals.md "The store"):
 - :mod:`~saihm.store.commit` is the one write path (saihm-protocol "Order of effect and
   receipt"): signed :class:`Change` objects grouped into one write transaction per batch;
 - :mod:`~saihm.store.auth` issues the :class:`Access` every read needs;
-- :mod:`~saihm.store.reader` is the checked read path, the only code outside ``saihm.events``
+- :mod:`~saihm.store.read.reader` is the checked read path, the only code outside ``saihm.events``
   that decrypts (requirements.txt; tests/store/test_single_read_path.py);
 - :mod:`~saihm.store.publiclog` signs checkpoints and serves the public log's reads;
 - :mod:`~saihm.store.rebuild` replays the log into projections; :mod:`~saihm.store.keys`
   keeps holder keys and rotates the KEK;
 - :mod:`~saihm.store.jobs` runs the checkpointer and the KEK schedule, started by the
   composition root (:meth:`Store.start_jobs`), never by opening a store;
-- :mod:`~saihm.store.warm` embeds cached cells off the request path when the semantic stage
+- :mod:`~saihm.store.read.warm` embeds cached cells off the request path when the semantic stage
   is on (after a commit; the warm-up from :meth:`Store.start_jobs`).
 
 - :mod:`~saihm.store.held` keeps the provider's held proposals (namespace ``provider-pending``),
@@ -45,7 +45,7 @@ from saihm.projections import (
     u64,
 )
 from saihm.projections.keys import loads
-from saihm.retrieval import Embedder, load_embedder
+from saihm.retrieval import Embedder, analyse_query, load_embedder
 from saihm.storage import ReadTxn, Usage, WriteTxn
 from saihm.store.auth import Access, Authenticator
 from saihm.store.commit import Change, GroupCommit
@@ -66,10 +66,11 @@ from saihm.store.jobs import BackgroundJobs, JobBoard
 from saihm.store.keys import CHECKPOINT_JOB, JOBS, KEK_JOB, HolderKeys, KeyRotation
 from saihm.store.publiclog import PublicLog
 from saihm.store.questions import Questions
-from saihm.store.reader import CheckedReader
+from saihm.store.read.holderwide import ReadRequest
+from saihm.store.read.reader import CheckedReader
+from saihm.store.read.views import CellHeader, OpenedCell, Page, RecallWindow
+from saihm.store.read.warm import Warmer
 from saihm.store.rebuild import Rebuilder, RebuildFailed, RebuildReport, ReplaceReport
-from saihm.store.views import CellHeader, OpenedCell, Page
-from saihm.store.warm import Warmer
 
 __all__ = [
     "BODIES",
@@ -86,7 +87,9 @@ __all__ = [
     "OpenedCell",
     "Page",
     "Questions",
+    "ReadRequest",
     "RebuildFailed",
+    "RecallWindow",
     "StaleProjections",
     "Store",
 ]
@@ -136,7 +139,7 @@ class Store:
         self.holder_keys = HolderKeys(env)
         self.rotation = KeyRotation(env, self.jobs, self.reader.cache.clear)
         self.rebuilder = Rebuilder(env)
-        #: The embedding worker (saihm/store/warm.py), with the semantic stage only: its
+        #: The embedding worker (saihm/store/read/warm.py), with the semantic stage only: its
         #: thread starts on the first commit or :meth:`start_jobs`, and stops on :meth:`close`.
         self.warmer = Warmer(self.reader) if embedder is not None else None
         after = [self._sync_cache, self._after_commit_fault, self._checkpoint_if_due]
@@ -284,7 +287,7 @@ class Store:
             holder_id, session_id, ttl, all_sessions=all_sessions
         )
 
-    # -- the checked read path (saihm/store/reader.py) -----------------------------------
+    # -- the checked read path (saihm/store/read/reader.py) -----------------------------------
 
     def read(
         self,
@@ -296,9 +299,8 @@ class Store:
     ) -> list[OpenedCell]:
         """Every cell ``access`` may see (optionally only ``cell_ids``) that matches ``query``,
         checked item by item: :meth:`read_page` without a window, cells only."""
-        page = self.reader.read_page(
-            access, query=query, cell_ids=cell_ids, include_shared=include_shared
-        )
+        request = ReadRequest(access, analyse_query(query), cell_ids, include_shared)
+        page = self.reader.read_page(request)
         return page.cells
 
     def check_opens(self, txn: ReadTxn, cell: Cell) -> None:

@@ -5,7 +5,7 @@ elsewhere, so the caller cannot manufacture it". An :class:`Access` is made only
 authority-signed capability token (saihm-protocol "Capabilities") or, for the person acting on
 their own data directory in process, by :meth:`Authenticator.person_access`; each is sealed
 with an HMAC under a key that exists only in this process's memory, which the checked read path
-(saihm/store/reader.py) verifies before reading anything.
+(saihm/store/read/reader.py) verifies before reading anything.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from saihm.projections.keys import dumps
 from saihm.storage import ReadTxn
 from saihm.storage.base import prefetch
 from saihm.store.environment import Environment
-from saihm.store.views import CellHeader
+from saihm.store.read.views import CellHeader
 
 #: Verified capabilities kept by token digest; emptied when it grows past this.
 TOKEN_CACHE_MAX = 4096

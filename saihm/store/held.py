@@ -24,7 +24,7 @@ from saihm.storage import Namespace, ReadTxn, WriteTxn
 from saihm.store.auth import Access
 from saihm.store.commit import Change, GroupCommit
 from saihm.store.environment import PENDING, Environment
-from saihm.store.reader import CheckedReader
+from saihm.store.read.reader import CheckedReader
 
 __all__ = ["Admit", "HeldProposals"]
 

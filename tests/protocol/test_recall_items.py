@@ -14,8 +14,8 @@ import pytest
 
 from saihm.events import SealedPayload
 from saihm.protocol import RecallItem, RecallItems, recall_items
-from saihm.store.cache import Generation
-from saihm.store.views import CellHeader, OpenedCell, Page
+from saihm.store.read.cache import Generation
+from saihm.store.read.views import CellHeader, OpenedCell, Page
 from tests.support.world import World, make_world
 
 

@@ -103,8 +103,8 @@ def test_sealed_metadata_must_be_the_one_compact_form_of_an_object(text):
 
 def test_the_cell_cache_counts_a_cells_metadata_against_its_bound():
     from saihm.retrieval import analyse
-    from saihm.store.cache import _estimate
-    from saihm.store.views import CellHeader, OpenedCell
+    from saihm.store.read.cache import _estimate
+    from saihm.store.read.views import CellHeader, OpenedCell
 
     header = CellHeader(b"c" * 32, b"h" * 32, 1, "STANDARD", b"n" * 16, b"s" * 16, 0)
 

@@ -2,7 +2,7 @@
 
 Issue 12 ("one CheckedReader that is the only code producing plaintext (pending proposals go
 through it with an access, too)"): the provider's held proposals (saihm/store/held.py) are
-decrypted only by :meth:`saihm.store.reader.CheckedReader.open_prepared`, which refuses an
+decrypted only by :meth:`saihm.store.read.reader.CheckedReader.open_prepared`, which refuses an
 Access the store did not issue and returns nothing out of the Access's scope. The static half
 (no other module decrypts) is tests/store/test_single_read_path.py.
 """
@@ -13,11 +13,11 @@ import dataclasses
 
 import pytest
 
-import saihm.store.reader as reader_module
+import saihm.store.read.reader as reader_module
 from saihm.errors import NotFound, Unauthenticated
 from saihm.provider.models import MemoryStore
 from saihm.store import Access
-from saihm.store.reader import CheckedReader
+from saihm.store.read.reader import CheckedReader
 from tests.support.world import hand_made_access
 
 

@@ -23,8 +23,8 @@ from saihm.retrieval.context import (
     reads_as_turn,
 )
 from saihm.retrieval.rank import rank
-from saihm.store.cache import CacheEntry, HolderIndex
-from saihm.store.views import CellHeader, OpenedCell
+from saihm.store.read.cache import CacheEntry, HolderIndex
+from saihm.store.read.views import CellHeader, OpenedCell
 from tests.support.world import World, make_world
 
 

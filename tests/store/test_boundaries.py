@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-import saihm.store.reader as reader_module
+import saihm.store.read.reader as reader_module
 from saihm.errors import Unauthenticated
 from saihm.events import Capability
 from tests.support.world import World
@@ -40,7 +40,7 @@ def test_holder_wide_ranked_recall_honours_limit_on_the_warm_cached_path(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A holder-wide token (sessions "all", every namespace) ranks over the holder's cached
-    index (saihm/store/holderwide.py); ``limit`` must cut the ranked answer there exactly: the
+    index (saihm/store/read/holderwide.py); ``limit`` must cut the ranked answer there exactly: the
     first ``limit`` of the unlimited ranking, for every ``limit`` up to one past the end."""
     holder = world.holder()
     for n in range(6):

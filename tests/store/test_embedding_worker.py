@@ -1,4 +1,4 @@
-"""Embedding off the request path (saihm/store/warm.py; docs/retrieval.md "The cache"):
+"""Embedding off the request path (saihm/store/read/warm.py; docs/retrieval.md "The cache"):
 a committed cell is embedded by the worker, not by the next recall; the warm-up embeds the
 live cells within the cache's budget; close stops the worker; a stop or a kill mid-warm-up
 loses nothing; a recall never depends on the worker."""

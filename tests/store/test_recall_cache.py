@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import saihm.store.reader as store_module
+import saihm.store.read.reader as store_module
 from saihm.projections import apply as P
 from saihm.projections.keys import u64
 from tests.support.world import World, make_world

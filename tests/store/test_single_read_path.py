@@ -8,7 +8,7 @@ caller cannot manufacture it" (requirements.txt, Security considerations).
 
 Statically (AST over every module of ``saihm``): only the store's environment opens the
 operator's storage (and its rebuild a scratch one), apart from the exceptions listed below with
-their reasons; and only saihm/store/reader.py (and ``saihm.events``, which defines them) calls
+their reasons; and only saihm/store/read/reader.py (and ``saihm.events``, which defines them) calls
 the functions that turn a cell into plaintext, pending provider proposals included.
 Behaviourally: an ``Access`` the store did not issue is refused, by the cell reads and by the
 opening of a pending proposal.
@@ -28,7 +28,7 @@ from tests.support.world import World, hand_made_access
 
 PACKAGE = Path(saihm.__file__).parent
 #: The one module that turns a stored cell into plaintext.
-READER = "saihm/store/reader.py"
+READER = "saihm/store/read/reader.py"
 #: The store's openers: the environment opens the operator's storage with every namespace.
 ENVIRONMENT = "saihm/store/environment.py"
 STORE_OPENERS = {

@@ -1,8 +1,8 @@
-"""The kept visible list of the recall cache (saihm/store/cache.py ``VisibleList``, issue 24).
+"""The kept visible list of the recall cache (saihm/store/read/cache.py ``VisibleList``, issue 24).
 
 Each holder's index keeps its indexed (unerased, verified) cells in log order, maintained by
 the log replay and the bound; a holder-wide read walks it instead of re-filtering the whole
-cache, and still checks every item against its caller (saihm/store/holderwide.py
+cache, and still checks every item against its caller (saihm/store/read/holderwide.py
 ``allowed_own``, the ``still_allowed`` rule). The recall cache is named in the standards as
 needing property tests: after any sequence of remember / forget / share / revoke / rotation
 / reads, the kept list is the list computed the old way (the holder's listed cells that are
@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from saihm.store.auth import Access
-from saihm.store.cache import CacheEntry, VisibleList
-from saihm.store.holderwide import allowed_own, still_allowed
-from saihm.store.views import OpenedCell
+from saihm.store.read.cache import CacheEntry, VisibleList
+from saihm.store.read.holderwide import allowed_own, still_allowed
+from saihm.store.read.views import OpenedCell
 from tests.store.test_recall_cache import ids, in_child
 from tests.support.world import Holder, World, make_world
 

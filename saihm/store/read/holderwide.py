@@ -2,48 +2,75 @@
 served from the recall cache's in-memory index (docs/retrieval.md).
 
 Nothing here decrypts: a cell not yet in the cache is opened by the reader's ``open_checked``
-(saihm/store/reader.py), and every returned item is still checked on this call.
+(saihm/store/read/reader.py), and every returned item is still checked on this call.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
 from saihm.events import SealedPayload
 from saihm.projections import Projections
-from saihm.retrieval import Query
+from saihm.retrieval import Query, analyse_query
+from saihm.retrieval.holder import rank_holder
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, label_allows
-from saihm.store.cache import CacheEntry, CacheView, HolderIndex, VisibleList
-from saihm.store.candidates import covered_cells
-from saihm.store.views import OpenedCell, Page
+from saihm.store.read.cache import CacheEntry, CacheView, HolderIndex, VisibleList, context_item
+from saihm.store.read.candidates import covered_cells
+from saihm.store.read.views import OpenedCell, Page, RecallWindow
 
 #: A filter on the decrypted label (namespaces, kinds), or None for every cell.
 Narrow = Callable[[SealedPayload], bool] | None
 #: The reader's verify-and-decrypt of one stored cell (``CheckedReader.open_checked``).
 OpenChecked = Callable[[ReadTxn, Access, bytes, "bytes | None", int], "OpenedCell | None"]
+#: The query that matches every cell (absent or empty).
+EVERYTHING = analyse_query(None)
+#: The whole answer: no limit, cursor or filter.
+WHOLE = RecallWindow()
 
 
 @dataclass(frozen=True, slots=True)
 class ReadRequest:
-    """What one checked read asks for, on behalf of ``access`` (``CheckedReader.read_page``).
+    """What one checked read asks for, on behalf of ``access`` (``CheckedReader.read_page``),
+    built once by its caller: the operator's recall from the window the edge parsed, the
+    store's ``read`` without one.
 
-    ``cell_ids`` None means every candidate; ``narrow`` only narrows; ``limit`` and ``start``
-    (a leaf index to continue after for "all cells", else an offset in the ranking) select a
-    window; ``now`` is the clock (seconds) contracts are judged at.
+    ``q`` is the analysed query (the empty query: every cell, in log order); ``cell_ids`` None
+    means every candidate; ``window``'s namespaces and kinds only narrow, and its ``limit`` and
+    ``start`` (a leaf index to continue after for "all cells", else an offset in the ranking)
+    select a window of the answer.
     """
 
     access: Access
-    q: Query
-    cell_ids: Iterable[bytes] | None
-    include_shared: bool
-    now: int
-    narrow: Narrow
-    limit: int | None
-    start: int | None
+    q: Query = EVERYTHING
+    cell_ids: Iterable[bytes] | None = None
+    include_shared: bool = True
+    window: RecallWindow = WHOLE
+
+    @property
+    def limit(self) -> int | None:
+        return self.window.limit
+
+    @property
+    def start(self) -> int | None:
+        return self.window.start
+
+    @property
+    def narrow(self) -> Narrow:
+        """The filter of the window's namespaces and kinds on the decrypted label, or None."""
+        namespaces, kinds = self.window.namespaces, self.window.kinds
+        if namespaces is None and kinds is None:
+            return None
+
+        def narrow(payload: SealedPayload) -> bool:
+            return (namespaces is None or payload.namespace in namespaces) and (
+                kinds is None or payload.kind in kinds
+            )
+
+        return narrow
 
 
 def still_allowed(
@@ -62,7 +89,7 @@ def still_allowed(
 
 
 def allowed_own(kept: VisibleList, erased: set[bytes], access: Access) -> list[OpenedCell]:
-    """The cells of a holder's kept visible list (saihm/store/cache.py) that
+    """The cells of a holder's kept visible list (saihm/store/read/cache.py) that
     :func:`still_allowed` lets through to ``access`` as its own on this call: not erased, the
     label allowed, the verified owner the caller's; in the list's order.
 
@@ -94,6 +121,7 @@ def read_holder_wide(
     txn: ReadTxn,
     view: CacheView,
     request: ReadRequest,
+    now: int,
 ) -> Page | None:
     """A caller that sees every cell of its holder, from the in-memory index.
 
@@ -101,13 +129,14 @@ def read_holder_wide(
     are over what the caller may see; each returned item is still checked on this call. None
     when the cache cannot hold the holder's cells (the caller then takes the item-by-item path).
     ``request.cell_ids`` is not consulted: the caller takes this path only when it is None.
+    ``now`` is the clock (seconds) contracts are judged at.
     """
     access, q, narrow, limit = request.access, request.q, request.narrow, request.limit
     holder = view.holder(access.holder_id)
     erased = view.erased()
     shared: list[tuple[bytes, CacheEntry]] = []
     if request.include_shared and access.consumer is None:
-        covered = covered_cells(projections, txn, access.holder_id, request.now)
+        covered = covered_cells(projections, txn, access.holder_id, now)
         for cell_id, sharer in sorted(covered.items()):
             entry = view.get(cell_id)
             if entry is None:
@@ -152,9 +181,12 @@ def read_holder_wide(
     need = None
     if limit is not None and view.cache.embedder is None and narrow is None:
         need = first + limit + 1
-    ranked = view.rank_holder(holder, q, shared, view.query_vector(q), need)
+    qvec = view.query_vector(q)
     shared_ids = {k for k, _e in shared}
     entries = view.cache.entries
+    table = None if qvec is None else view.vector_table(holder, shared_ids)
+    theirs = [(context_item(k, e, shared=True), e.vector) for k, e in shared]
+    ranked = rank_holder(holder, q, theirs, qvec, need, table=table, order=_order_in(entries))
     by_key = dict(shared)
     cells: list[OpenedCell] = []
     scores: list[float] = []
@@ -179,6 +211,15 @@ def read_holder_wide(
 
 #: Cells opened before they are embedded together (the semantic stage's batch).
 EMBED_BATCH = 256
+
+
+def _order_in(entries: Mapping[bytes, CacheEntry]) -> Callable[[bytes], int]:
+    """The leaf index of a cached cell, for the semantic stage's ties."""
+
+    def order(cell_id: bytes) -> int:
+        return entries[cell_id].own.index
+
+    return order
 
 
 def _put_all(view: CacheView, batch: list[OpenedCell]) -> None:

@@ -1,8 +1,10 @@
-"""The read path's result types: what the checked read path hands out.
+"""The read path's result types: what the checked read path hands out, and the window asked.
 
 :class:`OpenedCell` is a cell that passed every check of the read path (its
 :class:`CellHeader` and decrypted payload); a :class:`Page` is a window of a recall. They are
-produced by the store (saihm/store/reader.py) and rendered at the edge (saihm/protocol).
+produced by the store (saihm/store/read/reader.py) and rendered at the edge (saihm/protocol).
+A :class:`RecallWindow` is the part of a recall the caller asked for, parsed at the edge
+(saihm/protocol/window.py) and carried unchanged into the read (``ReadRequest.window``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 from saihm.events import Cell, SealedPayload
 
-__all__ = ["CellHeader", "OpenedCell", "Page"]
+__all__ = ["CellHeader", "OpenedCell", "Page", "RecallWindow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,7 @@ class Page:
     ranking that a page stopping after that cell continues from; for "all cells" both are
     None and a page continues after the last cell's leaf index. ``generation`` is set when
     ``cells`` is a holder's whole kept visible list, every item allowed on this call: that
-    list's generation (saihm/store/cache.py ``VisibleList``), the same object for the same
+    list's generation (saihm/store/read/cache.py ``VisibleList``), the same object for the same
     cells until the list changes.
     """
 
@@ -76,3 +78,17 @@ class Page:
     def resume(self, i: int) -> int:
         """Where a page that ends after ``cells[i]`` continues from."""
         return self.cells[i].index if self.positions is None else self.positions[i]
+
+
+@dataclass(frozen=True, slots=True)
+class RecallWindow:
+    """What part of a recall the caller asked for (docs/retrieval.md "Extension params"); the
+    default is all of it. ``start`` is the position a cursor names (a leaf index for "all
+    cells", an offset in the ranking for a query); ``max_bytes`` bounds the rendered answer,
+    which only the binding can measure. :mod:`saihm.protocol.window` parses it from JSON."""
+
+    limit: int | None = None
+    max_bytes: int | None = None
+    start: int | None = None
+    namespaces: frozenset[str] | None = None
+    kinds: frozenset[str] | None = None

@@ -13,7 +13,7 @@ vectors of the entries still cached. Nothing here decides access (every read che
 again) and nothing reaches the disk: vectors live beside the cached plaintext only.
 
 Correctness never depends on the worker: a recall that finds a cached cell without a vector
-embeds it itself (:meth:`saihm.store.cache.CacheView.embed_missing`). :meth:`Warmer.stop`
+embeds it itself (:meth:`saihm.store.read.cache.CacheView.embed_missing`). :meth:`Warmer.stop`
 (from :meth:`saihm.store.Store.close`) ends the thread before the storage closes; a stop or a
 kill mid-step loses nothing, since the worker writes nothing but the in-memory cache.
 """
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from saihm.events.operations import BY_NAME, Effect
 from saihm.projections import LeafView
-from saihm.store.cache import CellCache
-from saihm.store.reader import CheckedReader
+from saihm.store.read.cache import CellCache
+from saihm.store.read.reader import CheckedReader
 
 __all__ = ["WARM_FILL", "Warmer"]
 

@@ -12,31 +12,29 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import cast
 
 from saihm.errors import NotFound, SaihmError, VerificationFailed
 from saihm.events import Cell, SealedPayload
 from saihm.events.envelope import check_cell_id, decrypt, verify_cell_signature
 from saihm.projections import Body, LeafView
-from saihm.retrieval import DEFAULT_WEIGHTS, Embedder, analyse_query
-from saihm.retrieval.context import corrected, in_order, rank_in_context, semantic_context
-from saihm.retrieval.embed import cosines
-from saihm.retrieval.rank import collection_stats, fuse, query_idf
+from saihm.retrieval import Embedder
+from saihm.retrieval.holder import rank_visible
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access, Authenticator, label_allows
-from saihm.store.cache import CacheEntry, CacheView, CellCache, context_item
-from saihm.store.candidates import candidates
 from saihm.store.environment import BODIES, MEMO, Environment
-from saihm.store.holderwide import Narrow, ReadRequest, read_holder_wide, still_allowed
-from saihm.store.views import CellHeader, OpenedCell, Page
+from saihm.store.read.cache import CacheEntry, CacheView, CellCache, context_item
+from saihm.store.read.candidates import candidates
+from saihm.store.read.holderwide import ReadRequest, read_holder_wide, still_allowed
+from saihm.store.read.views import CellHeader, OpenedCell, Page
 
 log = logging.getLogger("saihm.store")
 
 
 class CheckedReader:
     """Reads cells for an :class:`Access`, each item checked on every call; owns the recall
-    cache of verified cells (saihm/store/cache.py, memory only)."""
+    cache of verified cells (saihm/store/read/cache.py, memory only)."""
 
     def __init__(
         self, env: Environment, authenticator: Authenticator, embedder: Embedder | None
@@ -46,18 +44,7 @@ class CheckedReader:
         self.cache = CellCache(env.config.recall_cache_mb << 20, embedder)
         self.cache.bind(env.projections)
 
-    def read_page(
-        self,
-        access: Access,
-        *,
-        query: str | None = None,
-        cell_ids: Iterable[bytes] | None = None,
-        include_shared: bool = True,
-        namespaces: frozenset[str] | None = None,
-        kinds: frozenset[str] | None = None,
-        limit: int | None = None,
-        start: int | None = None,
-    ) -> Page:
+    def read_page(self, request: ReadRequest) -> Page:
         """The checked read path (requirements.txt; docs/internals.md "One read path").
 
         Candidates are the caller's cells in scope and the covered cells of contracts active
@@ -67,33 +54,15 @@ class CheckedReader:
         cell that fails is omitted and logged, never served. Every returned item, cached or
         not, is then checked against ``access`` on this call: not in the erasure list, its
         verified owner and decrypted label (session, namespace) in scope, and for another
-        holder's cell a contract active for the caller. ``namespaces`` and ``kinds`` only
-        narrow. ``query`` is matched and ranked by :mod:`saihm.retrieval` (absent or empty:
-        every cell, in log order). ``limit`` and ``start`` (a leaf index to continue after for
-        "all cells", else an offset in the ranking) select a window.
+        holder's cell a contract active for the caller. The window's namespaces and kinds only
+        narrow. The query is matched and ranked by :mod:`saihm.retrieval` (absent or empty:
+        every cell, in log order). The window's ``limit`` and ``start`` (a leaf index to
+        continue after for "all cells", else an offset in the ranking) select a window.
         """
+        access, cell_ids = request.access, request.cell_ids
         self.authenticator.require(access)
         env = self.env
         now = int(env.clock())
-
-        narrow: Narrow = None
-        if namespaces is not None or kinds is not None:
-
-            def narrow(payload: SealedPayload) -> bool:
-                return (namespaces is None or payload.namespace in namespaces) and (
-                    kinds is None or payload.kind in kinds
-                )
-
-        request = ReadRequest(
-            access=access,
-            q=analyse_query(query),
-            cell_ids=cell_ids,
-            include_shared=include_shared,
-            now=now,
-            narrow=narrow,
-            limit=limit,
-            start=start,
-        )
         with (
             env.storage.read() as txn,
             self.cache.reading(txn, env.tree, env.kek_dir.current_version) as view,
@@ -105,18 +74,18 @@ class CheckedReader:
                 and access.namespaces is None
             )
             if fast:
-                page = read_holder_wide(self.open_checked, env.projections, txn, view, request)
+                page = read_holder_wide(self.open_checked, env.projections, txn, view, request, now)
                 if page is not None:
                     return page
-            return self._read_checked(txn, view, request)
+            return self._read_checked(txn, view, request, now)
 
-    def _read_checked(self, txn: ReadTxn, view: CacheView, request: ReadRequest) -> Page:
+    def _read_checked(self, txn: ReadTxn, view: CacheView, request: ReadRequest, now: int) -> Page:
         """Every candidate checked on this call, then matched and ranked among themselves."""
         access, q, narrow = request.access, request.q, request.narrow
         limit, start = request.limit, request.start
         erased = view.erased()
         own, shared = candidates(
-            self.env, txn, access, request.cell_ids, request.include_shared, request.now
+            self.env, txn, access, request.cell_ids, request.include_shared, now
         )
         visible = {}
         for index, cell_id, sharer in (*own, *shared):
@@ -138,29 +107,15 @@ class CheckedReader:
         items = [
             context_item(k, e, s) for k, (e, s) in (chosen if q.everything else visible).items()
         ]
-        neighbours = in_order(items)
-        ranked = rank_in_context(q, items, neighbours)
         qvec = view.query_vector(q)
+        have: list[tuple[Hashable, Sequence[float], int]] = []
         if qvec is not None:
             # The semantic stage: every visible cell's cosine (a cell without a vector has none).
             view.embed_missing(visible)
             have = [
                 (k, e.vector, e.own.index) for k, (e, _s) in visible.items() if e.vector is not None
             ]
-            near = cosines(qvec, [v for _k, v, _i in have])
-            dense = [(k, c, i) for (k, _v, i), c in zip(have, near, strict=True)]
-            by_key = {i.key: i for i in items}
-
-            def around(key: Hashable) -> list[Hashable]:
-                item = by_key.get(key)
-                return [] if item is None else semantic_context(item, neighbours)
-
-            # The statistics of the visible set, as rank_in_context computed them.
-            stats = collection_stats(q, [(i.key, i.analysis, i.order) for i in items])
-            ideal = query_idf(q, stats)
-            # A newer cell that corrects an older one still ranks above it after fusion.
-            ranked = corrected(fuse(ranked, dense, DEFAULT_WEIGHTS, around, ideal), by_key)
-            ranked.sort(key=lambda r: (-r.score, r.order))
+        ranked = rank_visible(q, items, qvec, have)
         cells: list[OpenedCell] = []
         scores: list[float] = []
         positions: list[int] = []
@@ -213,7 +168,7 @@ class CheckedReader:
     def cache_unembedded(
         self, cells: Sequence[tuple[bytes, int]], fill: float | None = None
     ) -> tuple[list[tuple[bytes, CacheEntry]], bool]:
-        """For the cache's embedding worker (saihm/store/warm.py): put the ``cells`` (cellId,
+        """For the cache's embedding worker (saihm/store/read/warm.py): put the ``cells`` (cellId,
         leaf index) not cached yet in the cache, verified and decrypted exactly as a read
         would, without a vector; return the cached entries among them that have none, and
         whether the cache reached ``fill`` (a fraction of its bound; None: no limit) first.

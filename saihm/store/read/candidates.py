@@ -2,7 +2,7 @@
 
 Every record consulted here is MAC-bound (saihm/projections/seal.py): a forged or edited one
 reads as absent, so it can only hide a cell, never offer one. The checked read path
-(saihm/store/reader.py) decides on each candidate from the verified cell and its decrypted
+(saihm/store/read/reader.py) decides on each candidate from the verified cell and its decrypted
 label (requirements.txt: candidate indexes are hints; the label decides).
 """
 

@@ -5,7 +5,9 @@ else reads it. It remembers, for cells that passed the store's full check once i
 (cellId recomputed, signature verified, decrypted), the verified public header and the
 decrypted payload, so a later read skips exactly those three steps. It never decides access:
 every item a read returns is checked again against the caller on every call (erasure list,
-owner / session / namespace label, an active contract for a shared cell) by the store.
+owner / session / namespace label, an active contract for a shared cell) by the store. It
+never ranks either: it keeps the data a holder-wide read ranks from (the holder's index, the
+vectors it stacks per holder, the query vectors) and :mod:`saihm.retrieval.holder` ranks.
 
 Bounds and lifetime: entries are evicted least recently used beyond ``max_bytes`` (an estimate
 of their memory that over-counts, measured by ``saihm bench recall``); nothing is ever written
@@ -27,28 +29,20 @@ import logging
 import sys
 import threading
 from bisect import bisect_left
-from collections import ChainMap, OrderedDict, deque
-from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Container, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from saihm.events.operations import BY_NAME, Effect
 from saihm.projections import LeafView, Projections
-from saihm.retrieval import DEFAULT_WEIGHTS, Analysis, Embedder, Query, analyse
-from saihm.retrieval.bm25 import Bm25, TermIndex
-from saihm.retrieval.context import (
-    TURN_KINDS,
-    WINDOW,
-    Item,
-    corrected,
-    rank_in_context,
-    semantic_context,
-)
-from saihm.retrieval.embed import VectorTable, cosines
-from saihm.retrieval.rank import Ranked, collection_stats, fuse, query_idf
-from saihm.store.views import OpenedCell
+from saihm.retrieval import Analysis, Embedder, Query, analyse
+from saihm.retrieval.bm25 import TermIndex
+from saihm.retrieval.context import TURN_KINDS, WINDOW, Item
+from saihm.retrieval.embed import VectorTable
+from saihm.store.read.views import OpenedCell
 
 if TYPE_CHECKING:
     from saihm.storage.base import ReadTxn
@@ -108,7 +102,7 @@ class Generation:
 
 class VisibleList:
     """A holder's indexed cells in log order, as parallel lists (so that a holder-wide read
-    checks every item in a few C-level passes: saihm/store/holderwide.py ``allowed_own``):
+    checks every item in a few C-level passes: saihm/store/read/holderwide.py ``allowed_own``):
     ``opened`` the verified opened cells, ``ids`` and ``owners`` their verified cells' own
     cellId and owner fields (the very objects), ``orders`` their leaf indexes. Leaf indexes
     are hints from the projections, so cells with equal ones are told apart by cellId.
@@ -225,7 +219,7 @@ class HolderIndex:
     table: VectorTable | None = None
     #: The kept visible list: the indexed (unerased, verified) cells in log order, kept by
     #: add and remove, so a holder-wide read walks it instead of re-filtering the cache (and
-    #: still checks each item against its caller: saihm/store/holderwide.py ``allowed_own``).
+    #: still checks each item against its caller: saihm/store/read/holderwide.py ``allowed_own``).
     visible: VisibleList = field(default_factory=VisibleList)
 
     def add(self, cell_id: bytes, entry: CacheEntry) -> int:
@@ -497,7 +491,7 @@ class CellCache:
 
     def take_written(self) -> list[tuple[bytes, int]]:
         """The (cellId, leaf index) of cells written since the last call, oldest first; for
-        the embedding worker (saihm/store/warm.py). The caller holds :attr:`lock`."""
+        the embedding worker (saihm/store/read/warm.py). The caller holds :attr:`lock`."""
         out = list(self._written)
         self._written.clear()
         return out
@@ -659,87 +653,15 @@ class CacheView:
                     cache._queries.popitem(last=False)
         return vector
 
-    def rank_holder(
-        self,
-        holder: HolderIndex,
-        query: Query,
-        shared: list[tuple[bytes, CacheEntry]],
-        qvec: Sequence[float] | None,
-        need: int | None,
-    ) -> list[Ranked]:
-        """Rank the holder's indexed cells and ``shared`` for ``query``, best first.
-
-        Precondition: the index holds every live cell of the holder (the caller opened the
-        missing ones), which a holder-wide caller may all see; the statistics are those of
-        exactly the ranked set: the index plus ``shared``. With ``need`` (and no semantic
-        stage) only the best ``need`` are kept, by a heap.
-        """
-        index = holder.index
-        terms = query.terms
-        base = index.stats(terms)
-        stats = base
-        if shared:
-            # The shared cells join the statistics (and may bring expansion terms).
-            extra = collection_stats(query, [(k, e.analysis, 0) for k, e in shared])
-            wanted = {*base.df, *extra.df}
-            df = {t: len(index.postings.get(t, ())) + extra.df.get(t, 0) for t in wanted}
-            expansions = {
-                t: tuple(sorted({*base.expansions.get(t, ()), *extra.expansions.get(t, ())}))
-                for t in {*base.expansions, *extra.expansions}
-            }
-            n = base.n + len(shared)
-            total = index.total_length + sum(e.analysis.length for _k, e in shared)
-            stats = Bm25(n=n, avgdl=total / n if n else 0.0, df=df, expansions=expansions)
-        # A holder's index is keyed by cell id only (HolderIndex.add is its one writer, with bytes).
-        matched = cast(set[bytes], index.candidates(terms))
-        first, rest = query.containment[0], query.containment[1:]
-        # The containment baseline over the cells that share no term: a C-level substring
-        # scan over the case-folded texts, then the remaining terms on the few that pass.
-        for cell_id, text in holder.texts.items():
-            if first in text and cell_id not in matched and all(t in text for t in rest):
-                matched.add(cell_id)
-        items = holder.items
-        # Shared cells (another holder's) are ranked without neighbours: their sessions are
-        # not the caller's to read around.
-        docs = [items[k] for k in matched]
-        theirs = {k: context_item(k, e, shared=True) for k, e in shared}
-        docs.extend(theirs.values())
-        lexical = rank_in_context(
-            query, docs, holder.neighbours, stats=stats, need=None if qvec is not None else need
-        )
-        if qvec is None:
-            return lexical
-        # The semantic stage: the cosine of every cell the caller may see, indexed or shared.
-        # The indexed cells' vectors are stacked once per change of the index, not per query.
+    def vector_table(self, holder: HolderIndex, shared: Container[bytes]) -> VectorTable:
+        """The semantic stage's data for ranking ``holder`` with the ``shared`` cells: their
+        missing vectors embedded (the holder's first, then the shared ones), and the holder's
+        indexed cells' vectors stacked, once per change of its index, not per query."""
         self.embed_missing(holder.texts)
-        self.embed_missing({k for k, _e in shared})
+        self.embed_missing(shared)
         entries = self.cache._entries
         if holder.table is None:
             holder.table = VectorTable(
                 [(k, v) for k in holder.texts if (v := entries[k].vector) is not None]
             )
-        w = DEFAULT_WEIGHTS
-        lookup = cast("Mapping[Hashable, Item]", ChainMap[bytes, Item](theirs, items))
-
-        def around(key: Hashable) -> list[Hashable]:
-            """The cells whose cosine is the cell's context for the semantic stage."""
-            item = lookup.get(key)
-            return [] if item is None else semantic_context(item, holder.neighbours)
-
-        ranked = [r.key for r in lexical]
-        table = holder.table
-        also = [*ranked, *(n for k in ranked for n in around(k))]
-        near = table.nearest(qvec, w.admits, w.dense_k, also)
-        # The cosines around the cells only the dense stage brought (one more matrix product).
-        missing = {n for k in list(near) for n in around(k)} - near.keys()
-        if missing:
-            near.update(table.nearest(qvec, 2.0, 0, missing))
-        # The table's keys are the holder's cell ids (bytes).
-        dense = [(k, c, entries[cast(bytes, k)].own.index) for k, c in near.items()]
-        have = [(k, e.vector, e.own.index) for k, e in shared if e.vector is not None]
-        sims = cosines(qvec, [v for _k, v, _i in have])
-        dense.extend((k, c, i) for (k, _v, i), c in zip(have, sims, strict=True))
-        # A newer cell that corrects an older one still ranks above it after fusion.
-        out = corrected(fuse(lexical, dense, w, around, query_idf(query, stats)), lookup)
-        out.sort(key=lambda r: (-r.score, r.order))
-        return out
+        return holder.table
