@@ -46,7 +46,10 @@ from saihm.operator import (
     Voted,
 )
 from saihm.projections import apply
-from saihm.protocol import BINDINGS, render
+from saihm.protocol import BINDINGS
+from saihm.protocol import governance as gov_family
+from saihm.protocol import memory as memory_family
+from saihm.protocol import sharing as sharing_family
 
 
 def test_every_method_has_exactly_one_binding_row() -> None:
@@ -132,7 +135,7 @@ def _hex(value: object) -> bytes:
 
 @given(ids, st.binary(min_size=32, max_size=32), epochs, st.binary(min_size=16, max_size=16), ids)
 def test_remembered_renders_hex_ids_and_decimal_epochs(cell_id, nonce, epoch, prefix, rid):
-    out = render.render_remembered(Remembered(cell_id, nonce, "T1", 3, epoch, prefix, rid))
+    out = memory_family.render_remembered(Remembered(cell_id, nonce, "T1", 3, epoch, prefix, rid))
     assert list(out) == [
         "cellId",
         "cellNonce",
@@ -150,7 +153,7 @@ def test_remembered_renders_hex_ids_and_decimal_epochs(cell_id, nonce, epoch, pr
 @given(ids, epochs, st.integers(0, 1 << 40), st.one_of(st.none(), ids), ids)
 def test_recorded_adds_its_chain_after_the_remember_fields(cell_id, epoch, seq, prev, rid):
     r = Recorded(cell_id, cell_id, "T1", 1, epoch, cell_id[:16], rid, seq, prev, "said")
-    out = render.render_remembered(r)
+    out = memory_family.render_remembered(r)
     assert list(out)[-3:] == ["seq", "prev", "kind"]
     assert out["seq"] == seq and out["kind"] == "said"
     assert (out["prev"] is None) == (prev is None)
@@ -160,17 +163,17 @@ def test_recorded_adds_its_chain_after_the_remember_fields(cell_id, epoch, seq, 
 
 @given(ids, ids, epochs)
 def test_forget_renders_success_or_not(cell_id, anchor, epoch):
-    assert render.render_forgotten(AlreadyErased()) == {"success": False}
-    out = render.render_forgotten(Forgotten(cell_id, anchor, epoch))
+    assert memory_family.render_forgotten(AlreadyErased()) == {"success": False}
+    out = memory_family.render_forgotten(Forgotten(cell_id, anchor, epoch))
     assert out["success"] is True and _hex(out["destructionAnchor"]) == anchor
     assert _hex(out["cellId"]) == cell_id and out["epoch"] == str(epoch)
 
 
 @given(ids, epochs, st.one_of(st.none(), ids), st.booleans())
 def test_repeats_carry_no_receipt_id(contract_id, epoch, receipt, accepted):
-    revoked = render.render_revoked(Revoked(epoch, receipt))
-    responded = render.render_responded(Responded(contract_id, accepted, receipt))
-    voted = render.render_voted(Voted(contract_id, contract_id, accepted, 1, epoch, receipt))
+    revoked = sharing_family.render_revoked(Revoked(epoch, receipt))
+    responded = sharing_family.render_responded(Responded(contract_id, accepted, receipt))
+    voted = gov_family.render_voted(Voted(contract_id, contract_id, accepted, 1, epoch, receipt))
     for out in (revoked, responded, voted):
         assert ("receiptId" in out) == (receipt is not None)
     assert revoked["revoked"] is True and responded["accepted"] is accepted
@@ -178,13 +181,14 @@ def test_repeats_carry_no_receipt_id(contract_id, epoch, receipt, accepted):
 
 @given(ids, st.sampled_from(["TEMPORARY", "PERMANENT", "SYNDICATE"]), epochs, epochs, ids)
 def test_shared_renders_the_type_in_lower_case(contract_id, mode, epoch, expires, rid):
-    out = render.render_shared(Shared(contract_id, mode, 2, epoch, expires, rid))
+    out = sharing_family.render_shared(Shared(contract_id, mode, 2, epoch, expires, rid))
     assert out["type"] == mode.lower() and out["expiresAt"] == str(expires)
 
 
 @given(ids, st.one_of(st.none(), st.text(max_size=20)), epochs, ids)
 def test_proposed_keeps_the_terms_as_text(pid, value, epoch, holder):
-    out = render.render_proposed(Proposed(pid, "emission_param", "k", value, epoch, holder, pid))
+    proposed = Proposed(pid, "emission_param", "k", value, epoch, holder, pid)
+    out = gov_family.render_proposed(proposed)
     assert out["proposedValue"] == value and _hex(out["proposerHash"]) == holder
 
 
