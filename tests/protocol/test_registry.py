@@ -269,8 +269,10 @@ def _first_string_args(tree: ast.AST, callee: str) -> list[str]:
 
 def test_every_binding_method_has_one_client_call_on_both_clients() -> None:
     # Each method of the binding has one request builder in the sans-I/O core, and both
-    # Client and AsyncClient expose it; a method added to the registry without its client
-    # call (or a client call for a method the binding does not serve) fails here.
+    # Client and AsyncClient expose it: from the core's table of methods (_core.Methods), or,
+    # for the two that learn the caller's holderId, written out on each client. A method
+    # added to the registry without its client call (or a client call for a method the
+    # binding does not serve) fails here.
     core = _module_tree(client_core)
     builders = {
         fn.name: _first_string_args(fn, "Call")
@@ -280,6 +282,14 @@ def test_every_binding_method_has_one_client_call_on_both_clients() -> None:
     builders = {name: methods for name, methods in builders.items() if methods}
     built = [m for methods in builders.values() for m in methods]
     assert sorted(built) == sorted(METHODS)
+    tabled = {
+        name: value.build
+        for name, value in vars(client_core.Methods).items()
+        if isinstance(value, client_core.ClientMethod)
+    }
+    written = {"recall", "status"}
+    assert set(tabled) == set(builders) - written
+    assert all(tabled[name] is getattr(client_core, name) for name in tabled)
     for module in (client_sync, client_async):
         used = {
             node.attr
@@ -288,9 +298,33 @@ def test_every_binding_method_has_one_client_call_on_both_clients() -> None:
             and isinstance(node.value, ast.Name)
             and node.value.id == "_core"
         }
-        assert set(builders) <= used, (module.__name__, set(builders) - used)
+        assert written <= used, (module.__name__, written - used)
     for kind in (Client, AsyncClient):
+        assert issubclass(kind, client_core.Methods)
         assert all(callable(getattr(kind, name, None)) for name in builders), kind
+
+
+def test_a_tabled_method_is_the_builders_on_both_faces() -> None:
+    # One line of _core.Methods gives AsyncClient a coroutine function and Client a blocking
+    # one, each with the builder's arguments and docstring and returning what it decodes.
+    asyncc = AsyncClient("http://127.0.0.1:9/", "Bearer t")
+    sync = Client("http://127.0.0.1:9/", "Bearer t")
+    try:
+        for name, value in vars(client_core.Methods).items():
+            if not isinstance(value, client_core.ClientMethod):
+                continue
+            on_async, on_sync = getattr(asyncc, name), getattr(sync, name)
+            assert inspect.iscoroutinefunction(on_async) and not inspect.iscoroutinefunction(
+                on_sync
+            )
+            built = inspect.signature(value.build)
+            for method in (on_async, on_sync):
+                shown = inspect.signature(method)
+                assert shown.parameters == built.parameters, name
+                assert not str(shown.return_annotation).startswith("Call["), name
+                assert method.__doc__ == value.build.__doc__ and method.__doc__, name
+    finally:
+        sync.close()
 
 
 def test_the_mcp_surface_serves_and_calls_exactly_the_protocol_tools() -> None:
