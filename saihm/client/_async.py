@@ -4,13 +4,14 @@ saihm-protocol "HTTPS binding" and "Tool surface", and DESIGN.md "HTTP" for the 
 methods (saihm_accept_contract, saihm_decline_contract, saihm_record, saihm_forget_session)
 and extension params (saihm_remember's ``namespace``). The client holds no keys and does no
 cryptography beyond TLS; the credential is sent verbatim and never shown. What each method
-sends and accepts is the sans-I/O core's (saihm/client/_core.py), which ``Client`` shares.
+sends and accepts is the sans-I/O core's (saihm/client/_core.py), which ``Client`` shares:
+every method but ``recall`` and ``status`` is inherited from its table, ``_core.Methods``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from saihm.client import _core, models
 from saihm.client._core import RecordKind
@@ -29,7 +30,7 @@ __all__ = ["AsyncClient", "RecordKind"]
 R = TypeVar("R")
 
 
-class AsyncClient(AsyncFace):
+class AsyncClient(AsyncFace, _core.Methods):
     """An asyncio client of one SAIHM operator.
 
     ``endpoint`` is the operator's binding URL (https; plain http only to 127.0.0.1 or
@@ -107,29 +108,7 @@ class AsyncClient(AsyncFace):
     async def _send(self, call: _core.Call[R]) -> R:
         return call.result(await self.call(call.method, call.params))
 
-    # -- the eight tools --------------------------------------------------------------------
-
-    async def remember(
-        self,
-        content: str,
-        *,
-        namespace: str | None = None,
-        supersedes: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> models.Remembered:
-        """saihm_remember: store ``content`` as a new cell of the token's session.
-
-        ``namespace`` (extension, default "memory" at the operator) must lie in the token's
-        scope. ``supersedes`` (extension) is the cellId of the caller's fact this one
-        replaces: the operator forgets that cell in the same change (a REMEMBER and a FORGET
-        receipt, or neither), and recall shows the new cell's ``supersedes``. ``metadata``
-        (extension) is a JSON object kept beside the text (at most 1 MiB as JSON, and the
-        whole request within the operator's request bound): recall returns it as
-        ``RecalledCell.metadata``; it is never ranked or shown as content.
-        Blank content, a ``supersedes`` that is not 64 hex digits and metadata JSON cannot
-        hold are refused before sending.
-        """
-        return await self._send(_core.remember(content, namespace, supersedes, metadata))
+    # -- the methods that learn the caller's holderId; the rest are _core.Methods ----------
 
     async def recall(
         self,
@@ -151,77 +130,8 @@ class AsyncClient(AsyncFace):
             await self.status()
         return await self._send(_core.recall(query, namespaces, kinds, limit, self.holder_id))
 
-    async def forget(self, cell_id: str) -> models.Forgotten:
-        """saihm_forget: erase one cell; ``success`` false means not found or already erased.
-
-        A result with ``success`` true must name the requested cell, else it is malformed.
-        """
-        return await self._send(_core.forget(cell_id))
-
     async def status(self) -> models.Status:
         """saihm_status; also remembers the caller's holderId (``holder_id``)."""
         result = await self._send(_core.status())
         self.holder_id = result.agent_id_hash_hex
         return result
-
-    async def share(
-        self,
-        grantees: list[str],
-        shard_ids: list[str],
-        mode: Literal["temporary", "permanent", "syndicate"],
-        *,
-        scope: Literal["read", "write", "readwrite"] = "read",
-        expiry_epoch: str | int | None = None,
-    ) -> models.Shared:
-        """saihm_share: a contract giving ``grantees`` read access to ``shard_ids``.
-
-        It takes effect for a grantee only once that grantee accepts it
-        (:meth:`accept_contract`). Grantee, shard and expiry checks run before sending.
-        """
-        return await self._send(_core.share(grantees, shard_ids, mode, scope, expiry_epoch))
-
-    async def revoke_share(self, contract_id: str) -> models.Revoked:
-        """saihm_revoke_share: end a contract for every grantee (future reads only)."""
-        return await self._send(_core.revoke_share(contract_id))
-
-    async def governance_propose(
-        self,
-        scope: Literal["emission_param", "protocol_upgrade"],
-        param_key: str | None = None,
-        proposed_value: str | None = None,
-    ) -> models.Proposed:
-        """saihm_governance_propose, where the operator enables governance."""
-        return await self._send(_core.governance_propose(scope, param_key, proposed_value))
-
-    async def governance_vote(self, proposal_id: str, approve: bool) -> models.Voted:
-        """saihm_governance_vote: the vote recorded (a repeat returns the first vote).
-
-        Compare ``approve`` and ``proposal_id`` with the request: a differing answer means an
-        earlier vote stands.
-        """
-        return await self._send(_core.governance_vote(proposal_id, approve))
-
-    # -- extension methods (DESIGN.md "HTTP") ---------------------------------------------
-
-    async def accept_contract(self, contract_id: str) -> models.ContractAnswer:
-        """saihm_accept_contract: the grantee accepts (its cells then appear in recall)."""
-        return await self._send(_core.accept_contract(contract_id))
-
-    async def decline_contract(self, contract_id: str) -> models.ContractAnswer:
-        """saihm_decline_contract: the grantee declines, or withdraws an earlier acceptance."""
-        return await self._send(_core.decline_contract(contract_id))
-
-    async def record(
-        self, kind: RecordKind, content: str, *, metadata: Mapping[str, Any] | None = None
-    ) -> models.Recorded:
-        """saihm_record: append what the agent said ("said") or did ("did") to the session's
-        record, or close it ("end", content may be empty). Entries are chained (seq, prev)
-        and can never be altered; they come back from :meth:`recall` with their ``kind``.
-        ``metadata`` is kept beside the text as in :meth:`remember`.
-        """
-        return await self._send(_core.record(kind, content, metadata))
-
-    async def forget_session(self, session_id: str) -> models.SessionForgotten:
-        """saihm_forget_session: erase every cell (memory and record) of one session; every
-        receipt stays in the log."""
-        return await self._send(_core.forget_session(session_id))

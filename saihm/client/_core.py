@@ -7,22 +7,33 @@ or a :class:`~saihm.client.errors.ClientError`. It does no I/O: ``AsyncClient`` 
 parsed body to :meth:`Call.result`, so both faces of the client build the same requests and
 accept the same answers (saihm-protocol "HTTPS binding" and "Tool surface"; DESIGN.md "HTTP"
 for the extension methods and params).
+
+A request builder takes the client method's own arguments (its signature and docstring are
+the method's) and returns its :class:`Call`. :class:`Methods` is the table of the client's
+methods: one :class:`ClientMethod` line per builder, which both ``AsyncClient`` (awaitable)
+and ``Client`` (blocking) inherit. Only saihm_recall and saihm_status, which learn and use the
+caller's holderId, are written out on each client. docs/internals.md "Adding an operation".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, Self, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
 from saihm.client import _checks, models
+from saihm.client._lifecycle import AsyncFace, SyncFace
 from saihm.client.errors import ClientError
 from saihm.client.models import RecalledCell
 
 __all__ = [
     "Call",
+    "ClientMethod",
+    "Methods",
     "RecordKind",
     "accept_contract",
     "decline_contract",
@@ -41,6 +52,7 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
+P = ParamSpec("P")
 RecordKind = Literal["said", "did", "end"]
 _RECORD_KINDS = ("said", "did", "end")
 
@@ -93,12 +105,23 @@ def _as(model: type[M]) -> Callable[[Any, str], M]:
 
 def remember(
     content: str,
-    namespace: str | None,
+    *,
+    namespace: str | None = None,
     supersedes: str | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> Call[models.Remembered]:
-    """saihm_remember; blank content, a ``supersedes`` that is not a cellId and ``metadata``
-    JSON cannot hold are refused before sending."""
+    """saihm_remember: store ``content`` as a new cell of the token's session.
+
+    ``namespace`` (extension, default "memory" at the operator) must lie in the token's
+    scope. ``supersedes`` (extension) is the cellId of the caller's fact this one
+    replaces: the operator forgets that cell in the same change (a REMEMBER and a FORGET
+    receipt, or neither), and recall shows the new cell's ``supersedes``. ``metadata``
+    (extension) is a JSON object kept beside the text (at most 1 MiB as JSON, and the
+    whole request within the operator's request bound): recall returns it as
+    ``RecalledCell.metadata``; it is never ranked or shown as content.
+    Blank content, a ``supersedes`` that is not 64 hex digits and metadata JSON cannot
+    hold are refused before sending.
+    """
     params: dict[str, Any] = {"content": _checks.check_content(content)}
     if namespace is not None:
         params["namespace"] = namespace
@@ -148,7 +171,10 @@ def recall(
 
 
 def forget(cell_id: str) -> Call[models.Forgotten]:
-    """saihm_forget; a result with ``success`` true must name the requested cell."""
+    """saihm_forget: erase one cell; ``success`` false means not found or already erased.
+
+    A result with ``success`` true must name the requested cell, else it is malformed.
+    """
 
     def decode(body: Any, method: str) -> models.Forgotten:
         result = parse(models.Forgotten, body, method)
@@ -172,10 +198,15 @@ def share(
     grantees: list[str],
     shard_ids: list[str],
     mode: Literal["temporary", "permanent", "syndicate"],
-    scope: Literal["read", "write", "readwrite"],
-    expiry_epoch: str | int | None,
+    *,
+    scope: Literal["read", "write", "readwrite"] = "read",
+    expiry_epoch: str | int | None = None,
 ) -> Call[models.Shared]:
-    """saihm_share; grantee, shard and expiry checks run before sending."""
+    """saihm_share: a contract giving ``grantees`` read access to ``shard_ids``.
+
+    It takes effect for a grantee only once that grantee accepts it
+    (:meth:`accept_contract`). Grantee, shard and expiry checks run before sending.
+    """
     expiry = str(expiry_epoch) if isinstance(expiry_epoch, int) else expiry_epoch
     params = {
         "granteeIdHashesHex": _checks.check_grantees(list(grantees)),
@@ -198,16 +229,18 @@ def _confirmed_revocation(body: Any, method: str) -> models.Revoked:
 
 
 def revoke_share(contract_id: str) -> Call[models.Revoked]:
-    """saihm_revoke_share; an answer whose ``revoked`` is not true is malformed."""
+    """saihm_revoke_share: end a contract for every grantee (future reads only); an answer
+    whose ``revoked`` is not true is malformed."""
     return Call("saihm_revoke_share", {"contractId": contract_id}, _confirmed_revocation)
 
 
 def governance_propose(
     scope: Literal["emission_param", "protocol_upgrade"],
-    param_key: str | None,
-    proposed_value: str | None,
+    param_key: str | None = None,
+    proposed_value: str | None = None,
 ) -> Call[models.Proposed]:
-    """saihm_governance_propose; the proposal's shape is checked before sending."""
+    """saihm_governance_propose, where the operator enables governance; the proposal's shape
+    is checked before sending."""
     _checks.check_proposal(scope, param_key, proposed_value)
     params = {"scope": scope, "paramKey": param_key, "proposedValue": proposed_value}
     return Call("saihm_governance_propose", params, _as(models.Proposed))
@@ -224,7 +257,11 @@ def _confirmed_vote(body: Any, method: str) -> models.Voted:
 
 
 def governance_vote(proposal_id: str, approve: bool) -> Call[models.Voted]:
-    """saihm_governance_vote; an answer with neither weight nor castAtEpoch is malformed."""
+    """saihm_governance_vote: the vote recorded (a repeat returns the first vote).
+
+    Compare ``approve`` and ``proposal_id`` with the request: a differing answer means an
+    earlier vote stands. An answer with neither weight nor castAtEpoch is malformed.
+    """
     params = {"proposalId": proposal_id, "approve": bool(approve)}
     return Call("saihm_governance_vote", params, _confirmed_vote)
 
@@ -233,20 +270,24 @@ def governance_vote(proposal_id: str, approve: bool) -> Call[models.Voted]:
 
 
 def accept_contract(contract_id: str) -> Call[models.ContractAnswer]:
-    """saihm_accept_contract."""
+    """saihm_accept_contract: the grantee accepts (its cells then appear in recall)."""
     return Call("saihm_accept_contract", {"contractId": contract_id}, _as(models.ContractAnswer))
 
 
 def decline_contract(contract_id: str) -> Call[models.ContractAnswer]:
-    """saihm_decline_contract."""
+    """saihm_decline_contract: the grantee declines, or withdraws an earlier acceptance."""
     return Call("saihm_decline_contract", {"contractId": contract_id}, _as(models.ContractAnswer))
 
 
 def record(
-    kind: RecordKind, content: str, metadata: Mapping[str, Any] | None = None
+    kind: RecordKind, content: str, *, metadata: Mapping[str, Any] | None = None
 ) -> Call[models.Recorded]:
-    """saihm_record; the kind, the content of a "said" or "did" entry and ``metadata`` are
-    checked before sending."""
+    """saihm_record: append what the agent said ("said") or did ("did") to the session's
+    record, or close it ("end", content may be empty). Entries are chained (seq, prev)
+    and can never be altered; they come back from ``recall`` with their ``kind``.
+    ``metadata`` is kept beside the text as in ``remember``. The kind, the content of a
+    "said" or "did" entry and ``metadata`` are checked before sending.
+    """
     if kind not in _RECORD_KINDS:
         raise ClientError("refused before sending: kind must be said, did or end", kind="refused")
     if kind != "end":
@@ -258,5 +299,79 @@ def record(
 
 
 def forget_session(session_id: str) -> Call[models.SessionForgotten]:
-    """saihm_forget_session."""
+    """saihm_forget_session: erase every cell (memory and record) of one session; every
+    receipt stays in the log."""
     return Call("saihm_forget_session", {"sessionId": session_id}, _as(models.SessionForgotten))
+
+
+# -- the client's methods -----------------------------------------------------------------------
+
+
+class ClientMethod(Generic[P, R]):
+    """A client method made from its request builder: on an ``AsyncClient`` a coroutine
+    function, on a ``Client`` a blocking one, each taking the builder's arguments, sending its
+    :class:`Call` with the client's ``_send`` and returning the typed result. The method has
+    the builder's name, signature and docstring."""
+
+    def __init__(self, build: Callable[P, Call[R]]) -> None:
+        self.build = build
+        functools.update_wrapper(self, build)
+        # The method's signature is the builder's, returning what the Call decodes to.
+        signature = inspect.signature(build)
+        returns = str(signature.return_annotation)
+        if returns.startswith("Call[") and returns.endswith("]"):
+            signature = signature.replace(return_annotation=returns[5:-1])
+        self.__signature__ = signature
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> Self: ...
+
+    @overload
+    def __get__(self, obj: AsyncFace, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    @overload
+    def __get__(self, obj: SyncFace[Any], owner: type[Any]) -> Callable[P, R]: ...
+
+    def __get__(self, obj: Any, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        build, send = self.build, obj._send
+        if isinstance(obj, AsyncFace):
+
+            async def method(*args: P.args, **kwargs: P.kwargs) -> R:
+                result: R = await send(build(*args, **kwargs))
+                return result
+
+            return self._named(method)
+
+        def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+            result: R = send(build(*args, **kwargs))
+            return result
+
+        return self._named(blocking)
+
+    def _named(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        functools.update_wrapper(method, self.build)
+        setattr(method, "__signature__", self.__signature__)  # noqa: B010 (a function's slot)
+        return method
+
+    def __call__(self, client: Any, *args: Any, **kwargs: Any) -> Any:
+        """``Client.remember(client, ...)``, as for a plain method."""
+        return self.__get__(client, type(client))(*args, **kwargs)
+
+
+class Methods:
+    """The binding methods both clients expose, one line per request builder (saihm_recall
+    and saihm_status are written out on each client: they learn and use the caller's
+    holderId)."""
+
+    remember = ClientMethod(remember)
+    forget = ClientMethod(forget)
+    share = ClientMethod(share)
+    revoke_share = ClientMethod(revoke_share)
+    governance_propose = ClientMethod(governance_propose)
+    governance_vote = ClientMethod(governance_vote)
+    accept_contract = ClientMethod(accept_contract)
+    decline_contract = ClientMethod(decline_contract)
+    record = ClientMethod(record)
+    forget_session = ClientMethod(forget_session)

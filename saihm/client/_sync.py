@@ -1,7 +1,8 @@
 """``Client``: the synchronous face of :class:`~saihm.client.AsyncClient`.
 
 Each method builds its request with the sans-I/O core (saihm/client/_core.py) that
-``AsyncClient`` uses too, and runs the one POST on a private event loop in one daemon thread,
+``AsyncClient`` uses too (every method but ``recall`` and ``status`` is inherited from its
+table, ``_core.Methods``), and runs the one POST on a private event loop in one daemon thread,
 so a ``Client`` works the same from plain scripts, from threads and from code that is already
 inside a running event loop (where ``asyncio.run`` would fail). The loop keeps one
 connection pool until :meth:`Client.close`.
@@ -10,11 +11,10 @@ connection pool until :meth:`Client.close`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from saihm.client import _core, models
 from saihm.client._async import AsyncClient
-from saihm.client._core import RecordKind
 from saihm.client._lifecycle import SyncFace
 from saihm.client._retry import DEFAULT_DEADLINE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from saihm.client._transport import DEFAULT_TIMEOUT_SECONDS, MAX_RESPONSE_BYTES
@@ -24,7 +24,7 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 
-class Client(SyncFace[AsyncClient]):
+class Client(SyncFace[AsyncClient], _core.Methods):
     """A synchronous client of one SAIHM operator; same arguments and methods as
     :class:`~saihm.client.AsyncClient`, each returning the same typed result or raising the
     same :class:`~saihm.client.ClientError`.
@@ -90,16 +90,7 @@ class Client(SyncFace[AsyncClient]):
     def _send(self, call: _core.Call[T]) -> T:
         return call.result(self.call(call.method, call.params))
 
-    def remember(
-        self,
-        content: str,
-        *,
-        namespace: str | None = None,
-        supersedes: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> models.Remembered:
-        """saihm_remember (see :meth:`AsyncClient.remember`)."""
-        return self._send(_core.remember(content, namespace, supersedes, metadata))
+    # -- the methods that learn the caller's holderId; the rest are _core.Methods ----------
 
     def recall(
         self,
@@ -114,60 +105,9 @@ class Client(SyncFace[AsyncClient]):
             self.status()
         return self._send(_core.recall(query, namespaces, kinds, limit, self.holder_id))
 
-    def forget(self, cell_id: str) -> models.Forgotten:
-        """saihm_forget (see :meth:`AsyncClient.forget`)."""
-        return self._send(_core.forget(cell_id))
-
     def status(self) -> models.Status:
         """saihm_status (see :meth:`AsyncClient.status`); also remembers the caller's holderId
         (``holder_id``)."""
         result = self._send(_core.status())
         self._holder_id = result.agent_id_hash_hex
         return result
-
-    def share(
-        self,
-        grantees: list[str],
-        shard_ids: list[str],
-        mode: Literal["temporary", "permanent", "syndicate"],
-        *,
-        scope: Literal["read", "write", "readwrite"] = "read",
-        expiry_epoch: str | int | None = None,
-    ) -> models.Shared:
-        """saihm_share (see :meth:`AsyncClient.share`)."""
-        return self._send(_core.share(grantees, shard_ids, mode, scope, expiry_epoch))
-
-    def revoke_share(self, contract_id: str) -> models.Revoked:
-        """saihm_revoke_share (see :meth:`AsyncClient.revoke_share`)."""
-        return self._send(_core.revoke_share(contract_id))
-
-    def governance_propose(
-        self,
-        scope: Literal["emission_param", "protocol_upgrade"],
-        param_key: str | None = None,
-        proposed_value: str | None = None,
-    ) -> models.Proposed:
-        """saihm_governance_propose (see :meth:`AsyncClient.governance_propose`)."""
-        return self._send(_core.governance_propose(scope, param_key, proposed_value))
-
-    def governance_vote(self, proposal_id: str, approve: bool) -> models.Voted:
-        """saihm_governance_vote (see :meth:`AsyncClient.governance_vote`)."""
-        return self._send(_core.governance_vote(proposal_id, approve))
-
-    def accept_contract(self, contract_id: str) -> models.ContractAnswer:
-        """saihm_accept_contract (see :meth:`AsyncClient.accept_contract`)."""
-        return self._send(_core.accept_contract(contract_id))
-
-    def decline_contract(self, contract_id: str) -> models.ContractAnswer:
-        """saihm_decline_contract (see :meth:`AsyncClient.decline_contract`)."""
-        return self._send(_core.decline_contract(contract_id))
-
-    def record(
-        self, kind: RecordKind, content: str, *, metadata: Mapping[str, Any] | None = None
-    ) -> models.Recorded:
-        """saihm_record (see :meth:`AsyncClient.record`)."""
-        return self._send(_core.record(kind, content, metadata))
-
-    def forget_session(self, session_id: str) -> models.SessionForgotten:
-        """saihm_forget_session (see :meth:`AsyncClient.forget_session`)."""
-        return self._send(_core.forget_session(session_id))

@@ -16,67 +16,36 @@ Callers name the part: ``operator.memory.remember(access, ...)``. Each operation
 (the person, in process) issued, takes bytes ids and ints and returns a typed result; the JSON
 binding that parses the protocol's params and renders these results is
 :mod:`saihm.protocol` (docs/internals.md "Adding an operation"), which this package never
-imports.
+imports. The package exports every name of its modules' ``__all__`` (:data:`PARTS`).
 """
 
 from __future__ import annotations
 
 from saihm.config import Config
+from saihm.operator import admin, context, governance, memory, sharing
+from saihm.operator.admin import *  # noqa: F403 (the part's __all__; see PARTS)
 from saihm.operator.admin import AdminTools
+from saihm.operator.context import *  # noqa: F403
 from saihm.operator.context import ToolContext
-from saihm.operator.governance import (
-    SCOPES,
-    TERM_MAX,
-    GovernanceTools,
-    ProposalSummary,
-    Proposed,
-    Voted,
-)
-from saihm.operator.memory import (
-    RECORD_KINDS,
-    AlreadyErased,
-    ContractSummary,
-    Forgotten,
-    ForgottenSession,
-    IncomingContract,
-    MemoryTools,
-    Recalled,
-    RecallWindow,
-    Recorded,
-    Remembered,
-    Status,
-)
-from saihm.operator.sharing import MODES, Responded, Revoked, Shared, SharingTools
+from saihm.operator.governance import *  # noqa: F403
+from saihm.operator.governance import GovernanceTools
+from saihm.operator.memory import *  # noqa: F403
+from saihm.operator.memory import MemoryTools
+from saihm.operator.sharing import *  # noqa: F403
+from saihm.operator.sharing import SharingTools
 from saihm.store import Store
 
-__all__ = [
-    "MODES",
-    "RECORD_KINDS",
-    "SCOPES",
-    "TERM_MAX",
-    "AdminTools",
-    "AlreadyErased",
-    "ContractSummary",
-    "Forgotten",
-    "ForgottenSession",
-    "GovernanceTools",
-    "IncomingContract",
-    "MemoryTools",
-    "Operator",
-    "ProposalSummary",
-    "Proposed",
-    "RecallWindow",
-    "Recalled",
-    "Recorded",
-    "Remembered",
-    "Responded",
-    "Revoked",
-    "Shared",
-    "SharingTools",
-    "Status",
-    "ToolContext",
-    "Voted",
-]
+#: The modules of the operator: the context and the four parts. The package exports each
+#: one's ``__all__`` (its part class, its result types, its constants), so a result type
+#: defined beside its operation and named in that module's ``__all__`` needs no edit here.
+PARTS = (context, memory, sharing, governance, admin)
+
+__all__ = ["PARTS", "Operator"]
+__all__ += context.__all__
+__all__ += memory.__all__
+__all__ += sharing.__all__
+__all__ += governance.__all__
+__all__ += admin.__all__
 
 
 class Operator:

@@ -1,9 +1,10 @@
-"""The protocol's JSON forms of the operations' typed results (each tool's "Result").
+"""The recall element's JSON form and the edge's recall rendering cache.
 
-Renderers take the typed results of :mod:`saihm.operator` (bytes ids, ints) and give the
-protocol's JSON values: ids as lowercase hex, numbers that can exceed 2^53 - 1 as decimal
-strings. A recall's elements are rendered once per verified cell and kept in
-:class:`RecallItems`, the edge's rendering cache keyed by cell id.
+Each tool's "Result" renderer lives in its family module (:mod:`saihm.protocol.memory`,
+:mod:`~saihm.protocol.sharing`, :mod:`~saihm.protocol.governance`); this module holds what
+saihm_recall's renderer shares with every caller: the protocol's recall element of a verified
+cell (ids as lowercase hex, numbers that can exceed 2^53 - 1 as decimal strings), rendered once
+per verified cell and kept in :class:`RecallItems`, the edge's rendering cache keyed by cell id.
 """
 
 from __future__ import annotations
@@ -15,23 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from saihm.operator import (
-    AlreadyErased,
-    Forgotten,
-    ForgottenSession,
-    ProposalSummary,
-    Proposed,
-    Recalled,
-    Recorded,
-    Remembered,
-    Responded,
-    Revoked,
-    Shared,
-    Status,
-    Voted,
-)
 from saihm.protocol.params import dec, hx
-from saihm.protocol.window import encode_cursor
 
 if TYPE_CHECKING:
     from saihm.store import OpenedCell, Page
@@ -43,16 +28,6 @@ __all__ = [
     "RecallItems",
     "item_bytes",
     "recall_item",
-    "render_forgotten",
-    "render_forgotten_session",
-    "render_proposed",
-    "render_recalled",
-    "render_remembered",
-    "render_responded",
-    "render_revoked",
-    "render_shared",
-    "render_status",
-    "render_voted",
 ]
 
 #: The most recall elements one :class:`RecallItems` keeps. An element lives only as long as
@@ -228,176 +203,3 @@ class RecallItems:
                     continue
                 entries.pop(oldest, None)
             entries[cell_id] = rendered
-
-
-def render_remembered(r: Remembered) -> dict[str, object]:
-    """saihm_remember "Result"; a :class:`Recorded` adds ``seq``, ``prev`` and ``kind``."""
-    out: dict[str, object] = {
-        "cellId": hx(r.cell_id),
-        "cellNonce": hx(r.cell_nonce),
-        "tier": r.tier,
-        "kekVersion": r.kek_version,
-        "epoch": dec(r.epoch),
-        "signaturePrefix": hx(r.signature_prefix),
-        "receiptId": hx(r.receipt_id),
-    }
-    if isinstance(r, Recorded):
-        out.update(seq=r.seq, prev=None if r.prev is None else hx(r.prev), kind=r.kind)
-    return out
-
-
-def render_recalled(r: Recalled, items: RecallItems | None = None) -> RecallAnswer:
-    """saihm_recall "Result" (an array), cut to ``maxBytes`` of JSON and carrying where to go
-    on (docs/retrieval.md "Extension params"). Elements carry the protocol's fields and the
-    extensions ``kind``, ``namespace``, ``sessionId`` and, for a query, ``score``; they come
-    from ``items`` (rendered afresh without it)."""
-    page, window = r.page, r.window
-    cells = page.cells
-    answer = RecallAnswer(map(recall_item, cells) if items is None else items.page_items(page))
-    if page.scores is not None:
-        scored = zip(answer, page.scores, strict=True)
-        answer[:] = [{**item, "score": round(score, 6)} for item, score in scored]
-    cut = page.more
-    if window.max_bytes is not None and answer:
-        used, kept = 2 + item_bytes(answer[0]), 1
-        while kept < len(answer) and used + item_bytes(answer[kept]) <= window.max_bytes:
-            used += item_bytes(answer[kept])
-            kept += 1
-        if kept < len(answer):
-            del answer[kept:]
-            cut = True
-    if cut and answer:
-        answer.cut = True
-        answer.next_cursor = encode_cursor(page.resume(len(answer) - 1), queried=r.queried)
-    return answer
-
-
-def render_forgotten(r: Forgotten | AlreadyErased) -> dict[str, object]:
-    """saihm_forget "Result": ``success`` false for a cell that is not live."""
-    if isinstance(r, AlreadyErased):
-        return {"success": False}
-    return {
-        "success": True,
-        "cellId": hx(r.cell_id),
-        "destructionAnchor": hx(r.destruction_anchor),
-        "epoch": dec(r.epoch),
-    }
-
-
-def render_forgotten_session(r: ForgottenSession) -> dict[str, object]:
-    """saihm_forget_session: the session, how many cells, their ids and receipts."""
-    return {
-        "sessionId": hx(r.session_id),
-        "erased": len(r.cell_ids),
-        "cellIds": [hx(i) for i in r.cell_ids],
-        "receiptIds": [hx(i) for i in r.receipt_ids],
-    }
-
-
-def _proposal(p: ProposalSummary) -> dict[str, object]:
-    return {
-        "propId": hx(p.proposal_id),
-        "scope": p.scope,
-        "paramKey": p.param_key,
-        "proposedValue": p.proposed_value,
-        "opens_ts": dec(p.opens),
-        "closes_ts": dec(p.closes),
-        "tally_for": dec(p.tally_for),
-        "tally_against": dec(p.tally_against),
-        "tally_abstain": dec(p.tally_abstain),
-    }
-
-
-def render_status(r: Status) -> dict[str, object]:
-    """saihm_status "Result" with the extensions ``incomingContracts``, ``sessionId`` and the
-    caller's token's ``tokenExpiresAt`` (decimal UNIX seconds) and ``tokenSessions``
-    ("one" or "all")."""
-    out: dict[str, object] = {
-        "agentIdHashHex": hx(r.holder_id),
-        "custody": "custodial",
-        "bfsi_window_start_ts": dec(r.window_start),
-        "bfsi_R": dec(r.receipts_in_window),
-        "shards": r.shards,
-        "contracts": [
-            {
-                "contractId": hx(c.contract_id),
-                "mode": c.mode,
-                "granteeIds": [hx(g) for g in c.grantee_ids],
-                "expiresAt": dec(c.expires_at),
-            }
-            for c in r.contracts
-        ],
-        "incomingContracts": [
-            {
-                "contractId": hx(c.contract_id),
-                "holderIdHex": hx(c.holder_id),
-                "mode": c.mode,
-                "accepted": c.accepted,
-                "expiresAt": dec(c.expires_at),
-            }
-            for c in r.incoming
-        ],
-        "governance": [_proposal(p) for p in r.governance],
-        "sessionId": None if r.session_id is None else hx(r.session_id),
-    }
-    if r.prs is not None:
-        out["prs"] = r.prs
-    if r.token_expires_at is not None:
-        out["tokenExpiresAt"] = dec(r.token_expires_at)
-        out["tokenSessions"] = r.token_sessions
-    return out
-
-
-def render_shared(r: Shared) -> dict[str, object]:
-    """saihm_share "Result"."""
-    return {
-        "contractId": hx(r.contract_id),
-        "type": r.mode.lower(),
-        "granteeCount": r.grantee_count,
-        "epoch": dec(r.epoch),
-        "expiresAt": dec(r.expires_at),
-        "receiptId": hx(r.receipt_id),
-    }
-
-
-def render_revoked(r: Revoked) -> dict[str, object]:
-    """saihm_revoke_share "Result"; a repeat carries no ``receiptId``."""
-    out: dict[str, object] = {"revoked": True, "epoch": dec(r.epoch)}
-    if r.receipt_id is not None:
-        out["receiptId"] = hx(r.receipt_id)
-    return out
-
-
-def render_responded(r: Responded) -> dict[str, object]:
-    """saihm_accept_contract / saihm_decline_contract; a repeat carries no ``receiptId``."""
-    out: dict[str, object] = {"contractId": hx(r.contract_id), "accepted": r.accepted}
-    if r.receipt_id is not None:
-        out["receiptId"] = hx(r.receipt_id)
-    return out
-
-
-def render_proposed(r: Proposed) -> dict[str, object]:
-    """saihm_governance_propose "Result"."""
-    return {
-        "proposalId": hx(r.proposal_id),
-        "scope": r.scope,
-        "paramKey": r.param_key,
-        "proposedValue": r.proposed_value,
-        "snapshotEpoch": dec(r.snapshot_epoch),
-        "proposerHash": hx(r.proposer),
-        "receiptId": hx(r.receipt_id),
-    }
-
-
-def render_voted(r: Voted) -> dict[str, object]:
-    """saihm_governance_vote "Result"; a repeat (the vote recorded first) has no receipt."""
-    out: dict[str, object] = {
-        "proposalId": hx(r.proposal_id),
-        "voterHash": hx(r.voter),
-        "approve": r.approve,
-        "weight": dec(r.weight),
-        "castAtEpoch": dec(r.cast_at),
-    }
-    if r.receipt_id is not None:
-        out["receiptId"] = hx(r.receipt_id)
-    return out

@@ -5,7 +5,9 @@ only the public log API (``/log/...``) and ``/governance``, and checks in the br
 browser can check: Merkle inclusion (RFC 9162 §2.1.3.2) and consistency (§2.1.4.2) with
 WebCrypto SHA-256, and the checkpoint's Ed25519 signature lines (c2sp.org/signed-note) where the
 browser's WebCrypto has Ed25519. The server fills in the latest checkpoint so the page says
-something without JavaScript; nothing it inserts is unescaped.
+something without JavaScript, and the operations the public log lists (the operation
+registry's ``OPERATIONS`` whose ``public_log`` is set, in its order) as the options the script
+reads; nothing it inserts is unescaped.
 
 The same files can be copied beside a static tlog-tiles tree (``copy_static``), where the
 script reads ``../checkpoint`` and the views that need the JSON API say so.
@@ -21,12 +23,14 @@ from pathlib import Path
 
 from aiohttp import web
 
+from saihm.events.operations import OPERATIONS
 from saihm.http.common import OPERATOR, run_sync
 
 __all__ = [
     "FILES",
     "add_explorer_routes",
     "copy_static",
+    "operation_options",
     "render_checkpoint",
     "render_index",
     "static_files",
@@ -43,6 +47,8 @@ FILES = {
 }
 #: The marker in index.html the server replaces with the rendered checkpoint.
 MARKER = "<!--saihm:checkpoint-->"
+#: The marker in index.html the server replaces with the operations' options.
+OPERATIONS_MARKER = "<!--saihm:operations-->"
 STATIC_NOTE = (
     "<p>This is a static copy of the explorer. Its script reads <code>../checkpoint</code> "
     "and the tiles beside it.</p>"
@@ -98,9 +104,18 @@ def render_checkpoint(note: bytes) -> str:
     )
 
 
+def operation_options() -> str:
+    """One ``<option>`` per operation the public log lists, in the registry's order: the
+    explorer's menu and the script's list of operations (its chart, its listing)."""
+    names = [s.operation.value for s in OPERATIONS.values() if s.public_log]
+    return "".join(f"<option>{html.escape(name)}</option>" for name in names)
+
+
 def render_index(note: bytes | None) -> str:
-    """index.html with the checkpoint rendered in (``None``: the static copy's note)."""
+    """index.html with the checkpoint rendered in (``None``: the static copy's note) and the
+    operations' options."""
     page = _read("index.html").decode("utf-8")
+    page = page.replace(OPERATIONS_MARKER, operation_options(), 1)
     return page.replace(MARKER, STATIC_NOTE if note is None else render_checkpoint(note), 1)
 
 

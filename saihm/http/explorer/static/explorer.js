@@ -3,8 +3,9 @@ import { hex, leafHash, ProofError, sha256, unhex, verifyConsistency, verifyIncl
 import { b64decode, checkSignatures, hasEd25519, parseCheckpoint, parseNote, parseVkey } from "./note.js";
 import { age, code, el, facts, readReceipt, status, svg, when } from "./views.js";
 
-const OPERATIONS = ["KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE",
-  "VOTE", "ACCEPT", "DECLINE", "GRANT", "UNGRANT"];
+// The operations the public log lists, in the registry's order: the server writes them into the
+// page as the options of the "List receipts by operation" menu (saihm/http/explorer/__init__.py).
+const OPERATIONS = Array.from(document.getElementById("list-operation").options, (o) => o.value);
 const PAGE = 20;
 const CHART_PAGES = 5; // at most 5,000 receipts per operation feed the chart
 const NOT_CHECKED =
@@ -303,7 +304,7 @@ async function drawChart() {
     OPERATIONS.forEach((op, k) => {
       if (!c[op]) return;
       const h = (c[op] / maxBucket) * (H - B - T) * 0.5;
-      chart.append(svg("rect", { x: L + i * bw + 2, y: H - B - base - h, width: bw - 4, height: h, fill: COLOURS[k] }));
+      chart.append(svg("rect", { x: L + i * bw + 2, y: H - B - base - h, width: bw - 4, height: h, fill: COLOURS[k % COLOURS.length] }));
       base += h;
     });
   });
@@ -321,7 +322,7 @@ async function drawChart() {
     el("caption", { text: "Receipts per operation" + (complete ? "" : ` (first ${CHART_PAGES * 1000} of each)`) }),
     el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Operation" }), el("th", { scope: "col", text: "Receipts" }))),
     el("tbody", {}, ...totals.map(([op, k, n]) => el("tr", {},
-      el("th", { scope: "row" }, svg("svg", { class: "swatch", viewBox: "0 0 10 10", "aria-hidden": "true" }, svg("rect", { width: 10, height: 10, fill: COLOURS[k] })), ` ${op}`),
+      el("th", { scope: "row" }, svg("svg", { class: "swatch", viewBox: "0 0 10 10", "aria-hidden": "true" }, svg("rect", { width: 10, height: 10, fill: COLOURS[k % COLOURS.length] })), ` ${op}`),
       el("td", { text: String(n) })))));
   box.replaceChildren(el("div", { class: "chart-row" }, chart, table),
     el("p", { class: "note", text: "The line is the log's size at each receipt's time; the bars count receipts per operation in each time slice." }));
@@ -466,8 +467,6 @@ async function start() {
   }
   $("consistency-button").addEventListener("click", checkConsistency);
   $("pin-form").addEventListener("submit", pinKey);
-  const select = $("list-operation");
-  OPERATIONS.forEach((op) => select.append(el("option", { value: op, text: op })));
   if (state.mode === "api") {
     $("search-form").addEventListener("submit", search);
     $("list-form").addEventListener("submit", listOperation);
