@@ -439,6 +439,23 @@ def unit_edges(edges: Iterable[Edge]) -> dict[tuple[str, str], str]:
     return where
 
 
+def room_edges(edges: Iterable[Edge]) -> dict[tuple[str, str], str]:
+    """The imports between the rooms of every package: for ``a.b.x -> a.c.y`` the rooms
+    ``a.b`` and ``a.c`` of package ``a``, at any depth (``saihm.store.auth`` and
+    ``saihm.store.read``), each with the first module import that makes it. A package's own
+    ``__init__`` importing its rooms (its front) is not between two rooms."""
+    where: dict[tuple[str, str], str] = {}
+    for e in reversed(list(edges)):
+        source, target = e.source.split("."), e.target.split(".")
+        common = 0
+        while common < min(len(source), len(target)) and source[common] == target[common]:
+            common += 1
+        if 1 <= common < min(len(source), len(target)):
+            rooms = ".".join(source[: common + 1]), ".".join(target[: common + 1])
+            where[rooms] = f"{e.source} -> {e.target} at {e.where}"
+    return where
+
+
 def _edges() -> list[Edge]:
     return [e for e in import_edges(ROOT) if (e.source, e.target) not in KNOWN_EXCEPTIONS]
 
@@ -481,6 +498,15 @@ def test_no_import_cycle_between_modules() -> None:
 def test_no_import_cycle_between_units() -> None:
     """Layers allow imports within a layer; between two units they must still go one way."""
     where = unit_edges(_edges())
+    found = cycles(where)
+    assert not found, "\n".join(_show(c, where) for c in found)
+
+
+def test_no_import_cycle_between_the_rooms_of_a_package() -> None:
+    """Inside a package, a sub-package and its sibling modules import one way too (farm-studio
+    draws a folder as one room: ``store/auth.py`` importing ``store/read/`` while ``store/read/``
+    imports ``store/auth.py`` is an arrow back up, though no two files import each other)."""
+    where = room_edges(_edges())
     found = cycles(where)
     assert not found, "\n".join(_show(c, where) for c in found)
 
@@ -591,6 +617,24 @@ def test_checker_finds_an_upward_import_between_packages(tmp_path: Path) -> None
     # cycle check, which knows no floors, still finds the loop above).
     flat: Layers = (("bottom", ("pkg", "pkg.leaf")), ("one", ("pkg.low", "pkg.high")))
     assert upward_imports(edges, flat) == []
+
+
+def test_checker_finds_a_cycle_between_a_sub_package_and_a_sibling_module(tmp_path: Path) -> None:
+    """No two files import each other, but the sub-package ``read`` and its sibling ``auth``
+    do: the room check finds it; the module check does not."""
+    files = {
+        "__init__.py": "",
+        "store/__init__.py": "from pkg.store import auth, read\n",
+        "store/auth.py": "from pkg.store.read.views import Header\n",
+        "store/read/__init__.py": "",
+        "store/read/views.py": "Header = int\n",
+        "store/read/reader.py": "from pkg.store.auth import x\n",
+    }
+    edges = import_edges(_package(tmp_path / "loop", files))
+    assert cycles({(e.source, e.target) for e in edges}) == []
+    assert cycles(room_edges(edges)) == [["pkg.store.auth", "pkg.store.read", "pkg.store.auth"]]
+    files["store/auth.py"] = "x = 1\n"
+    assert cycles(room_edges(import_edges(_package(tmp_path / "clean", files)))) == []
 
 
 # The independence rules of DESIGN.md "Layers", which the ranking alone does not express.

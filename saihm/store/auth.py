@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 
 from saihm.errors import ErrorCode, MalformedInput, SaihmError, Unauthenticated
-from saihm.events import Capability, Cell, SealedPayload
+from saihm.events import Capability
 from saihm.events.signing import verify_capability
 from saihm.projections import StaleProjections
 from saihm.projections import apply as P
@@ -25,7 +25,6 @@ from saihm.projections.keys import dumps
 from saihm.storage import ReadTxn
 from saihm.storage.base import prefetch
 from saihm.store.environment import Environment
-from saihm.store.read.views import CellHeader
 
 #: Verified capabilities kept by token digest; emptied when it grows past this.
 TOKEN_CACHE_MAX = 4096
@@ -254,16 +253,3 @@ class Authenticator:
             access.person,
         )
         return hmac.digest(self._key, dumps(list(fields)), "sha256")
-
-
-def label_allows(
-    access: Access, cell: Cell | CellHeader, payload: SealedPayload, shared: bool
-) -> bool:
-    """The per-item check: the verified owner and the decrypted label against the access."""
-    if access.namespaces is not None and payload.namespace not in access.namespaces:
-        return False
-    if shared:
-        return access.consumer is None and cell.holder_id != access.holder_id
-    if cell.holder_id != access.holder_id:
-        return False
-    return access.all_sessions or payload.session_id == access.session_id

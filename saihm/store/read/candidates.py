@@ -10,14 +10,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from saihm.events import Cell, SealedPayload
 from saihm.projections import Projections
 from saihm.storage import ReadTxn
 from saihm.store.auth import Access
 from saihm.store.environment import Environment
+from saihm.store.read.views import CellHeader
 
 #: (leaf index, cellId, sharer): the sharer is None for the caller's own cells, else the holder
 #: of the contract that covers the cell.
 Candidate = tuple[int, bytes, bytes | None]
+
+
+def label_allows(
+    access: Access, cell: Cell | CellHeader, payload: SealedPayload, shared: bool
+) -> bool:
+    """The per-item check: the verified owner and the decrypted label against the access."""
+    if access.namespaces is not None and payload.namespace not in access.namespaces:
+        return False
+    if shared:
+        return access.consumer is None and cell.holder_id != access.holder_id
+    if cell.holder_id != access.holder_id:
+        return False
+    return access.all_sessions or payload.session_id == access.session_id
 
 
 def covered_cells(

@@ -17,9 +17,9 @@ from saihm.projections import Projections
 from saihm.retrieval import Query, analyse_query
 from saihm.retrieval.holder import rank_holder
 from saihm.storage import ReadTxn
-from saihm.store.auth import Access, label_allows
+from saihm.store.auth import Access
 from saihm.store.read.cache import CacheEntry, CacheView, HolderIndex, VisibleList, context_item
-from saihm.store.read.candidates import covered_cells
+from saihm.store.read.candidates import covered_cells, label_allows
 from saihm.store.read.views import OpenedCell, Page, RecallWindow
 
 #: A filter on the decrypted label (namespaces, kinds), or None for every cell.

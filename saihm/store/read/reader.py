@@ -22,10 +22,10 @@ from saihm.projections import Body, LeafView
 from saihm.retrieval import Embedder
 from saihm.retrieval.holder import rank_visible
 from saihm.storage import ReadTxn
-from saihm.store.auth import Access, Authenticator, label_allows
+from saihm.store.auth import Access, Authenticator
 from saihm.store.environment import BODIES, MEMO, Environment
 from saihm.store.read.cache import CacheEntry, CacheView, CellCache, context_item
-from saihm.store.read.candidates import candidates
+from saihm.store.read.candidates import candidates, label_allows
 from saihm.store.read.holderwide import ReadRequest, read_holder_wide, still_allowed
 from saihm.store.read.views import CellHeader, OpenedCell, Page
 
