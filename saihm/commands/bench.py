@@ -88,6 +88,12 @@ def _http(argv: list[str]) -> HttpOptions:
     return opts
 
 
+def _model_or_none(text: str) -> str | None:
+    """``--embedding-model``: a model folder, or ``none`` for none (as ``saihm serve`` takes
+    it): the lexical figures only, as without the option."""
+    return None if text == "none" else text
+
+
 def _recall(argv: list[str]) -> RecallOptions:
     from saihm.bench.recall import RecallOptions as Options
 
@@ -109,7 +115,11 @@ def _recall(argv: list[str]) -> RecallOptions:
     parser.add_argument(
         "--cache-mb", type=int, default=Options.cache_mb, help="cache bound while timing"
     )
-    parser.add_argument("--embedding-model", help="also measure quality with this local model")
+    parser.add_argument(
+        "--embedding-model",
+        type=_model_or_none,
+        help="also measure quality with this local model",
+    )
     parser.add_argument("--skip-latency", action="store_true", help="quality figures only")
     parser.add_argument(
         "--conversations", type=int, default=None, help="use only the first N conversations"

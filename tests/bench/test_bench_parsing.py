@@ -79,3 +79,11 @@ def test_a_recall_option_that_is_not_a_count_is_refused_by_the_parser(
         bench_command.PARSED["recall"](["--samples", "many"])
     assert done.value.code == 2
     assert "saihm bench recall: error: argument --samples" in capsys.readouterr().err
+
+
+def test_recall_takes_none_for_no_model_as_serve_does() -> None:
+    from saihm.bench.recall import RecallOptions
+
+    assert bench_command.PARSED["recall"](["--embedding-model", "none"]) == RecallOptions()
+    parsed = bench_command.PARSED["recall"](["--embedding-model", "/m"])
+    assert parsed.embedding_model == "/m"
