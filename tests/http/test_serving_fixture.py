@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.serve import serve_args, serving
+from tests.support.serve import serving
 
 
 def test_a_test_server_is_lexical_unless_asked(tmp_path: Path) -> None:
@@ -16,6 +16,8 @@ def test_a_test_server_is_lexical_unless_asked(tmp_path: Path) -> None:
 
 
 def test_the_model_is_kept_when_asked_for_or_named() -> None:
+    from tests.support.serve import serve_args
+
     assert serve_args(("--data", "d"), model=False) == ["--data", "d", "--embedding-model", "none"]
     assert serve_args(("--data", "d"), model=True) == ["--data", "d"]
     named = ("--data", "d", "--embedding-model", "/m")
