@@ -1,6 +1,6 @@
 """``saihm bench NAME [OPTIONS]`` parsed in the commands' style (saihm/commands/bench.py):
-each benchmark but recall takes typed options, whose defaults its parser shows, and parses
-no words itself."""
+each benchmark takes typed options, whose defaults its parser shows (recall and witness keep
+their old help), and parses no words itself."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ PARSED = sorted(bench_command.PARSED)
 BENCH = Path(bench_command.__file__).resolve().parent.parent / "bench"
 
 
-def test_every_benchmark_but_recall_is_parsed_by_the_command() -> None:
-    assert sorted(set(NAMES) - {"recall"}) == PARSED
+def test_every_benchmark_is_parsed_by_the_command() -> None:
+    assert sorted(NAMES) == PARSED
 
 
 @pytest.mark.parametrize("name", PARSED)
@@ -59,9 +59,31 @@ def test_a_bad_http_count_is_refused_by_the_parser(capsys: pytest.CaptureFixture
     assert "--seconds, --n and --concurrency must be positive" in capsys.readouterr().err
 
 
-def test_recall_still_takes_the_words(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recall_options_become_typed_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from saihm.bench.recall import RecallOptions
+
     seen: list[object] = []
     recall = importlib.import_module("saihm.bench.recall")
-    monkeypatch.setattr(recall, "run", lambda argv: seen.append(argv) or iter(()))
-    assert list(bench_command.figures("recall", ["--samples", "3"])) == []
-    assert seen == [["--samples", "3"]]
+    monkeypatch.setattr(recall, "run", lambda opts: seen.append(opts) or iter(()))
+    argv = ["--samples", "3", "--sizes", "30", "--skip-latency", "--locomo", "/x"]
+    assert list(bench_command.figures("recall", argv)) == []
+    assert seen == [
+        RecallOptions(samples=3, sizes="30", skip_latency=True, locomo="/x"),
+    ]
+
+
+def test_a_recall_option_that_is_not_a_count_is_refused_by_the_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        bench_command.PARSED["recall"](["--samples", "many"])
+    assert done.value.code == 2
+    assert "saihm bench recall: error: argument --samples" in capsys.readouterr().err
+
+
+def test_recall_takes_none_for_no_model_as_serve_does() -> None:
+    from saihm.bench.recall import RecallOptions
+
+    assert bench_command.PARSED["recall"](["--embedding-model", "none"]) == RecallOptions()
+    parsed = bench_command.PARSED["recall"](["--embedding-model", "/m"])
+    assert parsed.embedding_model == "/m"

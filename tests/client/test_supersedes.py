@@ -91,5 +91,5 @@ def test_async_remember_supersedes_metadata_and_refusals(tmp_path: Path) -> None
                 "moved to York",
             ]
 
-    with serving(tmp_path, "--data", str(data)) as (_, url):
+    with serving(tmp_path, "--data", str(data), model=True) as (_, url):
         asyncio.run(run(url, "Bearer " + holder_create(data)["token"]))

@@ -9,12 +9,13 @@ KEYS = {"bench", "figure", "value", "unit", "peer", "peer_value", "ratio"}
 
 def test_bench_recall_small_run_yields_every_figure(tmp_path: Path) -> None:
     from saihm.bench.recall import run
+    from saihm.commands.bench import PARSED
 
     args = [
         *("--sizes", "30", "--samples", "2", "--cold", "1", "--workers", "1"),
         *("--cache-dir", str(tmp_path), "--conversations", "1"),
     ]
-    figures = list(run(args))
+    figures = list(run(PARSED["recall"](args)))
     names = [f["figure"] for f in figures]
     for kind in ("all", "top20"):
         for stage in ("warm", "cold"):
@@ -100,6 +101,7 @@ def _locomo_like(folder: Path) -> None:
 
 def test_bench_recall_reads_locomo_from_a_folder(tmp_path: Path) -> None:
     from saihm.bench.recall import load_locomo, run
+    from saihm.commands.bench import PARSED
 
     _locomo_like(tmp_path)
     (conv,) = load_locomo(tmp_path)
@@ -107,7 +109,7 @@ def test_bench_recall_reads_locomo_from_a_folder(tmp_path: Path) -> None:
     photo = "(3:00 pm on 9 June, 2023) Ana: Nice [shares a photo: a cello]"
     assert conv.turns[4] == ("D2:2", photo)
     args = ["--skip-latency", "--conversations", "1", "--sets", "corrections"]
-    figures = {f["figure"]: f for f in run([*args, "--locomo", str(tmp_path)])}
+    figures = {f["figure"]: f for f in run(PARSED["recall"]([*args, "--locomo", str(tmp_path)]))}
     for metric in ("hit5", "hit10", "recall10", "mrr", "query_p50_ms", "query_p99_ms"):
         assert f"set_locomo_{metric}" in figures
     hit = figures["set_locomo_hit10"]
@@ -119,9 +121,16 @@ def test_bench_recall_refuses_a_locomo_folder_that_is_not_one(tmp_path: Path) ->
     import pytest
 
     from saihm.bench.recall import run
+    from saihm.commands.bench import PARSED
     from saihm.errors import MalformedInput
 
     with pytest.raises(MalformedInput, match="--locomo"):
-        list(run(["--skip-latency", "--locomo", str(tmp_path / "absent")]))
+        list(run(PARSED["recall"](["--skip-latency", "--locomo", str(tmp_path / "absent")])))
     with pytest.raises(MalformedInput, match="no LoCoMo conversation"):
-        list(run(["--skip-latency", "--sets", "corrections", "--locomo", str(tmp_path)]))
+        list(
+            run(
+                PARSED["recall"](
+                    ["--skip-latency", "--sets", "corrections", "--locomo", str(tmp_path)]
+                )
+            )
+        )

@@ -110,7 +110,7 @@ def test_serve_with_no_flags_understands_a_paraphrase(tmp_path: Path) -> None:
     """Issue 33: ``make run``, twelve facts, and "Who is her boss?" (no word in common with
     its fact) finds "At Moonbase her manager is Sofia Lindqvist." in the top 3."""
     data = tmp_path / "data"
-    with serving(tmp_path, "--data", str(data)) as (_proc, url):
+    with serving(tmp_path, "--data", str(data), model=True) as (_proc, url):
         token = holder_create(data)["token"]
         for fact in FACTS:
             assert post(url, token, "saihm_remember", {"content": fact})[0] == 200

@@ -38,11 +38,28 @@ def fetch(url, *, data=None, headers=None, context=None, timeout=30):
         return err.code, err.read()
 
 
+#: What a test server is told of the semantic stage unless the test asks for the default.
+LEXICAL = ("--embedding-model", "none")
+
+
+def serve_args(args: tuple[str, ...], model: bool) -> list[str]:
+    """``saihm serve``'s arguments for :func:`serving`: ``args`` and, unless ``model`` or
+    ``args`` names a model, ``--embedding-model none``."""
+    named = any(a == LEXICAL[0] or a.startswith(LEXICAL[0] + "=") for a in args)
+    return [*args] if model or named else [*args, *LEXICAL]
+
+
 @contextmanager
 def serving(
-    tmp: Path, *args: str, context=None, scheme="http", env=None, name="serve"
+    tmp: Path, *args: str, context=None, scheme="http", env=None, name="serve", model=False
 ) -> Iterator[tuple]:
     """Start ``saihm serve ARGS --port P`` in ``tmp``; yield once /log/checkpoint answers.
+
+    The server ranks lexically (``--embedding-model none``): loading the bundled model costs
+    every server start seconds of CPU and a test that does not rank by meaning does not need
+    it. ``model=True`` serves as ``saihm serve`` does by default (the bundled model, unless
+    ``args`` names another), for the tests of the default and of the semantic stage; ``args``
+    naming ``--embedding-model`` is always passed as given.
 
     ``env`` adds environment variables (``SAIHM_STORE`` for a node of a PostgreSQL store);
     ``name`` names its output files ``tmp/NAME.out`` and ``tmp/NAME.err``, so several servers
@@ -50,6 +67,7 @@ def serving(
     """
     import os
 
+    args = tuple(serve_args(args, model))
     port = free_port()
     out, err = (tmp / f"{name}.out").open("w"), (tmp / f"{name}.err").open("w")
     proc = subprocess.Popen(
