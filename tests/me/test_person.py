@@ -636,6 +636,34 @@ async def test_what_each_grant_read_is_kept_for_the_person_not_in_the_log(
     assert other.grant_uses(person.holder_id)[person.grant_id]["reads"] == [use["reads"][1]]
 
 
+async def test_a_consumer_grants_provider_reads_are_kept_for_the_person(
+    client, operator, authority, state
+):
+    """The Memory Provider's ``/memory/v1`` reads (saihm/provider/http.py) are noted for the
+    person's page through the same hook as ``saihm_recall``: a query by a consumer's grant
+    shows under that grant's uses, with the records it returned."""
+    from saihm.events import Capability
+
+    person = Person(operator, authority, vault=True)
+    assert person.consumer_token is not None
+    grant_id = Capability.from_token(person.consumer_token).scope.grant_id
+    assert grant_id is not None
+    session = operator.store.authenticate(person.session_token)
+    for text in ("likes tea", "walks at noon"):
+        operator.memory.remember(session, text, namespace="notes")
+    headers = {"Authorization": f"Bearer {person.consumer_token}"}
+    async with client.post("/memory/v1/query", json={}, headers=headers) as resp:
+        assert resp.status == 200
+        returned = len((await resp.json())["records"])
+    assert returned == 2
+    token = await enrol(client, state, person.holder_id, Authenticator(ORIGIN))
+    status, grants = await get(client, "/me/v1/grants", token)
+    assert status == 200
+    use = grants["uses"][grant_id.hex()]
+    assert use["calls"] == 1 and use["cells"] == returned
+    assert person.grant_id not in grants["uses"]  # the agent's grant read nothing
+
+
 async def test_the_persons_reads_log_no_receipt_and_an_agents_do(
     client, operator, authority, state
 ):
