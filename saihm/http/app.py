@@ -14,7 +14,6 @@ import asyncio
 import json
 import logging
 import os
-import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ from saihm.http.common import (
     MAX_BODY,
     OPERATOR,
     Handler,
+    answered,
     bearer_token,
     error_response,
     json_response,
@@ -52,9 +52,6 @@ __all__ = [
 THREADS = 32
 #: Longest path written to the access log, so a hostile path cannot flood it.
 LOG_PATH_MAX = 200
-
-#: The access log's status for a request cancelled before any answer (nginx's "client closed").
-CLIENT_GONE = 499
 
 access_log = logging.getLogger("saihm.http.access")
 error_log = logging.getLogger("saihm.http")
@@ -85,30 +82,18 @@ async def access_log_middleware(request: web.Request, handler: Handler) -> web.S
     500 for an exception aiohttp answers with 500 (docs/operations.md "Access log").
     Never the Authorization header, the query text or any body.
     """
-    started = time.perf_counter()
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as err:
-        status = err.status
-        raise
-    except asyncio.CancelledError:
-        status = CLIENT_GONE
-        raise
-    finally:
-        access_log.info(
-            json.dumps(
-                {
-                    "method": request.method[:16],
-                    "path": request.rel_url.path[:LOG_PATH_MAX],
-                    "status": status,
-                    "ms": round((time.perf_counter() - started) * 1000, 3),
-                    "pid": os.getpid(),
-                }
-            )
-        )
+
+    def write(status: int, seconds: float) -> None:
+        line = {
+            "method": request.method[:16],
+            "path": request.rel_url.path[:LOG_PATH_MAX],
+            "status": status,
+            "ms": round(seconds * 1000, 3),
+            "pid": os.getpid(),
+        }
+        access_log.info(json.dumps(line))
+
+    return await answered(request, handler, write)
 
 
 @web.middleware

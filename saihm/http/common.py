@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,6 +43,34 @@ PERSON_STATE: web.AppKey[PersonState] = web.AppKey("saihm.me.person")
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+#: The status logged for a request cancelled before any answer (nginx's "client closed").
+CLIENT_GONE = 499
+
+
+async def answered(
+    request: web.Request, handler: Handler, seen: Callable[[int, float], None]
+) -> web.StreamResponse:
+    """Run ``handler`` and tell ``seen`` the status the client got and the seconds it took,
+    whatever happens; re-raise what the handler raised. The status is a returned response's,
+    or that of an ``HTTPException`` that aiohttp answers (a redirect, raised past an error
+    middleware); :data:`CLIENT_GONE` when the request was cancelled before any answer (the
+    client went away or the server stopped); 500 for any other exception, which aiohttp
+    answers with 500. The access logs and the request metrics all count through this."""
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as err:
+        status = err.status
+        raise
+    except asyncio.CancelledError:
+        status = CLIENT_GONE
+        raise
+    finally:
+        seen(status, time.perf_counter() - started)
 
 
 def json_response(body: object, *, status: int = 200, cache: str = "no-store") -> web.Response:

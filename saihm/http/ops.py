@@ -26,6 +26,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from saihm import __version__
+from saihm.http.common import answered
 from saihm.storage.base import StorageError
 
 if TYPE_CHECKING:
@@ -301,17 +302,11 @@ async def metrics(request: web.Request) -> web.Response:
 async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count every answered request by method and status (the error middleware runs inside
     this one, so failures are counted with the status the client saw)."""
-    started = time.perf_counter()
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as err:
-        status = err.status
-        raise
-    finally:
-        request.app[METRICS].observe(request.method, status, time.perf_counter() - started)
+
+    def count(status: int, seconds: float) -> None:
+        request.app[METRICS].observe(request.method, status, seconds)
+
+    return await answered(request, handler, count)
 
 
 def add_ops_routes(app: web.Application, store: Store) -> None:

@@ -49,6 +49,7 @@ from pathlib import Path
 from aiohttp import web
 
 from saihm.errors import MalformedInput, SaihmError
+from saihm.http.common import answered
 from saihm.storage.base import StorageError
 from saihm.translog import Checkpoint, NoteError, ProofError, verify_consistency
 from saihm.translog.checkpoint import verifier_from_key
@@ -289,22 +290,20 @@ async def _add_checkpoint(request: web.Request) -> web.Response:
 
 @web.middleware
 async def _access_log(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """One JSON line per request on stderr: time, method, path, status, ms (no bodies)."""
-    started = time.perf_counter()
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    finally:
+    """One JSON line per request on stderr: time, method, path, status, ms (no bodies); the
+    status the client got (:func:`saihm.http.common.answered`)."""
+
+    def write(status: int, seconds: float) -> None:
         line = {
             "time": round(time.time(), 3),
             "method": request.method[:16],
             "path": request.rel_url.path[:200],
             "status": status,
-            "ms": round((time.perf_counter() - started) * 1000, 3),
+            "ms": round(seconds * 1000, 3),
         }
         print(json.dumps(line), file=sys.stderr, flush=True)
+
+    return await answered(request, handler, write)
 
 
 @web.middleware

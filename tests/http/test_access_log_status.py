@@ -93,3 +93,71 @@ async def test_every_authority_route_logs_the_status_the_client_got(
                 assert int(lines[0].split()[2]) == resp.status, (path, lines[0])
                 statuses.add(resp.status)
     assert {200, 400, 401, 404, 405} <= statuses
+
+
+async def test_answered_tells_the_status_the_client_got_and_reraises() -> None:
+    """The one place the access logs and the request metrics learn a request's status
+    (saihm.http.common.answered): a response's, an answered HTTPException's, 499 for a request
+    cancelled before any answer, 500 for any other exception; what the handler raised still
+    propagates, and ``seen`` hears of each request exactly once."""
+    import asyncio
+
+    from aiohttp.test_utils import make_mocked_request
+
+    from saihm.http.common import CLIENT_GONE, answered
+
+    async def ok(_request: web.Request) -> web.StreamResponse:
+        return web.Response(status=204)
+
+    def raising(err: BaseException):
+        async def handler(_request: web.Request) -> web.StreamResponse:
+            raise err
+
+        return handler
+
+    cases = [
+        (ok, 204, None),
+        (raising(web.HTTPFound("/elsewhere")), 302, web.HTTPFound),
+        (raising(web.HTTPNotFound()), 404, web.HTTPNotFound),
+        (raising(asyncio.CancelledError()), CLIENT_GONE, asyncio.CancelledError),
+        (raising(RuntimeError("boom")), 500, RuntimeError),
+    ]
+    for handler, status, raised in cases:
+        seen: list[tuple[int, float]] = []
+        request = make_mocked_request("GET", "/x")
+        if raised is None:
+            response = await answered(request, handler, lambda s, t, into=seen: into.append((s, t)))
+            assert response.status == status
+        else:
+            with pytest.raises(raised):
+                await answered(request, handler, lambda s, t, into=seen: into.append((s, t)))
+        assert [s for s, _t in seen] == [status] and seen[0][1] >= 0
+
+
+async def test_every_witness_route_logs_the_status_the_client_got(
+    aiohttp_client, tmp_path, capfd
+) -> None:
+    """The same for ``saihm witness serve`` (one JSON line per request on stderr)."""
+    from saihm.services.witness import Witness, create_witness_app, load_or_create_key
+    from saihm.witness.state import WitnessState
+
+    state = WitnessState(tmp_path / "w")
+    try:
+        signer, _created = load_or_create_key(tmp_path / "witness.key", "witness.example/w")
+        client = await aiohttp_client(create_witness_app(Witness(state, signer, [])))
+        sent = _requests(client.server.app)
+        assert ("POST", "/add-checkpoint") in sent
+        statuses = set()
+        for method, path in sent:
+            capfd.readouterr()
+            async with client.request(method, path, data=b"{}", allow_redirects=False) as resp:
+                await resp.read()
+            lines = [
+                json.loads(x) for x in capfd.readouterr().err.splitlines() if x.startswith("{")
+            ]
+            assert len(lines) == 1, (method, path, lines)
+            assert (lines[0]["method"], lines[0]["status"]) == (method, resp.status), path
+            statuses.add(resp.status)
+        assert {400, 404, 405} <= statuses
+    finally:
+        state.close()
