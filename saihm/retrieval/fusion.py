@@ -18,9 +18,11 @@ and the fused score is ``lexical_weight * lexical + semantic_weight * semantic +
 context_weight * context`` (Fox and Shaw's CombSUM over min-max normalised scores,
 "Combination of multiple searches", TREC-2, 1994; weighted as in Bruch, Gai and Ingber, "An
 Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023, which found a tuned convex
-combination better than reciprocal rank fusion, and more robust to a weak ranker). A cell that
-shares nothing with the query is a candidate only at or above the ``gate`` cosine, which keeps
-a question about something never remembered answered by ``[]``. The constants were chosen on
+combination better than reciprocal rank fusion, and more robust to a weak ranker). The ``gate``
+decides whether the question is about anything remembered: it is when a cell shares a word
+with it or one cell is at least the gate near in meaning, and then the cells nearest it at or
+above the ``floor`` join the candidates; a question about something never remembered (no
+match, nothing that near) is answered by ``[]``. The constants were chosen on
 development data only: LoCoMo's development half and the calibration halves of the bench sets
 (docs/retrieval.md "Semantic stage").
 """
@@ -44,18 +46,23 @@ class Weights:
     semantic: float
     #: Cosine below which a cell gets no semantic credit.
     floor: float
-    #: The dense stage's candidates: at most this many cells, the nearest at or above the gate.
+    #: The dense stage's candidates: at most this many cells, the nearest at or above the floor.
     dense_k: int
-    #: Cosine at or above which a cell that shares nothing with the query is a candidate
-    #: (None: the floor).
+    #: Cosine at or above which one cell makes a question that shares no word with any cell
+    #: answerable (None: the floor); below it for every cell the dense stage adds nothing.
     gate: float | None = None
     #: The weight of a dialogue turn's context (the highest cosine around it).
     context: float = 0.0
 
     @property
     def admits(self) -> float:
-        """The cosine at or above which a dense candidate is admitted (the gate)."""
+        """The cosine at or above which one cell makes a question answerable (the gate)."""
         return self.floor if self.gate is None else self.gate
+
+    @property
+    def joins(self) -> float:
+        """The cosine at or above which a cell joins an answerable question's candidates."""
+        return min(self.floor, self.admits)
 
 
 #: Chosen by ``saihm bench recall --embedding-model`` (saihm/bench/semantic.py) for

@@ -129,7 +129,7 @@ def rank_holder(
 
     ranked = [r.key for r in lexical]
     also = [*ranked, *(n for k in ranked for n in around(k))]
-    near = table.nearest(qvec, w.admits, w.dense_k, also)
+    near = table.nearest(qvec, w.joins, w.dense_k, also)
     # The cosines around the cells only the dense stage brought (one more matrix product).
     missing = {n for k in list(near) for n in around(k)} - near.keys()
     if missing:

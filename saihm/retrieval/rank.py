@@ -75,7 +75,7 @@ def rank(
 
     With ``dense`` (cosines to the query from an :class:`~saihm.retrieval.embed.Embedder`, of
     documents the caller may see: at least every one that could be among the
-    ``weights.dense_k`` nearest at or above ``weights.admits``, and every lexical match; others
+    ``weights.dense_k`` nearest at or above ``weights.joins``, and every lexical match; others
     change nothing), the semantic stage adds those nearest documents (they need share no word
     with the query; ties by ``order``) and every candidate's score is the weighted sum of
     :mod:`saihm.retrieval.fusion`.
@@ -112,17 +112,22 @@ def fuse(
     around: Callable[[Hashable], Iterable[Hashable]] | None = None,
     ideal: float = 0.0,
 ) -> list[Ranked]:
-    """The lexical ranking ``scored`` joined with the semantic stage: the ``weights.dense_k``
-    documents of ``dense`` nearest the query at or above ``weights.gate`` are added, and every
+    """The lexical ranking ``scored`` joined with the semantic stage: when the question is
+    answerable (``scored`` is not empty, or a document of ``dense`` is at or above
+    ``weights.admits``, the gate), the ``weights.dense_k`` documents of ``dense`` nearest the
+    query at or above ``weights.joins`` (the floor) are added, and every
     candidate's score is the weighted sum of :mod:`saihm.retrieval.fusion` (``dense`` holds the
     cosine of each lexical match too, and with ``around``, of the documents around each
     candidate; one missing counts as no similarity). ``around(key)``: the documents whose
     highest cosine is a candidate's context: those around a dialogue turn, the document itself
     for a stated fact (which then counts as standing alone: :func:`weighted_sum` normalises its
     BM25 by ``max(best, ideal)``, ``ideal`` from :func:`query_idf`), none for no context."""
-    near = heapq.nlargest(
-        weights.dense_k, (d for d in dense if d[1] >= weights.admits), key=lambda d: (d[1], -d[2])
-    )
+    # The gate: a question is about something remembered when a cell shares a word with it
+    # or one cell is at least the gate near in meaning; only then does the dense stage add
+    # the cells nearest it (at or above the floor), so a question about nothing gets [].
+    answerable = bool(scored) or any(d[1] >= weights.admits for d in dense)
+    joining = (d for d in dense if d[1] >= weights.joins) if answerable else ()
+    near = heapq.nlargest(weights.dense_k, joining, key=lambda d: (d[1], -d[2]))
     lexical = {r.key: r.score for r in scored}
     orders = {r.key: r.order for r in scored}
     every = {key: cos for key, cos, _order in dense}

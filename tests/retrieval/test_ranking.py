@@ -181,25 +181,36 @@ def test_the_stacked_table_gives_the_ranking_of_every_cosine(
     assert [(r.key, round(r.score, 6)) for r in rank(q, docs, dense=part, weights=w)] == full
 
 
-def test_a_turns_context_counts_in_meaning_and_the_gate_admits_separately() -> None:
+def test_a_turns_context_counts_in_meaning_and_the_gate_decides_answerable() -> None:
     """Issue 33: a dialogue turn gets credit for the turns around it that are near the query
-    (a reply far in meaning from the question it answers); a cell that shares no word is
-    admitted only at or above the gate, though credit starts at the lower floor."""
+    (a reply far in meaning from the question it answers). The gate decides whether the
+    question is about anything remembered (a cell shares a word, or one is at the gate);
+    if it is, the cells at or above the lower floor join; if not, the answer is empty."""
     w = Weights(lexical=1.0, semantic=1.0, floor=0.2, dense_k=10, gate=0.5, context=1.0)
     fused = weighted_sum({"a": 2.0}, {"a": 0.2, "b": 0.6}, w, context={"a": 0.6})
     assert math.isclose(fused["a"], 1.0 + 1.0 * (0.6 - 0.2) / 0.8)
     assert math.isclose(fused["b"], (0.6 - 0.2) / 0.8)
     q = analyse_query("what theme does the user like")
-    # 0 and 1 share words; 3 shares nothing and sits at 0.4: credit, were it a candidate.
+    # 0 and 1 share words: answerable, so 3 (shares nothing, 0.4: under the gate, over the
+    # floor) joins, by its credit alone.
     dense = [(0, 0.1, 0), (1, 0.3, 1), (2, 0.9, 2), (3, 0.4, 3)]
     plain = rank(q, DOCS, dense=dense, weights=w)
-    assert [r.key for r in plain] == [0, 2, 1]  # 3 is below the gate: not admitted
+    assert [r.key for r in plain] == [0, 2, 1, 3]
+    assert math.isclose(plain[3].score, (0.4 - 0.2) / 0.8)
+    # A question that shares no word with any cell: nothing at the gate gives [] ...
+    nothing = analyse_query("quarterly revenue forecast")
+    under = [(0, 0.1, 0), (1, 0.3, 1), (2, 0.49, 2), (3, 0.4, 3)]
+    assert rank(nothing, DOCS, dense=under, weights=w) == []
+    # ... one cell at the gate makes it answerable: the cells over the floor join it.
+    at = [(0, 0.1, 0), (1, 0.3, 1), (2, 0.5, 2), (3, 0.4, 3)]
+    assert [r.key for r in rank(nothing, DOCS, dense=at, weights=w)] == [2, 3, 1]
+    assert w.joins == 0.2 and Weights(1.0, 1.0, 0.3, 10, gate=0.2).joins == 0.2
 
     def around(key: object) -> list[object]:
         return [2] if key == 1 else []  # 1 is a turn whose neighbour 2 is near the query
 
     turned = fuse(rank(q, DOCS), dense, w, around)
-    assert [r.key for r in turned] == [1, 0, 2]
+    assert [r.key for r in turned] == [1, 0, 2, 3]
     assert Weights(1.0, 1.0, 0.3, 10).admits == 0.3  # no gate: the floor
 
 

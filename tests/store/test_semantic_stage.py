@@ -59,6 +59,57 @@ def test_semantic_stage_ranks_and_adds_what_shares_no_word(tmp_path: Path, cache
         world.store.close()
 
 
+#: Fixed cosines to the query "How old is her son?" (on the first axis), as the real model
+#: gives them (docs/retrieval.md "Semantic stage"): the evidence is under the gate.
+NEAR = {
+    "How old is her son?": 1.0,
+    "Her mother lives in Pune.": 0.49,
+    "Arjun turned nine in March.": 0.27,
+    "She dislikes horror films.": 0.1,
+    "What is the GDP of Brazil?": 0.0,
+}
+
+
+class FixedEmbedder:
+    """Unit vectors at fixed cosines to the first axis; the unanswerable question lies on
+    another axis, at 0.3 (under the gate) to every cell."""
+
+    def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        out = []
+        for text in texts:
+            c = NEAR[text]
+            if text.startswith("What is the GDP"):
+                out.append((0.0, 0.0, 1.0))
+            else:
+                out.append((c, (1 - c * c) ** 0.5 * 0.95, 0.3 * (1 - c * c) ** 0.5))
+        return [tuple(x / sum(y * y for y in v) ** 0.5 for x in v) for v in out]
+
+
+@pytest.mark.parametrize("cache_mb", [64, 0])
+def test_an_answerable_question_admits_cells_under_the_gate(tmp_path: Path, cache_mb: int) -> None:
+    """Issue 33: the gate decides whether a question is about anything remembered (one cell
+    at the gate); if so, the cells over the floor join, the evidence under the gate among
+    them, on both read paths; a question near nothing still gets []."""
+    world = make_world(tmp_path, recall_cache_mb=cache_mb)
+    world.store.close()
+    store = Store(world.config, clock=world.clock, embedder=FixedEmbedder())
+    world.operator = Operator(store, world.config)
+    try:
+        a = world.holder()
+        for text in ("Her mother lives in Pune.", "Arjun turned nine in March."):
+            world.call(a, "saihm_remember", content=text)
+        world.call(a, "saihm_remember", content="She dislikes horror films.")
+        for token in (a.token, world.grant_token(a.holder_id)):
+            got = world.call(token, "saihm_recall", query="How old is her son?")
+            assert [i["plaintext"] for i in got] == [
+                "Her mother lives in Pune.",
+                "Arjun turned nine in March.",  # 0.27: under the gate, over the floor
+            ]
+            assert world.call(token, "saihm_recall", query="What is the GDP of Brazil?") == []
+    finally:
+        world.store.close()
+
+
 def test_without_the_extra_the_loader_says_how_to_install(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "tokenizer.json").write_text("{}")
     (tmp_path / "model.onnx").write_bytes(b"")
