@@ -247,9 +247,14 @@ class OnnxEmbedder:
     def embed(self, texts: Sequence[str]) -> list[Any]:
         """One L2-normalised float32 vector (a numpy row) per text, in order."""
         np = self._np
-        out: list[Any] = []
-        for start in range(0, len(texts), BATCH):
-            encodings = self._tokenizer.encode_batch(list(texts[start : start + BATCH]))
+        # Texts of like length share a model call, as sentence-transformers' encode does: a
+        # call is padded to its longest text, and the padding costs as much as text. The
+        # vectors do not change (the attention mask hides the padding); the order is put back.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: list[Any] = [None] * len(texts)
+        for start in range(0, len(order), BATCH):
+            part = order[start : start + BATCH]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in part])
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
             feed = {"input_ids": ids, "attention_mask": mask}
@@ -266,7 +271,8 @@ class OnnxEmbedder:
                 weights = mask[:, :, None].astype(np.float32)
                 pooled = (tokens * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out.extend(pooled / np.clip(norms, 1e-12, None))
+            for i, vector in zip(part, pooled / np.clip(norms, 1e-12, None), strict=True):
+                out[i] = vector
         return out
 
 

@@ -69,6 +69,19 @@ def test_mean_pooling_ignores_the_padding_of_a_batch(model: Path) -> None:
     assert numpy.allclose(alone, batched, atol=1e-5)
 
 
+def test_a_batch_is_embedded_by_length_and_given_back_in_order(model: Path) -> None:
+    """Texts share a model call with texts of like length (less padding); each vector is the
+    one the text gets alone, in the order asked, across more than one call."""
+    embedder = load_embedder(model)
+    texts = [f"{'a longer sentence about the garden ' * (i % 7)}fact {i}" for i in range(150)]
+    texts[3] = ""
+    together = embedder.embed(texts)
+    assert len(together) == len(texts)
+    for i in (0, 1, 3, 6, 7, 70, 149):
+        assert numpy.allclose(together[i], embedder.embed([texts[i]])[0], atol=1e-5)
+    assert embedder.embed([]) == []
+
+
 def test_the_pooling_config_is_read(tmp_path: Path, model: Path) -> None:
     cls = minilm_dir(
         tmp_path, {**POOLING, "pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}
