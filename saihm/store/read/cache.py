@@ -337,6 +337,11 @@ class CellCache:
         """The cached cells by cellId (read under the lock, as by a :class:`CacheView`)."""
         return self._entries
 
+    @property
+    def unembedded(self) -> AbstractSet[bytes]:
+        """The cached cells put without a vector that nothing has embedded yet."""
+        return self._unembedded
+
     def holder_index(self, holder_id: bytes) -> HolderIndex | None:
         """The holder's index, or None when the cache holds none for it."""
         return self._holders.get(holder_id)
@@ -551,6 +556,7 @@ class CellCache:
         while self._entries and self.used_bytes > self.max_bytes:
             cell_id, entry = self._entries.popitem(last=False)
             self._bytes -= entry.size
+            self._unembedded.discard(cell_id)
             holder = self._holders.get(entry.own.cell.holder_id)
             if holder is not None:
                 self._candidate_bytes -= holder.remove(cell_id, entry.analysis)
@@ -628,6 +634,24 @@ class CacheView:
             vectors = cache.embedder.embed([e.own.payload.content for _k, e in todo])
             for (cell_id, entry), vector in zip(todo, vectors, strict=True):
                 cache.fill(cell_id, entry, vector)
+
+    def embed_entries(self, entries: Sequence[tuple[bytes, CacheEntry]]) -> None:
+        """Give each of ``entries`` (cellId, entry: the cells one read ranks) that has no
+        vector its vector, in batched model calls: filled in the cache where it is still the
+        cached entry, else set on this read's own copy (evicted meanwhile, or the cache is
+        off). A recall never depends on the worker."""
+        cache = self.cache
+        embedder = cache.embedder
+        todo = [(k, e) for k, e in entries if e.vector is None]
+        if embedder is None or not todo:
+            return
+        vectors = embedder.embed([e.own.payload.content for _k, e in todo])
+        for (cell_id, entry), vector in zip(todo, vectors, strict=True):
+            if cache._entries.get(cell_id) is entry:
+                cache.fill(cell_id, entry, vector)
+            else:
+                cache._unembedded.discard(cell_id)
+                entry.vector = vector
 
     def holder(self, holder_id: bytes) -> HolderIndex:
         """The holder's live cell list (built from the storage on first use) and index."""

@@ -31,6 +31,16 @@ from saihm.store.read.views import CellHeader, OpenedCell, Page
 
 log = logging.getLogger("saihm.store")
 
+#: A holder-wide read with the semantic stage embeds its holder's cells ahead, outside the
+#: cache's lock, once at least this many lack a vector (a fresh process, before the warm-up
+#: reaches them); fewer are embedded within the read, as before.
+AHEAD_MIN = 32
+#: Cells opened under the lock, then embedded outside it in one model call, per step ahead.
+AHEAD_STEP = 256
+#: The step ahead stops once the cache holds this fraction of its budget (as the warm-up's:
+#: it never evicts to embed).
+AHEAD_FILL = 0.9
+
 
 class CheckedReader:
     """Reads cells for an :class:`Access`, each item checked on every call; owns the recall
@@ -63,17 +73,14 @@ class CheckedReader:
         self.authenticator.require(access)
         env = self.env
         now = int(env.clock())
+        holder_wide = cell_ids is None and access.all_sessions and access.namespaces is None
+        if holder_wide and not request.q.everything:
+            self.embed_ahead(access.holder_id)
         with (
             env.storage.read() as txn,
             self.cache.reading(txn, env.tree, env.kek_dir.current_version) as view,
         ):
-            fast = (
-                view.current
-                and cell_ids is None
-                and access.all_sessions
-                and access.namespaces is None
-            )
-            if fast:
+            if view.current and holder_wide:
                 page = read_holder_wide(self.open_checked, env.projections, txn, view, request, now)
                 if page is not None:
                     return page
@@ -95,7 +102,8 @@ class CheckedReader:
                 opened = self.open_checked(txn, access, cell_id, sharer, index)
                 if opened is None:
                     continue
-                entry = view.put(opened)
+                # Embedded below with the others, in batches, if the query needs it.
+                entry = view.put(opened, embed=False)
             elif not still_allowed(entry, erased, access, sharer):
                 continue
             visible[cell_id] = (entry, is_shared)
@@ -111,7 +119,7 @@ class CheckedReader:
         have: list[tuple[Hashable, Sequence[float], int]] = []
         if qvec is not None:
             # The semantic stage: every visible cell's cosine (a cell without a vector has none).
-            view.embed_missing(visible)
+            view.embed_entries([(k, e) for k, (e, _s) in visible.items()])
             have = [
                 (k, e.vector, e.own.index) for k, (e, _s) in visible.items() if e.vector is not None
             ]
@@ -164,6 +172,77 @@ class CheckedReader:
         if shared:
             return OpenedCell(cell=cell, payload=payload, shared=True, index=index)
         return opened
+
+    def embed_ahead(self, holder_id: bytes) -> None:
+        """Before a holder-wide read with the semantic stage: embed the holder's cells that
+        lack a vector outside the cache's lock, oldest first (the warm-up goes newest
+        first), when there are at least :data:`AHEAD_MIN`. A fresh process's first recall
+        then holds the lock only to open cells, and other reads go on meanwhile; the read
+        itself still embeds whatever is left. Nothing here decides access."""
+        cache = self.cache
+        if cache.embedder is None or not cache.enabled:
+            return
+        with cache.lock:
+            holder = cache.holder_index(holder_id)
+            if holder is not None and holder.cells is not None:
+                if not holder.missing and not cache.unembedded:
+                    return  # the common, warm case: every cell cached with its vector
+                cells = self._lacking_vectors(holder.cells, holder.missing)
+            else:
+                cells = None
+        if cells is None:
+            env = self.env
+            with (
+                env.storage.read() as txn,
+                cache.reading(txn, env.tree, env.kek_dir.current_version) as view,
+            ):
+                if not view.current:
+                    return
+                holder = view.holder(holder_id)
+                if holder.cells is None:
+                    return
+                cells = self._lacking_vectors(holder.cells, holder.missing)
+        if len(cells) < AHEAD_MIN:
+            return
+        cells.sort(key=lambda c: c[1])
+        for at in range(0, len(cells), AHEAD_STEP):
+            if self.embed_outside_lock(cells[at : at + AHEAD_STEP], AHEAD_FILL):
+                return
+
+    def _lacking_vectors(
+        self, cells: dict[bytes, int], missing: set[bytes]
+    ) -> list[tuple[bytes, int]]:
+        """(cellId, leaf index) of ``cells`` not cached or cached without a vector. The
+        caller holds the cache's lock."""
+        entries = self.cache.entries
+        out = []
+        for cell_id, index in cells.items():
+            if cell_id in missing:
+                out.append((cell_id, index))
+            else:
+                entry = entries.get(cell_id)
+                if entry is None or entry.vector is None:
+                    out.append((cell_id, index))
+        return out
+
+    def embed_outside_lock(self, cells: Sequence[tuple[bytes, int]], fill: float | None) -> bool:
+        """Cache the ``cells`` (cellId, leaf index) not cached (opened under the cache's lock,
+        in a current snapshot: :meth:`cache_unembedded`), then embed those without a vector
+        outside the lock, in one model call, and fill the ones still cached; True when the
+        cache reached ``fill`` of its budget first (None: no limit). For the embedding worker
+        and :meth:`embed_ahead`."""
+        cache = self.cache
+        embedder = cache.embedder
+        if embedder is None or not cache.enabled:
+            return True
+        todo, full = self.cache_unembedded(cells, fill)
+        if todo:
+            vectors = embedder.embed([e.own.payload.content for _k, e in todo])
+            with cache.lock:
+                for (cell_id, entry), vector in zip(todo, vectors, strict=True):
+                    cache.fill(cell_id, entry, vector)
+            cache.trim()
+        return full
 
     def cache_unembedded(
         self, cells: Sequence[tuple[bytes, int]], fill: float | None = None

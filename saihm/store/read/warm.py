@@ -13,7 +13,9 @@ vectors of the entries still cached. Nothing here decides access (every read che
 again) and nothing reaches the disk: vectors live beside the cached plaintext only.
 
 Correctness never depends on the worker: a recall that finds a cached cell without a vector
-embeds it itself (:meth:`saihm.store.read.cache.CacheView.embed_missing`). :meth:`Warmer.stop`
+embeds it itself (:meth:`saihm.store.read.cache.CacheView.embed_missing`,
+:meth:`~saihm.store.read.cache.CacheView.embed_entries`), and a holder-wide read with many cells
+to embed does it outside the lock first (:meth:`CheckedReader.embed_ahead`). :meth:`Warmer.stop`
 (from :meth:`saihm.store.Store.close`) ends the thread before the storage closes; a stop or a
 kill mid-step loses nothing, since the worker writes nothing but the in-memory cache.
 """
@@ -149,18 +151,6 @@ class Warmer:
             self._warm_at = None if full or start == 0 else start
 
     def _embed(self, cells: Sequence[tuple[bytes, int]], *, warm: bool) -> bool:
-        """Cache the ``cells`` not cached (the reader opens them under the cache's lock, in a
-        current snapshot), then embed those without a vector outside the lock and fill them;
-        True when the warm-up reached the budget."""
-        cache = self.cache
-        embedder = cache.embedder
-        if embedder is None or not cache.enabled:
-            return True
-        todo, full = self.reader.cache_unembedded(cells, WARM_FILL if warm else None)
-        if todo:
-            vectors = embedder.embed([e.own.payload.content for _k, e in todo])
-            with cache.lock:
-                for (cell_id, entry), vector in zip(todo, vectors, strict=True):
-                    cache.fill(cell_id, entry, vector)
-            cache.trim()
-        return full
+        """Cache the ``cells`` not cached and embed them outside the cache's lock
+        (:meth:`CheckedReader.embed_outside_lock`); True when the warm-up reached the budget."""
+        return self.reader.embed_outside_lock(cells, WARM_FILL if warm else None)
