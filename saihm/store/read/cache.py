@@ -630,10 +630,7 @@ class CacheView:
                 cache._unembedded.discard(cell_id)
             elif cell_id in keys:
                 todo.append((cell_id, entry))
-        if todo:
-            vectors = cache.embedder.embed([e.own.payload.content for _k, e in todo])
-            for (cell_id, entry), vector in zip(todo, vectors, strict=True):
-                cache.fill(cell_id, entry, vector)
+        self.embed_entries(todo)
 
     def embed_entries(self, entries: Sequence[tuple[bytes, CacheEntry]]) -> None:
         """Give each of ``entries`` (cellId, entry: the cells one read ranks) that has no
