@@ -36,10 +36,7 @@ class ConceptEmbedder:
 @pytest.mark.parametrize("cache_mb", [64, 0])
 def test_semantic_stage_ranks_and_adds_what_shares_no_word(tmp_path: Path, cache_mb: int) -> None:
     assert isinstance(ConceptEmbedder(), Embedder)
-    world = make_world(tmp_path, recall_cache_mb=cache_mb)
-    world.store.close()
-    store = Store(world.config, clock=world.clock, embedder=ConceptEmbedder())
-    world.operator = Operator(store, world.config)
+    world = make_world(tmp_path, ConceptEmbedder(), recall_cache_mb=cache_mb)
     try:
         a = world.holder()
         for text in ("the user drinks tea", "the user wants dark mode", "lunch at noon"):
@@ -90,10 +87,7 @@ def test_an_answerable_question_admits_cells_under_the_gate(tmp_path: Path, cach
     """Issue 33: the gate decides whether a question is about anything remembered (one cell
     at the gate); if so, the cells over the floor join, the evidence under the gate among
     them, on both read paths; a question near nothing still gets []."""
-    world = make_world(tmp_path, recall_cache_mb=cache_mb)
-    world.store.close()
-    store = Store(world.config, clock=world.clock, embedder=FixedEmbedder())
-    world.operator = Operator(store, world.config)
+    world = make_world(tmp_path, FixedEmbedder(), recall_cache_mb=cache_mb)
     try:
         a = world.holder()
         for text in ("Her mother lives in Pune.", "Arjun turned nine in March."):
